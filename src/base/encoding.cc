@@ -1,0 +1,181 @@
+#include "base/encoding.h"
+
+#include <openssl/evp.h>
+
+#include <limits>
+
+namespace fjord::base {
+
+namespace {
+constexpr char hex_lower[] = "0123456789abcdef";
+constexpr char hex_upper[] = "0123456789ABCDEF";
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+bool is_unreserved(unsigned char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
+}
+}  // namespace
+
+std::string hex_encode(std::string_view raw) {
+    std::string out;
+    out.reserve(raw.size() * 2);
+    for (unsigned char c : raw) {
+        out.push_back(hex_lower[c >> 4]);
+        out.push_back(hex_lower[c & 15]);
+    }
+    return out;
+}
+
+std::optional<std::string> hex_decode(std::string_view hex) {
+    if (hex.size() % 2) return std::nullopt;
+    std::string out;
+    out.reserve(hex.size() / 2);
+    for (size_t i = 0; i < hex.size(); i += 2) {
+        int hi = hex_value(hex[i]), lo = hex_value(hex[i + 1]);
+        if (hi < 0 || lo < 0) return std::nullopt;
+        out.push_back(static_cast<char>(hi << 4 | lo));
+    }
+    return out;
+}
+
+std::string base64_encode(std::string_view raw) {
+    std::string out(4 * ((raw.size() + 2) / 3), '\0');
+    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                            reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()));
+    out.resize(static_cast<size_t>(n));
+    return out;
+}
+
+std::optional<std::string> base64_decode(std::string_view text) {
+    text = trim(text);
+    if (text.size() % 4) return std::nullopt;
+    for (char c : text)
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+              c == '/' || c == '='))
+            return std::nullopt;
+    std::string out(3 * text.size() / 4, '\0');
+    int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                            reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+    if (n < 0) return std::nullopt;
+    size_t padding = 0;
+    if (!text.empty() && text.back() == '=') ++padding;
+    if (text.size() > 1 && text[text.size() - 2] == '=') ++padding;
+    out.resize(static_cast<size_t>(n) - padding);
+    return out;
+}
+
+std::string uri_encode(std::string_view text, bool keep_slash) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 4);
+    for (unsigned char c : text) {
+        if (is_unreserved(c) || (keep_slash && c == '/')) {
+            out.push_back(static_cast<char>(c));
+        } else {
+            out.push_back('%');
+            out.push_back(hex_upper[c >> 4]);
+            out.push_back(hex_upper[c & 15]);
+        }
+    }
+    return out;
+}
+
+std::optional<std::string> uri_decode(std::string_view text, bool plus_is_space) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        if (c == '%') {
+            if (i + 2 >= text.size()) return std::nullopt;
+            int hi = hex_value(text[i + 1]), lo = hex_value(text[i + 2]);
+            if (hi < 0 || lo < 0) return std::nullopt;
+            out.push_back(static_cast<char>(hi << 4 | lo));
+            i += 2;
+        } else if (c == '+' && plus_is_space) {
+            out.push_back(' ');
+        } else {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+std::optional<std::uint64_t> parse_u64(std::string_view text) {
+    if (text.empty() || text.size() > 20) return std::nullopt;
+    std::uint64_t value = 0;
+    for (char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+        if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) return std::nullopt;
+        value = value * 10 + digit;
+    }
+    return value;
+}
+
+std::optional<std::uint64_t> parse_hex_u64(std::string_view text) {
+    if (text.empty() || text.size() > 16) return std::nullopt;
+    std::uint64_t value = 0;
+    for (char c : text) {
+        int v = hex_value(c);
+        if (v < 0) return std::nullopt;
+        value = value << 4 | static_cast<std::uint64_t>(v);
+    }
+    return value;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        char x = a[i], y = b[i];
+        if (x >= 'A' && x <= 'Z') x = static_cast<char>(x + 32);
+        if (y >= 'A' && y <= 'Z') y = static_cast<char>(y + 32);
+        if (x != y) return false;
+    }
+    return true;
+}
+
+std::string to_lower(std::string_view text) {
+    std::string out(text);
+    for (char& c : out)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+    return out;
+}
+
+std::string_view trim(std::string_view text) {
+    size_t b = 0, e = text.size();
+    while (b < e && (text[b] == ' ' || text[b] == '\t')) ++b;
+    while (e > b && (text[e - 1] == ' ' || text[e - 1] == '\t')) --e;
+    return text.substr(b, e - b);
+}
+
+bool is_valid_utf8(std::string_view text) {
+    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+    size_t n = text.size(), i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { ++i; continue; }
+        size_t len;
+        std::uint32_t cp;
+        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (i + len > n) return false;
+        for (size_t k = 1; k < len; ++k) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return false;
+        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += len;
+    }
+    return true;
+}
+
+}  // namespace fjord::base

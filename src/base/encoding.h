@@ -1,0 +1,32 @@
+#pragma once
+
+// Text encodings used by HTTP and S3: hex, base64, percent-encoding (RFC 3986 as AWS SigV4 applies it).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fjord::base {
+
+std::string hex_encode(std::string_view raw);  // lower-case
+std::optional<std::string> hex_decode(std::string_view hex);
+std::string base64_encode(std::string_view raw);
+std::optional<std::string> base64_decode(std::string_view text);
+
+// Percent-encodes everything except A-Z a-z 0-9 - . _ ~ (and '/' when keep_slash), upper-case hex digits.
+std::string uri_encode(std::string_view text, bool keep_slash);
+// Decodes %XX escapes; '+' becomes a space only when plus_is_space. nullopt on a malformed escape.
+std::optional<std::string> uri_decode(std::string_view text, bool plus_is_space);
+
+// Parses a decimal integer that must span the whole text; nullopt on overflow or junk.
+std::optional<std::uint64_t> parse_u64(std::string_view text);
+std::optional<std::uint64_t> parse_hex_u64(std::string_view text);
+
+bool iequals(std::string_view a, std::string_view b);
+std::string to_lower(std::string_view text);
+std::string_view trim(std::string_view text);
+// Checks that text is valid UTF-8 (no overlongs, no surrogates).
+bool is_valid_utf8(std::string_view text);
+
+}  // namespace fjord::base

@@ -1,0 +1,60 @@
+#include "base/log.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+
+#include "base/assert.h"
+
+namespace fjord::base {
+
+namespace {
+std::atomic<int> g_level{static_cast<int>(log_level::info)};
+thread_local int t_core = -1;
+const char* level_name(log_level level) {
+    switch (level) {
+        case log_level::debug: return "DEBUG";
+        case log_level::info: return "INFO";
+        case log_level::warn: return "WARN";
+        case log_level::error: return "ERROR";
+    }
+    return "?";
+}
+}  // namespace
+
+void set_log_core(int core) { t_core = core; }
+void set_log_level(log_level level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
+log_level current_log_level() { return static_cast<log_level>(g_level.load(std::memory_order_relaxed)); }
+
+void log_line(log_level level, const char* format, ...) {
+    char line[2048];
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    tm utc{};
+    gmtime_r(&now.tv_sec, &utc);
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [core %d] ",
+                     utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                     now.tv_nsec / 1000000, level_name(level), t_core);
+    va_list args;
+    va_start(args, format);
+    int m = vsnprintf(line + n, sizeof line - n - 1, format, args);
+    va_end(args);
+    size_t len = static_cast<size_t>(n) + (m < 0 ? 0 : static_cast<size_t>(m));
+    if (len > sizeof line - 2) len = sizeof line - 2;
+    line[len++] = '\n';
+    ssize_t ignored = ::write(STDERR_FILENO, line, len);
+    (void)ignored;
+}
+
+[[noreturn]] void assert_fail(const char* expr, const char* file, int line, const char* message) {
+    char text[1024];
+    int n = snprintf(text, sizeof text, "assertion failed: %s at %s:%d %s\n", expr, file, line, message);
+    ssize_t ignored = ::write(STDERR_FILENO, text, n > 0 ? static_cast<size_t>(n) : 0);
+    (void)ignored;
+    std::abort();
+}
+
+}  // namespace fjord::base

@@ -1,0 +1,70 @@
+#include "io/socket.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/encoding.h"
+
+namespace fjord::io {
+
+base::result<endpoint> parse_endpoint(const std::string& text) {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos) return base::fail(base::errc::invalid_argument, "expected host:port in " + text);
+    endpoint e;
+    e.host = text.substr(0, colon);
+    if (e.host.size() >= 2 && e.host.front() == '[' && e.host.back() == ']') e.host = e.host.substr(1, e.host.size() - 2);
+    if (e.host == "localhost" || e.host.empty()) e.host = "127.0.0.1";
+    auto port = base::parse_u64(std::string_view(text).substr(colon + 1));
+    if (!port || *port > 65535) return base::fail(base::errc::invalid_argument, "bad port in " + text);
+    e.port = static_cast<std::uint16_t>(*port);
+    return e;
+}
+
+base::result<int> listen_tcp(const endpoint& where, int backlog) {
+    bool v6 = where.host.find(':') != std::string::npos;
+    int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return base::fail(base::errc::io_error, std::string("socket: ") + strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    int rc;
+    if (v6) {
+        sockaddr_in6 addr{};
+        addr.sin6_family = AF_INET6;
+        addr.sin6_port = htons(where.port);
+        if (inet_pton(AF_INET6, where.host.c_str(), &addr.sin6_addr) != 1) {
+            ::close(fd);
+            return base::fail(base::errc::invalid_argument, "bad IPv6 address " + where.host);
+        }
+        rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    } else {
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(where.port);
+        if (inet_pton(AF_INET, where.host.c_str(), &addr.sin_addr) != 1) {
+            ::close(fd);
+            return base::fail(base::errc::invalid_argument, "bad IPv4 address " + where.host);
+        }
+        rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    }
+    if (rc < 0 || ::listen(fd, backlog) < 0) {
+        std::string why = strerror(errno);
+        ::close(fd);
+        return base::fail(base::errc::io_error,
+                          "cannot listen on " + where.host + ":" + std::to_string(where.port) + ": " + why);
+    }
+    return fd;
+}
+
+void tune_connection(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+}  // namespace fjord::io

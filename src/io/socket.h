@@ -1,0 +1,27 @@
+#pragma once
+
+// Listening sockets. Each core opens its own SO_REUSEPORT listener on the same address, so the kernel
+// spreads connections over the cores and no accept is ever shared.
+
+#include <cstdint>
+#include <string>
+
+#include "base/result.h"
+
+namespace fjord::io {
+
+struct endpoint {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 9000;
+};
+
+// Parses "host:port" (IPv4 address or "localhost"; "[::1]:port" for IPv6).
+base::result<endpoint> parse_endpoint(const std::string& text);
+
+// Creates a non-blocking-free (io_uring driven) listening TCP socket with SO_REUSEADDR and SO_REUSEPORT.
+base::result<int> listen_tcp(const endpoint& where, int backlog);
+
+// Sets TCP_NODELAY and larger socket buffers on an accepted connection.
+void tune_connection(int fd);
+
+}  // namespace fjord::io

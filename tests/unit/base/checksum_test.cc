@@ -1,0 +1,54 @@
+#include "base/checksum.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "base/digest.h"
+#include "base/encoding.h"
+
+namespace fjord::base {
+namespace {
+
+std::span<const std::byte> bytes_of(const std::string& s) { return as_bytes(s.data(), s.size()); }
+
+TEST(checksum, crc32c_check_value) { EXPECT_EQ(crc32c(bytes_of("123456789")), 0xE3069283u); }
+TEST(checksum, crc32_check_value) { EXPECT_EQ(crc32(bytes_of("123456789")), 0xCBF43926u); }
+TEST(checksum, crc64nvme_check_value) { EXPECT_EQ(crc64nvme(bytes_of("123456789")), 0xAE8B14860A799888ull); }
+
+TEST(checksum, crcs_continue_across_pieces) {
+    std::string data(100000, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
+    auto whole = bytes_of(data);
+    for (size_t cut : {0ul, 1ul, 7ul, 4096ul, 65537ul, data.size()}) {
+        auto a = whole.subspan(0, cut), b = whole.subspan(cut);
+        EXPECT_EQ(crc32c(b, crc32c(a)), crc32c(whole)) << cut;
+        EXPECT_EQ(crc32(b, crc32(a)), crc32(whole)) << cut;
+        EXPECT_EQ(crc64nvme(b, crc64nvme(a)), crc64nvme(whole)) << cut;
+    }
+}
+
+TEST(checksum, crc_detects_single_bit_flip) {
+    std::string data(65536, 'x');
+    std::uint32_t before = crc32c(bytes_of(data));
+    data[12345] ^= 0x10;
+    EXPECT_NE(crc32c(bytes_of(data)), before);
+}
+
+TEST(digest, known_values) {
+    EXPECT_EQ(hex_encode(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(hex_encode(md5("")), "d41d8cd98f00b204e9800998ecf8427e");
+    digest d(digest_kind::sha1);
+    d.update(std::string_view("abc"));
+    EXPECT_EQ(hex_encode(d.finish()), "a9993e364706816aba3e25717850c26c9cd0d89d");
+}
+
+TEST(digest, constant_time_equal) {
+    EXPECT_TRUE(constant_time_equal("abc", "abc"));
+    EXPECT_FALSE(constant_time_equal("abc", "abd"));
+    EXPECT_FALSE(constant_time_equal("abc", "abcd"));
+}
+
+}  // namespace
+}  // namespace fjord::base
