@@ -1,0 +1,178 @@
+// The `fjord` binary. `fjord serve` runs the S3 server; later subcommands (cp, ls, bench) join it here.
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/encoding.h"
+#include "base/log.h"
+#include "base/units.h"
+#include "http/server.h"
+#include "io/reactor.h"
+#include "s3/service.h"
+#include "store/engine.h"
+
+namespace {
+
+using namespace fjord;
+
+constexpr const char* default_access_key = "fjordadmin";
+constexpr const char* default_secret_key = "fjordadmin-secret";
+
+void print_usage() {
+    std::fputs(
+        "usage: fjord serve [options]\n"
+        "  --data DIR            data directory (repeatable; default ./data)\n"
+        "  --listen HOST:PORT    address to listen on (default 127.0.0.1:9000)\n"
+        "  --cores N             reactor threads, one per core (default: all cores)\n"
+        "  --domain NAME         domain for virtual-hosted-style buckets (repeatable; default localhost)\n"
+        "  --region NAME         region reported to clients (default us-east-1)\n"
+        "  --etag-md5            compute an MD5 ETag for every object (costs ~1.4 core-s per GiB)\n"
+        "  --etag-md5-max-bytes N  MD5 ETags for objects up to N bytes (default 0)\n"
+        "  --max-connections N   connections per core (default 4096)\n"
+        "  --buffers N           1 MiB I/O buffers per core (default 64)\n"
+        "  --log-level LEVEL     debug, info, warn or error (default info)\n"
+        "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n",
+        stderr);
+}
+
+struct serve_config {
+    store::engine_options engine;
+    s3::service_options service;
+    http::server_options server;
+    bool default_credentials = false;
+};
+
+bool parse_number(const char* text, std::uint64_t& out) {
+    auto v = base::parse_u64(text ? text : "");
+    if (!v) return false;
+    out = *v;
+    return true;
+}
+
+int parse_serve_args(int argc, char** argv, serve_config& cfg) {
+    std::vector<std::string> data_dirs;
+    std::vector<std::string> domains;
+    unsigned cores = std::thread::hardware_concurrency();
+    std::string listen = "127.0.0.1:9000";
+    for (int i = 0; i < argc; ++i) {
+        std::string arg = argv[i];
+        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+        std::uint64_t n = 0;
+        auto need = [&](bool ok) {
+            if (!ok) std::fprintf(stderr, "fjord serve: %s needs a valid value\n", arg.c_str());
+            return ok;
+        };
+        if (arg == "--data") { if (!need(value)) return 2; data_dirs.push_back(value); ++i; }
+        else if (arg == "--listen") { if (!need(value)) return 2; listen = value; ++i; }
+        else if (arg == "--domain") { if (!need(value)) return 2; domains.push_back(value); ++i; }
+        else if (arg == "--region") { if (!need(value)) return 2; cfg.service.region = value; ++i; }
+        else if (arg == "--cores") { if (!need(parse_number(value, n) && n >= 1 && n <= 256)) return 2; cores = static_cast<unsigned>(n); ++i; }
+        else if (arg == "--etag-md5") cfg.service.etag_md5 = true;
+        else if (arg == "--etag-md5-max-bytes") { if (!need(parse_number(value, n))) return 2; cfg.service.etag_md5_max_bytes = n; ++i; }
+        else if (arg == "--max-connections") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.max_connections_per_core = n; ++i; }
+        else if (arg == "--buffers") { if (!need(parse_number(value, n) && n >= 8 && n <= 16384)) return 2; cfg.engine.buffers.buffer_count = n; ++i; }
+        else if (arg == "--log-level") {
+            if (!need(value)) return 2;
+            std::string l = value;
+            if (l == "debug") base::set_log_level(base::log_level::debug);
+            else if (l == "info") base::set_log_level(base::log_level::info);
+            else if (l == "warn") base::set_log_level(base::log_level::warn);
+            else if (l == "error") base::set_log_level(base::log_level::error);
+            else return need(false), 2;
+            ++i;
+        } else if (arg == "-h" || arg == "--help") { print_usage(); return 1; }
+        else { std::fprintf(stderr, "fjord serve: unknown option %s\n", arg.c_str()); print_usage(); return 2; }
+    }
+    if (data_dirs.empty()) data_dirs.push_back("./data");
+    if (!domains.empty()) cfg.service.domains = domains;
+    cfg.engine.data_dirs = data_dirs;
+    cfg.engine.cores = cores;
+    auto ep = io::parse_endpoint(listen);
+    if (!ep) { std::fprintf(stderr, "fjord serve: %s\n", ep.err().message.c_str()); return 2; }
+    cfg.server.listen = *ep;
+    const char* access = std::getenv("FJORD_ACCESS_KEY");
+    const char* secret = std::getenv("FJORD_SECRET_KEY");
+    if ((access && *access) != (secret && *secret)) {
+        std::fputs("fjord serve: set both FJORD_ACCESS_KEY and FJORD_SECRET_KEY, or neither\n", stderr);
+        return 2;
+    }
+    cfg.default_credentials = !(access && *access);
+    cfg.service.credentials.add({cfg.default_credentials ? default_access_key : access,
+                                 cfg.default_credentials ? default_secret_key : secret});
+    return 0;
+}
+
+int serve(int argc, char** argv) {
+    serve_config cfg;
+    if (int rc = parse_serve_args(argc, argv, cfg); rc != 0) return rc == 1 ? 0 : rc;
+    if (auto probe = io::probe_kernel_features(); !probe) {
+        LOG_ERROR("%s", probe.err().message.c_str());
+        return 1;
+    }
+    // Signals are taken by one ordinary thread with sigwait; reactor threads never see them.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    auto opened = store::engine::open(cfg.engine);
+    if (!opened) {
+        LOG_ERROR("cannot open the data directories: %s", opened.err().message.c_str());
+        return 1;
+    }
+    std::unique_ptr<store::engine> engine = std::move(*opened);
+    s3::service svc(*engine, cfg.service);
+    io::reactor_group group(cfg.engine.cores);
+    std::vector<std::unique_ptr<http::server>> servers;
+    for (unsigned c = 0; c < cfg.engine.cores; ++c) servers.push_back(std::make_unique<http::server>(svc, cfg.server));
+
+    bool listen_failed = false;
+    std::thread signal_thread([&] {
+        int sig = 0;
+        sigwait(&signals, &sig);
+        if (sig != SIGUSR1) LOG_INFO("received %s: finishing in-flight requests, then stopping", strsignal(sig));
+        group.stop();
+    });
+    group.run([&](unsigned core) {
+        engine->attach_core(core, io::reactor::current().ring());
+        if (auto l = servers[core]->listen(); !l) {
+            LOG_ERROR("%s", l.err().message.c_str());
+            listen_failed = true;
+            group.stop();
+            return;
+        }
+        io::spawn(servers[core]->run());
+        if (core == 0) {
+            LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
+                     cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,
+                     cfg.engine.data_dirs[0].c_str(), cfg.engine.data_dirs.size() > 1 ? " and more" : "");
+            if (cfg.default_credentials)
+                LOG_INFO("development credentials: access key '%s', secret key '%s' (set FJORD_ACCESS_KEY and "
+                         "FJORD_SECRET_KEY to choose your own)", default_access_key, default_secret_key);
+        }
+    });
+    pthread_kill(signal_thread.native_handle(), SIGUSR1);
+    signal_thread.join();
+    LOG_INFO("stopped");
+    return listen_failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc >= 2 && std::string(argv[1]) == "serve") return serve(argc - 2, argv + 2);
+    print_usage();
+    return argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") ? 0 : 2;
+}

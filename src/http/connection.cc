@@ -1,0 +1,357 @@
+#include "http/connection.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "io/ops.h"
+#include "io/reactor.h"
+
+namespace fjord::http {
+
+// Per-connection state, on the accepting core. The head buffer holds the current request head (which the
+// request_head views point into) plus any bytes received after it; it is compacted between requests.
+class connection_state {
+public:
+    connection_state(int fd, const server_limits& limits) : fd(fd), limits(limits) {
+        in.resize(limits.initial_head_buffer_bytes);
+    }
+
+    io::task<base::result<std::size_t>> read_head(request_head& head);
+    void start_body(exchange& ex, std::size_t head_bytes);
+    void compact();
+    io::task<base::result<void>> send_bytes(const void* data, std::size_t len);
+    io::task<bool> drain_body(body_reader& body);
+
+    int fd;
+    const server_limits& limits;
+    std::vector<char> in;
+    std::size_t start = 0;  // unread bytes are [start, end)
+    std::size_t end = 0;
+    std::string spill;      // bytes received past a chunked body (the next request), kept for later
+    io::completion* idle_wait = nullptr;
+    bool broken = false;
+};
+
+namespace {
+thread_local std::set<connection_state*>* t_connections = nullptr;
+
+std::set<connection_state*>& connections() {
+    if (!t_connections) t_connections = new std::set<connection_state*>();
+    return *t_connections;
+}
+
+thread_local std::time_t t_date_second = 0;
+thread_local std::string t_date_text;
+
+const std::string& current_date() {
+    std::time_t now = static_cast<std::time_t>(base::unix_now_ms() / 1000);
+    if (now != t_date_second) {
+        t_date_second = now;
+        t_date_text = base::format_http_date(now);
+    }
+    return t_date_text;
+}
+}  // namespace
+
+std::string_view status_reason(int status) {
+    switch (status) {
+        case 100: return "Continue";
+        case 200: return "OK";
+        case 204: return "No Content";
+        case 206: return "Partial Content";
+        case 304: return "Not Modified";
+        case 400: return "Bad Request";
+        case 403: return "Forbidden";
+        case 404: return "Not Found";
+        case 405: return "Method Not Allowed";
+        case 408: return "Request Timeout";
+        case 409: return "Conflict";
+        case 411: return "Length Required";
+        case 412: return "Precondition Failed";
+        case 413: return "Payload Too Large";
+        case 414: return "URI Too Long";
+        case 416: return "Requested Range Not Satisfiable";
+        case 431: return "Request Header Fields Too Large";
+        case 500: return "Internal Server Error";
+        case 501: return "Not Implemented";
+        case 503: return "Service Unavailable";
+        case 507: return "Insufficient Storage";
+        default: return "Status";
+    }
+}
+
+std::string format_response_head(int status, const header_list& headers, std::optional<std::uint64_t> content_length,
+                                 bool close) {
+    std::string out;
+    out.reserve(256 + headers.size() * 48);
+    out += "HTTP/1.1 ";
+    out += std::to_string(status);
+    out += ' ';
+    out += status_reason(status);
+    out += "\r\nDate: ";
+    out += current_date();
+    out += "\r\nServer: Fjord\r\n";
+    for (const auto& [name, value] : headers) {
+        out += name;
+        out += ": ";
+        out += value;
+        out += "\r\n";
+    }
+    if (content_length) {
+        out += "Content-Length: ";
+        out += std::to_string(*content_length);
+        out += "\r\n";
+    }
+    if (close) out += "Connection: close\r\n";
+    out += "\r\n";
+    return out;
+}
+
+// ---- connection_state ----
+
+io::task<base::result<std::size_t>> connection_state::read_head(request_head& head) {
+    for (;;) {
+        if (end > start) {
+            auto parsed = parse_request_head(std::string_view(in.data() + start, end - start), limits.parse, head);
+            if (!parsed) co_return parsed.as_failure();
+            if (*parsed > 0) co_return *parsed;
+        }
+        if (!spill.empty()) {
+            // Bytes that followed a chunked body: they start the next request.
+            std::size_t room = in.size() - end;
+            if (room < spill.size()) in.resize(std::min(limits.parse.max_head_bytes + 1, end + spill.size()));
+            std::size_t take = std::min(spill.size(), in.size() - end);
+            std::memcpy(in.data() + end, spill.data(), take);
+            end += take;
+            spill.erase(0, take);
+            continue;
+        }
+        if (end == in.size()) {
+            if (in.size() > limits.parse.max_head_bytes)
+                co_return base::fail(base::errc::header_too_large, "request head too large");
+            in.resize(std::min(in.size() * 2, limits.parse.max_head_bytes + 1));
+        }
+        bool idle = end == start;
+        auto op = io::recv(fd, in.data() + end, in.size() - end, idle ? limits.idle_timeout_ms : limits.header_timeout_ms);
+        if (idle) idle_wait = op.record();
+        int n = co_await op;
+        idle_wait = nullptr;
+        if (n == 0) co_return std::size_t{0};  // peer closed
+        if (n == -ECANCELED) co_return base::fail(base::errc::timed_out, "timed out waiting for a request");
+        if (n < 0) co_return base::fail(base::errc::closed, strerror(-n));
+        end += static_cast<std::size_t>(n);
+    }
+}
+
+void connection_state::compact() {
+    if (start > 0) {
+        std::memmove(in.data(), in.data() + start, end - start);
+        end -= start;
+        start = 0;
+    }
+}
+
+io::task<base::result<void>> connection_state::send_bytes(const void* data, std::size_t len) {
+    const char* p = static_cast<const char*>(data);
+    while (len > 0) {
+        int n = co_await io::send(fd, p, len, limits.io_timeout_ms);
+        if (n <= 0) {
+            broken = true;
+            if (n == -ECANCELED) co_return base::fail(base::errc::timed_out, "send timed out");
+            co_return base::fail(base::errc::closed, n == 0 ? "connection closed" : strerror(-n));
+        }
+        p += n;
+        len -= static_cast<std::size_t>(n);
+    }
+    co_return base::result<void>{};
+}
+
+// Reads and discards what is left of a body, up to a limit, so the connection can serve the next request.
+io::task<bool> connection_state::drain_body(body_reader& body) {
+    std::vector<std::byte> scratch(16 * 1024);
+    std::size_t budget = limits.drain_limit_bytes;
+    if (body.declared_length() && *body.declared_length() - body.bytes_read() > budget) co_return false;
+    while (!body.finished() && budget > 0) {
+        auto n = co_await body.read(scratch.data(), std::min(scratch.size(), budget));
+        if (!n || *n == 0) break;
+        budget -= *n;
+    }
+    co_return body.finished();
+}
+
+// ---- body_reader ----
+
+io::task<base::result<std::size_t>> body_reader::receive(std::byte* dst, std::size_t max) {
+    connection_state& c = *_conn;
+    if (c.end > c.start) {
+        std::size_t take = std::min(max, c.end - c.start);
+        std::memcpy(dst, c.in.data() + c.start, take);
+        c.start += take;
+        co_return take;
+    }
+    if (!c.spill.empty()) {
+        std::size_t take = std::min(max, c.spill.size());
+        std::memcpy(dst, c.spill.data(), take);
+        c.spill.erase(0, take);
+        co_return take;
+    }
+    int n = co_await io::recv(c.fd, dst, max, c.limits.io_timeout_ms);
+    if (n == 0) co_return base::fail(base::errc::incomplete_body, "the client closed the connection before the body ended");
+    if (n == -ECANCELED) co_return base::fail(base::errc::request_timeout, "timed out reading the request body");
+    if (n < 0) co_return base::fail(base::errc::closed, strerror(-n));
+    co_return static_cast<std::size_t>(n);
+}
+
+io::task<base::result<std::size_t>> body_reader::read(std::byte* dst, std::size_t max) {
+    if (_finished || max == 0) co_return std::size_t{0};
+    if (!_continue_sent) {
+        _continue_sent = true;
+        if (_expect_continue) {
+            static constexpr char text[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            auto sent = co_await _conn->send_bytes(text, sizeof text - 1);
+            if (!sent) co_return sent.as_failure();
+        }
+    }
+    if (_chunked) co_return co_await read_chunked(dst, max);
+    co_return co_await read_length_framed(dst, max);
+}
+
+io::task<base::result<std::size_t>> body_reader::read_length_framed(std::byte* dst, std::size_t max) {
+    std::uint64_t remaining = *_declared_length - _bytes_read;
+    if (remaining == 0) {
+        _finished = true;
+        co_return std::size_t{0};
+    }
+    auto n = co_await receive(dst, static_cast<std::size_t>(std::min<std::uint64_t>(max, remaining)));
+    if (!n) co_return n;
+    _bytes_read += *n;
+    if (_bytes_read == *_declared_length) _finished = true;
+    co_return *n;
+}
+
+io::task<base::result<std::size_t>> body_reader::read_chunked(std::byte* dst, std::size_t max) {
+    // Decodes in place: raw bytes land in dst and the payload is compacted towards its start.
+    std::size_t produced = 0;
+    while (produced == 0 && !_chunked->finished()) {
+        auto got = co_await receive(dst, max);
+        if (!got) co_return got;
+        std::size_t consumed = 0;
+        while (consumed < *got && !_chunked->finished()) {
+            auto step = _chunked->decode({dst + consumed, *got - consumed}, dst + produced, max - produced);
+            if (!step) co_return step.as_failure();
+            consumed += step->consumed;
+            produced += step->produced;
+            if (step->consumed == 0 && step->produced == 0) break;
+        }
+        if (consumed < *got) _conn->spill.insert(0, reinterpret_cast<const char*>(dst + consumed), *got - consumed);
+    }
+    _bytes_read += produced;
+    if (_chunked->finished()) _finished = true;
+    co_return produced;
+}
+
+// ---- exchange ----
+
+bool exchange::stopping() const { return io::reactor::current().stopping(); }
+
+io::task<base::result<void>> exchange::send_head(int status, const header_list& headers,
+                                                 std::optional<std::uint64_t> content_length) {
+    FJORD_ASSERT(!_head_sent);
+    _head_sent = true;
+    if (!content_length) _close_after = true;
+    if (!_body.finished() && _body._expect_continue && !_body._continue_sent) _close_after = true;
+    bool close = _close_after || !_head.keep_alive || stopping();
+    if (close) _close_after = true;
+    std::string text = format_response_head(status, headers, content_length, close);
+    co_return co_await _conn.send_bytes(text.data(), text.size());
+}
+
+io::task<base::result<void>> exchange::send_body(std::span<const std::byte> data) {
+    FJORD_ASSERT(_head_sent);
+    co_return co_await _conn.send_bytes(data.data(), data.size());
+}
+
+io::task<base::result<void>> exchange::send_all(int status, const header_list& headers, std::string_view body) {
+    FJORD_ASSERT(!_head_sent);
+    _head_sent = true;
+    // An unread body we cannot cheaply drain means the connection must close after this answer.
+    if (!_body.finished() && _body.declared_length() &&
+        *_body.declared_length() - _body.bytes_read() > _conn.limits.drain_limit_bytes)
+        _close_after = true;
+    if (!_body.finished() && _body._chunked) _close_after = true;
+    // The client is still waiting for "100 Continue" and may or may not send the body now.
+    if (!_body.finished() && _body._expect_continue && !_body._continue_sent) _close_after = true;
+    bool close = _close_after || !_head.keep_alive || stopping();
+    if (close) _close_after = true;
+    std::string text = format_response_head(status, headers, body.size(), close);
+    if (_head.verb != method::head) text.append(body);
+    co_return co_await _conn.send_bytes(text.data(), text.size());
+}
+
+// ---- the connection loop ----
+
+void connection_state::start_body(exchange& ex, std::size_t head_bytes) {
+    start += head_bytes;
+    body_reader& body = ex._body;
+    body._conn = this;
+    body._expect_continue = ex.head().expect_continue;
+    if (ex.head().chunked) {
+        body._chunked.emplace(chunked_decoder::format::http);
+    } else {
+        body._declared_length = ex.head().content_length.value_or(0);
+        if (*body._declared_length == 0) body._finished = true;
+    }
+}
+
+io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats) {
+    io::reactor::current().hold();
+    connection_state conn(fd, limits);
+    connections().insert(&conn);
+    ++stats.open;
+    ++stats.accepted;
+    for (;;) {
+        request_head head;
+        auto head_bytes = co_await conn.read_head(head);
+        if (!head_bytes) {
+            base::errc code = head_bytes.code();
+            if (code != base::errc::timed_out && code != base::errc::closed) {
+                std::string text = h.protocol_error_response(head_bytes.err());
+                (void)co_await conn.send_bytes(text.data(), text.size());
+            }
+            break;
+        }
+        if (*head_bytes == 0) break;
+        ++stats.requests;
+        exchange ex(conn, head);
+        conn.start_body(ex, *head_bytes);
+        co_await h.handle(ex);
+        if (!ex.head_sent()) {
+            LOG_ERROR("handler sent no response for %.*s; closing", static_cast<int>(head.target.size()), head.target.data());
+            break;
+        }
+        if (conn.broken || ex._close_after || !head.keep_alive || io::reactor::current().stopping()) break;
+        if (!ex.body().finished() && !co_await conn.drain_body(ex.body())) break;
+        conn.compact();
+    }
+    connections().erase(&conn);
+    --stats.open;
+    co_await io::close(fd);
+    io::reactor::current().release();
+}
+
+void close_idle_connections() {
+    for (connection_state* c : connections()) {
+        if (!c->idle_wait) continue;
+        io_uring_sqe* sqe = io::reactor::current().get_sqe();
+        io_uring_prep_cancel(sqe, c->idle_wait, 0);
+        io_uring_sqe_set_data64(sqe, io::reactor::ignored_user_data);
+    }
+}
+
+}  // namespace fjord::http

@@ -1,0 +1,117 @@
+#pragma once
+
+// The HTTP/1.1 connection loop and the per-request exchange a handler sees.
+//
+// A connection belongs to the core that accepted it; everything here runs on that core. Request bodies
+// are never buffered whole: the handler pulls them through body_reader::read() straight into its own
+// (registered, aligned) buffers, and the first read answers "100 Continue" when the client asked for it.
+// Responses are streamed with send_head() + send_body(). Every receive and send carries a timeout.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/result.h"
+#include "http/chunked.h"
+#include "http/request.h"
+#include "io/task.h"
+
+namespace fjord::http {
+
+struct server_limits {
+    parse_limits parse;
+    std::int64_t idle_timeout_ms = 60'000;    // keep-alive connection with no request
+    std::int64_t header_timeout_ms = 30'000;  // from the first byte of a request to its complete head
+    std::int64_t io_timeout_ms = 60'000;      // any single receive or send of a body
+    std::size_t initial_head_buffer_bytes = 4096;
+    std::size_t drain_limit_bytes = 256 * 1024;  // unread body bytes we discard to keep a connection open
+};
+
+using header_list = std::vector<std::pair<std::string, std::string>>;
+
+class connection_state;
+class exchange;
+class handler;
+
+struct connection_stats {
+    std::uint64_t open = 0;
+    std::uint64_t accepted = 0;
+    std::uint64_t requests = 0;
+};
+
+// The request body after HTTP framing (Content-Length or chunked). Reads return 0 at the end.
+class body_reader {
+public:
+    io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max);
+    bool finished() const { return _finished; }
+    std::optional<std::uint64_t> declared_length() const { return _declared_length; }
+    std::uint64_t bytes_read() const { return _bytes_read; }
+
+private:
+    friend class connection_state;
+    friend class exchange;
+    io::task<base::result<std::size_t>> read_length_framed(std::byte* dst, std::size_t max);
+    io::task<base::result<std::size_t>> read_chunked(std::byte* dst, std::size_t max);
+    io::task<base::result<std::size_t>> receive(std::byte* dst, std::size_t max);
+
+    connection_state* _conn = nullptr;
+    std::optional<std::uint64_t> _declared_length;
+    std::optional<chunked_decoder> _chunked;
+    std::uint64_t _bytes_read = 0;
+    bool _finished = false;
+    bool _expect_continue = false;
+    bool _continue_sent = false;
+};
+
+class exchange {
+public:
+    const request_head& head() const { return _head; }
+    body_reader& body() { return _body; }
+    // Sends the status line and headers. With content_length, a Content-Length header is added; without
+    // it the response has no body framing and the connection closes after it.
+    io::task<base::result<void>> send_head(int status, const header_list& headers,
+                                           std::optional<std::uint64_t> content_length);
+    io::task<base::result<void>> send_body(std::span<const std::byte> data);
+    // A complete small response in one send.
+    io::task<base::result<void>> send_all(int status, const header_list& headers, std::string_view body);
+    bool head_sent() const { return _head_sent; }
+    // The connection closes after this response (e.g. after an error that left the body unread).
+    void close_after() { _close_after = true; }
+    bool stopping() const;
+
+private:
+    friend class connection_state;
+    friend io::task<void> serve_connection(int, handler&, const server_limits&, connection_stats&);
+    exchange(connection_state& conn, const request_head& head) : _conn(conn), _head(head) {}
+    connection_state& _conn;
+    const request_head& _head;
+    body_reader _body;
+    bool _head_sent = false;
+    bool _close_after = false;
+};
+
+class handler {
+public:
+    virtual ~handler() = default;
+    virtual io::task<void> handle(exchange& ex) = 0;
+    // A complete response (status line to body) for a request that could not be parsed.
+    virtual std::string protocol_error_response(const base::error& err) = 0;
+};
+
+// Serves one accepted socket until the peer closes, an error, or shutdown; closes the fd.
+io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats);
+
+// Asks every idle connection on this core to close now (shutdown). Connections busy with a request
+// finish it first.
+void close_idle_connections();
+
+// Formats the status line and headers (adds Date and Content-Length / Connection as needed).
+std::string format_response_head(int status, const header_list& headers, std::optional<std::uint64_t> content_length,
+                                 bool close);
+std::string_view status_reason(int status);
+
+}  // namespace fjord::http

@@ -1,0 +1,369 @@
+// PutObject, GetObject / HeadObject and DeleteObject.
+
+#include <algorithm>
+
+#include "base/checksum.h"
+#include "base/clock.h"
+#include "base/digest.h"
+#include "base/encoding.h"
+#include "base/log.h"
+#include "s3/checksum.h"
+#include "s3/payload.h"
+#include "s3/service.h"
+#include "s3/service_internal.h"
+
+namespace fjord::s3 {
+
+namespace {
+
+// Headers stored with an object and returned on GET/HEAD, besides x-amz-meta-*.
+constexpr std::string_view stored_headers[] = {"content-encoding", "content-disposition", "content-language",
+                                               "cache-control", "expires"};
+
+// The ETag of an object written without MD5: derived from its size and block CRCs (so it changes when the
+// content does), with a "-1" suffix that tells every S3 tool it is not an MD5 of the content.
+std::string derived_etag(std::uint64_t size, const std::vector<std::uint32_t>& crcs) {
+    base::digest d(base::digest_kind::sha256);
+    d.update(base::as_bytes(&size, sizeof size));
+    d.update(base::as_bytes(crcs.data(), crcs.size() * sizeof(std::uint32_t)));
+    return base::hex_encode(d.finish().substr(0, 16)) + "-1";
+}
+
+std::string strip_aws_chunked(std::string_view content_encoding) {
+    std::string out;
+    std::string_view rest = content_encoding;
+    while (!rest.empty()) {
+        auto comma = rest.find(',');
+        std::string_view token = base::trim(rest.substr(0, comma));
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        if (token.empty() || base::iequals(token, "aws-chunked")) continue;
+        if (!out.empty()) out += ",";
+        out += token;
+    }
+    return out;
+}
+
+base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
+                                    store::object_record& record) {
+    std::size_t meta_bytes = 0;
+    for (const auto& h : head.headers) {
+        std::string name = base::to_lower(h.name);
+        if (name.starts_with("x-amz-meta-")) {
+            meta_bytes += name.size() - 11 + h.value.size();
+            record.headers.emplace_back(std::move(name), std::string(h.value));
+        } else if (name == "content-encoding") {
+            std::string kept = strip_aws_chunked(h.value);
+            if (!kept.empty()) record.headers.emplace_back(name, kept);
+        } else if (std::find(std::begin(stored_headers), std::end(stored_headers), name) != std::end(stored_headers)) {
+            record.headers.emplace_back(std::move(name), std::string(h.value));
+        }
+    }
+    if (meta_bytes > max_meta_bytes)
+        return base::fail(base::errc::metadata_too_large, "Your metadata headers exceed the maximum allowed metadata size.");
+    record.content_type = std::string(head.value_of("content-type"));
+    return {};
+}
+
+// Reads the checksum headers of a PUT into payload options.
+base::result<void> checksum_options(const http::request_head& head, payload_options& o) {
+    int given = 0;
+    for (const auto& h : head.headers) {
+        if (!base::to_lower(h.name).starts_with("x-amz-checksum-") || base::iequals(h.name, "x-amz-checksum-type") ||
+            base::iequals(h.name, "x-amz-checksum-algorithm"))
+            continue;
+        auto alg = parse_checksum_algorithm(h.name);
+        if (!alg) return base::fail(base::errc::invalid_request, "unknown checksum header " + std::string(h.name));
+        o.checksum = *alg;
+        o.checksum_expected = std::string(base::trim(h.value));
+        ++given;
+    }
+    std::string_view trailer = head.value_of("x-amz-trailer");
+    if (!trailer.empty()) {
+        auto alg = parse_checksum_algorithm(base::trim(trailer));
+        if (!alg) return base::fail(base::errc::invalid_request, "unsupported x-amz-trailer " + std::string(trailer));
+        o.checksum = *alg;
+        o.checksum_from_trailer = true;
+        ++given;
+    }
+    if (given > 1) return base::fail(base::errc::invalid_request, "Expecting a single x-amz-checksum- header");
+    std::string_view sdk = head.value_of("x-amz-sdk-checksum-algorithm");
+    if (!sdk.empty()) {
+        auto alg = parse_checksum_algorithm(sdk);
+        if (!alg) return base::fail(base::errc::invalid_request, "unsupported x-amz-sdk-checksum-algorithm");
+        if (given == 0) o.checksum = *alg;
+        else if (*alg != o.checksum)
+            return base::fail(base::errc::invalid_request, "x-amz-sdk-checksum-algorithm does not match the checksum sent");
+    }
+    return {};
+}
+
+std::optional<std::string> unquote_etag(std::string_view v) {
+    v = base::trim(v);
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+    if (v.starts_with("W/\"")) v = v.substr(3, v.size() > 4 ? v.size() - 4 : 0);
+    return std::string(v);
+}
+
+// True if the comma-separated ETag list in a header contains the object's ETag (or "*").
+bool etag_list_matches(std::string_view list, const std::string& etag) {
+    while (!list.empty()) {
+        auto comma = list.find(',');
+        std::string_view item = base::trim(list.substr(0, comma));
+        list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+        if (item == "*") return true;
+        if (auto u = unquote_etag(item); u && *u == etag) return true;
+    }
+    return false;
+}
+
+// RFC 9110 section 13.2.2 order: If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since.
+base::result<void> check_read_conditions(const http::request_head& head, const store::object_record& r) {
+    std::int64_t modified_s = r.modified_ms / 1000;
+    std::string_view if_match = head.value_of("if-match");
+    std::string_view if_none_match = head.value_of("if-none-match");
+    if (!if_match.empty()) {
+        if (!etag_list_matches(if_match, r.etag))
+            return base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
+    } else if (auto since = base::parse_http_date(head.value_of("if-unmodified-since")); since && modified_s > *since) {
+        return base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
+    }
+    if (!if_none_match.empty()) {
+        if (etag_list_matches(if_none_match, r.etag)) return base::fail(base::errc::not_modified, "Not Modified");
+    } else if (auto since = base::parse_http_date(head.value_of("if-modified-since")); since && modified_s <= *since) {
+        return base::fail(base::errc::not_modified, "Not Modified");
+    }
+    return {};
+}
+
+struct byte_range {
+    std::uint64_t first = 0;
+    std::uint64_t length = 0;
+};
+
+// Parses a single "bytes=" range. nullopt: serve the whole object (absent or unparseable, as S3 does);
+// invalid_range: syntactically fine but unsatisfiable.
+base::result<std::optional<byte_range>> parse_range(std::string_view header, std::uint64_t size) {
+    header = base::trim(header);
+    if (!header.starts_with("bytes=")) return std::optional<byte_range>{};
+    std::string_view spec = header.substr(6);
+    if (spec.find(',') != std::string_view::npos) return std::optional<byte_range>{};
+    auto dash = spec.find('-');
+    if (dash == std::string_view::npos) return std::optional<byte_range>{};
+    std::string_view a = base::trim(spec.substr(0, dash)), b = base::trim(spec.substr(dash + 1));
+    auto unsatisfiable = base::fail(base::errc::invalid_range, "The requested range is not satisfiable");
+    if (a.empty()) {
+        auto n = base::parse_u64(b);
+        if (!n) return std::optional<byte_range>{};
+        if (*n == 0 || size == 0) return unsatisfiable;
+        std::uint64_t len = std::min(*n, size);
+        return std::optional<byte_range>{byte_range{size - len, len}};
+    }
+    auto first = base::parse_u64(a);
+    if (!first) return std::optional<byte_range>{};
+    std::uint64_t last = size == 0 ? 0 : size - 1;
+    if (!b.empty()) {
+        auto l = base::parse_u64(b);
+        if (!l || *l < *first) return std::optional<byte_range>{};
+        last = std::min(*l, last);
+    }
+    if (*first >= size) return unsatisfiable;
+    return std::optional<byte_range>{byte_range{*first, last - *first + 1}};
+}
+
+// Sends the response head lazily with the first verified bytes, so a read that fails before any byte
+// left the server can still be answered with a proper error.
+class response_sink final : public store::byte_sink {
+public:
+    response_sink(http::exchange& ex, int status, http::header_list headers, std::uint64_t length)
+        : _ex(ex), _status(status), _headers(std::move(headers)), _length(length) {}
+    io::task<base::result<void>> write(std::span<const std::byte> data) override {
+        if (!_ex.head_sent()) FJORD_CO_TRY(co_await _ex.send_head(_status, _headers, _length));
+        co_return co_await _ex.send_body(data);
+    }
+    io::task<base::result<void>> finish() {
+        if (!_ex.head_sent()) co_return co_await _ex.send_head(_status, _headers, _length);
+        co_return base::result<void>{};
+    }
+
+private:
+    http::exchange& _ex;
+    int _status;
+    http::header_list _headers;
+    std::uint64_t _length;
+};
+
+void add_object_headers(http::header_list& h, const store::object_record& r, const s3_request& req, bool checksum_mode) {
+    h.emplace_back("ETag", "\"" + r.etag + "\"");
+    h.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
+    h.emplace_back("Accept-Ranges", "bytes");
+    std::string content_type = r.content_type.empty() ? "binary/octet-stream" : r.content_type;
+    if (req.has("response-content-type")) content_type = std::string(req.param("response-content-type"));
+    h.emplace_back("Content-Type", content_type);
+    static constexpr std::pair<std::string_view, std::string_view> overrides[] = {
+        {"content-encoding", "response-content-encoding"}, {"content-disposition", "response-content-disposition"},
+        {"content-language", "response-content-language"}, {"cache-control", "response-cache-control"},
+        {"expires", "response-expires"}};
+    for (const auto& stored : r.headers) {
+        bool overridden = std::any_of(std::begin(overrides), std::end(overrides),
+                                      [&](const auto& o) { return o.first == stored.first && req.has(o.second); });
+        if (!overridden) h.emplace_back(stored.first, stored.second);
+    }
+    for (const auto& [name, param] : overrides)
+        if (req.has(param)) h.emplace_back(std::string(name), std::string(req.param(param)));
+    if (checksum_mode && !r.checksum_algorithm.empty()) {
+        if (auto alg = parse_checksum_algorithm(r.checksum_algorithm))
+            h.emplace_back(checksum_header_name(*alg), r.checksum_value);
+    }
+}
+
+}  // namespace
+
+io::task<void> service::put_object(context& c) {
+    const http::request_head& head = c.ex.head();
+    const bool streaming = c.auth.mode == payload_mode::streaming_signed ||
+                           c.auth.mode == payload_mode::streaming_signed_trailer ||
+                           c.auth.mode == payload_mode::streaming_unsigned_trailer;
+    payload_options po;
+    po.aws_chunked = streaming;
+    std::optional<std::uint64_t> size;
+    if (streaming) {
+        auto decoded = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
+        if (!decoded) co_return co_await send_error(c, {base::errc::missing_content_length, "You must provide the x-amz-decoded-content-length header."});
+        size = *decoded;
+        po.decoded_length = decoded;
+    } else if (head.content_length) {
+        size = head.content_length;
+    } else if (!head.chunked) {
+        co_return co_await send_error(c, {base::errc::missing_content_length, "You must provide the Content-Length HTTP header."});
+    }
+    if (size && *size > _options.max_object_bytes)
+        co_return co_await send_error(c, {base::errc::entity_too_large, "Your proposed upload exceeds the maximum allowed object size."});
+    if (!_engine.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    store::object_record record;
+    if (auto m = collect_metadata(head, _options.max_metadata_bytes, record); !m) co_return co_await send_error(c, m.err());
+    if (auto k = checksum_options(head, po); !k) co_return co_await send_error(c, k.err());
+    std::string_view content_md5 = head.value_of("content-md5");
+    if (!content_md5.empty()) {
+        auto raw = base::base64_decode(content_md5);
+        if (!raw || raw->size() != 16) co_return co_await send_error(c, {base::errc::invalid_digest, "The Content-MD5 you specified is not valid."});
+        po.content_md5 = *raw;
+    }
+    po.compute_md5 = _options.etag_md5 || (size && *size <= _options.etag_md5_max_bytes);
+    store::write_conditions conditions;
+    if (base::trim(head.value_of("if-none-match")) == "*") conditions.if_none_match_any = true;
+    if (!head.value_of("if-match").empty()) conditions.if_match_etag = unquote_etag(head.value_of("if-match"));
+
+    payload_source source(c.ex.body(), c.auth, po);
+    store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings());
+    base::result<store::segment> sealed = base::fail(base::errc::internal);
+    if (auto opened = co_await writer.open(size); !opened) {
+        sealed = opened.as_failure();
+    } else if (auto written = co_await writer.write_from(source, size.value_or(_options.max_object_bytes)); !written) {
+        sealed = written.as_failure();
+    } else if (size && *written != *size) {
+        sealed = base::fail(base::errc::incomplete_body, "You did not provide the number of bytes specified by the Content-Length HTTP header.");
+    } else if (auto verified = source.verify(); !verified) {
+        sealed = verified.as_failure();
+    } else {
+        sealed = co_await writer.seal();
+    }
+    LOG_DEBUG("put %s: data %s (%llu bytes)", c.req.resource.c_str(), sealed ? "sealed" : "failed",
+              static_cast<unsigned long long>(writer.size_bytes()));
+    if (!sealed) {
+        co_await writer.discard();
+        co_return co_await send_error(c, sealed.err());
+    }
+    record.size_bytes = writer.size_bytes();
+    record.modified_ms = base::unix_now_ms();
+    record.etag = source.md5_raw().empty() ? derived_etag(record.size_bytes, writer.block_crcs())
+                                           : base::hex_encode(source.md5_raw());
+    if (source.checksum() != checksum_algorithm::none) {
+        record.checksum_algorithm = std::string(checksum_name(source.checksum()));
+        record.checksum_value = source.checksum_base64();
+    }
+    record.segments.push_back(*sealed);
+    std::string etag = record.etag;
+    auto committed = co_await _engine.commit_put(c.req.bucket, c.req.key, record, conditions);
+    LOG_DEBUG("put %s: commit %s", c.req.resource.c_str(), committed ? "ok" : committed.err().message.c_str());
+    if (!committed) {
+        co_await _engine.reclaim(std::move(record));
+        co_return co_await send_error(c, committed.err());
+    }
+    if (*committed) co_await _engine.reclaim(std::move(**committed));
+    LOG_DEBUG("put %s: reclaimed", c.req.resource.c_str());
+    auto headers = c.common_headers();
+    headers.emplace_back("ETag", "\"" + etag + "\"");
+    if (source.checksum() != checksum_algorithm::none)
+        headers.emplace_back(checksum_header_name(source.checksum()), source.checksum_base64());
+    auto sent = co_await c.ex.send_all(200, headers, "");
+    LOG_DEBUG("put %s: answered (%s)", c.req.resource.c_str(), sent ? "ok" : sent.err().message.c_str());
+}
+
+io::task<void> service::get_object(context& c, bool head_only) {
+    const http::request_head& head = c.ex.head();
+    // A data file can vanish between lookup and open when the key is overwritten meanwhile: look again.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        auto found = co_await _engine.lookup(c.req.bucket, c.req.key);
+        if (!found) co_return co_await send_error(c, found.err());
+        const store::object_record& r = *found;
+        if (auto ok = check_read_conditions(head, r); !ok) {
+            if (ok.code() == base::errc::not_modified) {
+                auto headers = c.common_headers();
+                headers.emplace_back("ETag", "\"" + r.etag + "\"");
+                headers.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
+                (void)co_await c.ex.send_all(304, headers, "");
+                co_return;
+            }
+            co_return co_await send_error(c, ok.err());
+        }
+        auto range = parse_range(head.value_of("range"), r.size_bytes);
+        if (!range) {
+            auto headers = c.common_headers();
+            headers.emplace_back("Content-Range", "bytes */" + std::to_string(r.size_bytes));
+            headers.emplace_back("Content-Type", "application/xml");
+            (void)co_await c.ex.send_all(416, headers, error_xml(range.err(), c.req.resource, c.request_id));
+            co_return;
+        }
+        auto headers = c.common_headers();
+        bool checksum_mode = base::iequals(head.value_of("x-amz-checksum-mode"), "ENABLED") && !*range;
+        add_object_headers(headers, r, c.req, checksum_mode);
+        std::uint64_t first = 0, length = r.size_bytes;
+        int status = 200;
+        if (*range) {
+            first = (*range)->first;
+            length = (*range)->length;
+            status = 206;
+            headers.emplace_back("Content-Range", "bytes " + std::to_string(first) + "-" +
+                                                      std::to_string(first + length - 1) + "/" +
+                                                      std::to_string(r.size_bytes));
+        }
+        response_sink sink(c.ex, status, std::move(headers), length);
+        if (head_only || length == 0) {
+            (void)co_await sink.finish();
+            co_return;
+        }
+        auto sent = co_await store::read_object(_engine.drives(), _engine.pool(), r, first, length, sink,
+                                                _engine.data_file_settings());
+        if (sent) co_return;
+        if (c.ex.head_sent()) {
+            // Bytes already left: the only honest signal left is to cut the connection short.
+            c.ex.close_after();
+            co_return;
+        }
+        if (sent.code() == base::errc::not_found && attempt < 2) continue;
+        co_return co_await send_error(c, sent.err());
+    }
+}
+
+io::task<void> service::delete_object(context& c) {
+    store::write_conditions conditions;
+    std::string_view if_match = c.ex.head().value_of("if-match");
+    if (!if_match.empty()) conditions.if_match_etag = unquote_etag(if_match);
+    auto removed = co_await _engine.remove(c.req.bucket, c.req.key, conditions);
+    if (!removed) co_return co_await send_error(c, removed.err());
+    if (*removed) co_await _engine.reclaim(std::move(**removed));
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+}
+
+}  // namespace fjord::s3

@@ -1,0 +1,358 @@
+#include "s3/service.h"
+#include "s3/service_internal.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "base/clock.h"
+#include "base/encoding.h"
+#include "base/log.h"
+#include "io/reactor.h"
+#include "s3/xml.h"
+
+namespace fjord::s3 {
+
+namespace {
+constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
+
+std::string next_request_id() {
+    thread_local std::uint64_t counter = static_cast<std::uint64_t>(base::unix_now_ms()) << 16;
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%02X%014llX", io::reactor::on_reactor_thread() ? io::reactor::current().core() : 0,
+                  static_cast<unsigned long long>(++counter & 0xFFFFFFFFFFFFFFULL));
+    return buf;
+}
+
+std::string_view host_without_port(std::string_view host) {
+    if (!host.empty() && host.front() == '[') {
+        auto close = host.find(']');
+        return close == std::string_view::npos ? host : host.substr(0, close + 1);
+    }
+    auto colon = host.rfind(':');
+    return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+base::result<s3_request> route(const http::request_head& head, const std::vector<std::string>& domains) {
+    s3_request r;
+    std::string_view path = head.path;
+    std::string_view host = host_without_port(head.value_of("host"));
+    std::string host_bucket;
+    for (const auto& domain : domains) {
+        if (host.size() > domain.size() + 1 && base::iequals(host.substr(host.size() - domain.size()), domain) &&
+            host[host.size() - domain.size() - 1] == '.') {
+            host_bucket = base::to_lower(host.substr(0, host.size() - domain.size() - 1));
+            break;
+        }
+    }
+    if (path.empty() || path.front() != '/') return base::fail(base::errc::invalid_uri, "bad request path");
+    std::string_view rest = path.substr(1);
+    if (host_bucket.empty()) {
+        auto slash = rest.find('/');
+        auto bucket = base::uri_decode(rest.substr(0, slash), false);
+        if (!bucket) return base::fail(base::errc::invalid_uri, "bad percent-encoding in the bucket name");
+        r.bucket = std::move(*bucket);
+        rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+    } else {
+        r.bucket = std::move(host_bucket);
+    }
+    auto key = base::uri_decode(rest, false);
+    if (!key) return base::fail(base::errc::invalid_uri, "bad percent-encoding in the key");
+    r.key = std::move(*key);
+    if (r.key.size() > 1024) return base::fail(base::errc::key_too_long, "Your key is too long");
+    std::string_view query = head.query;
+    while (!query.empty()) {
+        auto amp = query.find('&');
+        std::string_view part = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        if (part.empty()) continue;
+        auto eq = part.find('=');
+        auto name = base::uri_decode(part.substr(0, eq), true);
+        auto value = base::uri_decode(eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1), true);
+        if (!name || !value) return base::fail(base::errc::invalid_uri, "bad percent-encoding in the query");
+        r.query.emplace_back(std::move(*name), std::move(*value));
+    }
+    r.resource = "/" + r.bucket + (r.key.empty() ? "" : "/" + r.key);
+    return r;
+}
+}  // namespace
+
+std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id) {
+    xml_writer x;
+    x.open("Error");
+    x.element("Code", base::errc_s3_code(err.code));
+    x.element("Message", err.message.empty() ? std::string(base::errc_name(err.code)) : err.message);
+    x.element("Resource", resource);
+    x.element("RequestId", request_id);
+    x.close("Error");
+    return x.take();
+}
+
+bool s3_request::has(std::string_view name) const {
+    return std::any_of(query.begin(), query.end(), [&](const auto& p) { return p.first == name; });
+}
+
+std::string_view s3_request::param(std::string_view name) const {
+    for (const auto& [k, v] : query)
+        if (k == name) return v;
+    return {};
+}
+
+bool valid_bucket_name(std::string_view name) {
+    if (name.size() < 3 || name.size() > 63) return false;
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) return false;
+    auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+    if (!alnum(name.front()) || !alnum(name.back())) return false;
+    if (name.find("..") != std::string_view::npos || name.find(".-") != std::string_view::npos ||
+        name.find("-.") != std::string_view::npos)
+        return false;
+    if (name.starts_with("xn--") || name.starts_with("sthree-") || name.ends_with("-s3alias") ||
+        name.ends_with("--ol-s3"))
+        return false;
+    int dots = 0;
+    bool digits_and_dots = true;
+    for (char c : name) {
+        if (c == '.') ++dots;
+        else if (c < '0' || c > '9') digits_and_dots = false;
+    }
+    return !(digits_and_dots && dots == 3);  // looks like an IPv4 address
+}
+
+service::service(store::engine& engine, service_options options) : _engine(engine), _options(std::move(options)) {}
+
+std::string service::protocol_error_response(const base::error& err) {
+    std::string id = next_request_id();
+    std::string body = error_xml(err, "/", id);
+    int status = base::errc_http_status(err.code);
+    if (err.code == base::errc::header_too_large) status = 400;
+    return http::format_response_head(status, {{"Content-Type", "application/xml"}, {"x-amz-request-id", id}},
+                                      body.size(), true) + body;
+}
+
+io::task<void> service::send_error(context& c, const base::error& err) {
+    int status = base::errc_http_status(err.code);
+    auto headers = c.common_headers();
+    if (status == 304) {
+        (void)co_await c.ex.send_all(status, headers, "");
+        co_return;
+    }
+    if (status >= 500) LOG_WARN("%s %s -> %d %s", c.ex.head().method_text.data() ? std::string(c.ex.head().method_text).c_str() : "?",
+                               c.req.resource.c_str(), status, err.message.c_str());
+    headers.emplace_back("Content-Type", "application/xml");
+    std::string body = error_xml(err, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource, c.request_id);
+    (void)co_await c.ex.send_all(status, headers, body);
+}
+
+io::task<void> service::send_xml(context& c, int status, std::string body) {
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/xml");
+    (void)co_await c.ex.send_all(status, headers, body);
+}
+
+io::task<void> service::handle(http::exchange& ex) {
+    const http::request_head& head = ex.head();
+    context c{ex, {}, next_request_id(), {}};
+    if ((head.verb == http::method::get || head.verb == http::method::head) &&
+        (head.path == "/health/live" || head.path == "/health/ready")) {
+        (void)co_await ex.send_all(200, c.common_headers(), "");
+        co_return;
+    }
+    auto routed = route(head, _options.domains);
+    if (!routed) {
+        co_await send_error(c, routed.err());
+        co_return;
+    }
+    c.req = std::move(*routed);
+    std::vector<header_view> headers;
+    headers.reserve(head.headers.size());
+    for (const auto& h : head.headers) headers.push_back({h.name, h.value});
+    request_view view{head.method_text, head.path, head.query, headers};
+    auto auth = verify_request(view, _options.credentials, base::unix_now_ms() / 1000, _options.auth);
+    if (!auth) {
+        co_await send_error(c, auth.err());
+        co_return;
+    }
+    c.auth = std::move(*auth);
+    co_await dispatch(c);
+}
+
+io::task<void> service::dispatch(context& c) {
+    using http::method;
+    const method verb = c.ex.head().verb;
+    const s3_request& r = c.req;
+    if (r.bucket.empty()) {
+        if (verb == method::get) co_return co_await list_buckets(c);
+        co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+    }
+    if (r.key.empty()) {
+        static constexpr std::string_view unsupported[] = {"uploads", "delete", "versioning", "acl", "policy", "lifecycle",
+                                                           "cors", "tagging", "encryption", "object-lock", "replication",
+                                                           "website", "logging", "notification", "versions", "accelerate",
+                                                           "requestPayment", "ownershipControls", "publicAccessBlock"};
+        for (auto sub : unsupported)
+            if (r.has(sub))
+                co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
+        switch (verb) {
+            case method::put: co_return co_await create_bucket(c);
+            case method::delete_: co_return co_await delete_bucket(c);
+            case method::head: co_return co_await head_bucket(c);
+            case method::get:
+                if (r.has("location")) co_return co_await bucket_location(c);
+                co_return co_await list_objects(c, r.param("list-type") == "2");
+            default: break;
+        }
+        co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+    }
+    static constexpr std::string_view unsupported_object[] = {"uploads", "uploadId", "tagging", "acl", "retention",
+                                                              "legal-hold", "attributes", "restore", "torrent",
+                                                              "select"};
+    for (auto sub : unsupported_object)
+        if (r.has(sub))
+            co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
+    if (!c.ex.head().value_of("x-amz-copy-source").empty())
+        co_return co_await send_error(c, {base::errc::not_implemented, "CopyObject is not implemented yet"});
+    switch (verb) {
+        case method::put: co_return co_await put_object(c);
+        case method::get: co_return co_await get_object(c, false);
+        case method::head: co_return co_await get_object(c, true);
+        case method::delete_: co_return co_await delete_object(c);
+        default: break;
+    }
+    co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+}
+
+// ---- buckets ----
+
+io::task<void> service::list_buckets(context& c) {
+    xml_writer x;
+    x.open("ListAllMyBucketsResult", s3_xmlns);
+    x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
+    x.open("Buckets");
+    for (const auto& b : _engine.list_buckets())
+        x.open("Bucket").element("Name", b.name).element("CreationDate", base::format_iso8601_ms(b.created_ms)).close("Bucket");
+    x.close("Buckets");
+    x.close("ListAllMyBucketsResult");
+    co_await send_xml(c, 200, x.take());
+}
+
+io::task<void> service::create_bucket(context& c) {
+    if (!valid_bucket_name(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::invalid_bucket_name, "The specified bucket is not valid."});
+    // The optional CreateBucketConfiguration body only names a location; any region is accepted.
+    std::vector<std::byte> scratch(4096);
+    std::size_t total = 0;
+    for (;;) {
+        auto n = co_await c.ex.body().read(scratch.data(), scratch.size());
+        if (!n) co_return co_await send_error(c, n.err());
+        if (*n == 0) break;
+        total += *n;
+        if (total > 64 * 1024) co_return co_await send_error(c, {base::errc::malformed_xml, "request body too large"});
+    }
+    auto created = co_await _engine.create_bucket(c.req.bucket);
+    if (!created) co_return co_await send_error(c, created.err());
+    auto headers = c.common_headers();
+    headers.emplace_back("Location", "/" + c.req.bucket);
+    (void)co_await c.ex.send_all(200, headers, "");
+}
+
+io::task<void> service::delete_bucket(context& c) {
+    auto deleted = co_await _engine.delete_bucket(c.req.bucket);
+    if (!deleted) co_return co_await send_error(c, deleted.err());
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+}
+
+io::task<void> service::head_bucket(context& c) {
+    if (!_engine.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    auto headers = c.common_headers();
+    headers.emplace_back("x-amz-bucket-region", _options.region);
+    (void)co_await c.ex.send_all(200, headers, "");
+}
+
+io::task<void> service::bucket_location(context& c) {
+    if (!_engine.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    xml_writer x;
+    x.open("LocationConstraint", s3_xmlns);
+    std::string body = x.take();
+    if (_options.region != "us-east-1") append_escaped(body, _options.region);
+    body += "</LocationConstraint>";
+    co_await send_xml(c, 200, std::move(body));
+}
+
+io::task<void> service::list_objects(context& c, bool v2) {
+    const s3_request& r = c.req;
+    store::list_request lr;
+    lr.bucket = r.bucket;
+    lr.prefix = std::string(r.param("prefix"));
+    lr.delimiter = std::string(r.param("delimiter"));
+    lr.max_keys = 1000;
+    if (r.has("max-keys")) {
+        auto n = base::parse_u64(r.param("max-keys"));
+        if (!n) co_return co_await send_error(c, {base::errc::invalid_argument, "max-keys must be a non-negative integer"});
+        lr.max_keys = static_cast<std::uint32_t>(std::min<std::uint64_t>(*n, 1000));
+    }
+    std::string encoding(r.param("encoding-type"));
+    if (!encoding.empty() && encoding != "url")
+        co_return co_await send_error(c, {base::errc::invalid_argument, "Invalid Encoding Method specified in Request"});
+    bool url = encoding == "url";
+    std::string token(r.param("continuation-token"));
+    if (v2) {
+        if (r.has("continuation-token")) {
+            auto decoded = base::base64_decode(token);
+            if (!decoded || decoded->empty())
+                co_return co_await send_error(c, {base::errc::invalid_argument, "The continuation token provided is incorrect"});
+            lr.start_after = *decoded;
+        } else {
+            lr.start_after = std::string(r.param("start-after"));
+        }
+    } else {
+        lr.start_after = std::string(r.param("marker"));
+    }
+    store::list_page page;
+    if (lr.max_keys > 0) {
+        auto listed = co_await _engine.list(lr);
+        if (!listed) co_return co_await send_error(c, listed.err());
+        page = std::move(*listed);
+    } else if (!_engine.bucket_exists(r.bucket)) {
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    }
+    auto enc = [url](const std::string& s) { return url ? base::uri_encode(s, true) : s; };
+    xml_writer x;
+    x.open("ListBucketResult", s3_xmlns);
+    x.element("Name", r.bucket).element("Prefix", enc(lr.prefix));
+    if (v2) {
+        if (r.has("continuation-token")) x.element("ContinuationToken", token);
+        if (r.has("start-after")) x.element("StartAfter", enc(std::string(r.param("start-after"))));
+    } else {
+        x.element("Marker", enc(lr.start_after));
+    }
+    if (!lr.delimiter.empty()) x.element("Delimiter", enc(lr.delimiter));
+    if (url) x.element("EncodingType", "url");
+    x.element("MaxKeys", lr.max_keys);
+    if (v2) x.element("KeyCount", page.entries.size());
+    x.element_bool("IsTruncated", page.truncated);
+    if (page.truncated && !page.entries.empty()) {
+        const std::string& last = page.entries.back().name;
+        if (v2) x.element("NextContinuationToken", base::base64_encode(last));
+        else x.element("NextMarker", enc(last));
+    }
+    for (const auto& e : page.entries) {
+        if (e.is_prefix) continue;
+        x.open("Contents");
+        x.element("Key", enc(e.name));
+        x.element("LastModified", base::format_iso8601_ms(e.modified_ms));
+        x.element("ETag", "\"" + e.etag + "\"");
+        x.element("Size", e.size_bytes);
+        if (!v2 || r.param("fetch-owner") == "true")
+            x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
+        x.element("StorageClass", "STANDARD");
+        x.close("Contents");
+    }
+    for (const auto& e : page.entries)
+        if (e.is_prefix) x.open("CommonPrefixes").element("Prefix", enc(e.name)).close("CommonPrefixes");
+    x.close("ListBucketResult");
+    co_await send_xml(c, 200, x.take());
+}
+
+}  // namespace fjord::s3

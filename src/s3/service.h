@@ -1,0 +1,71 @@
+#pragma once
+
+// The S3 front end: routes each HTTP exchange to an S3 operation, authenticates it (SigV4), runs it
+// against the object engine and answers in S3's wire format. One service object is shared by every core;
+// it holds only immutable configuration and per-core counters, and all work happens on the core that
+// owns the connection (metadata commits hop to the key's owner core inside the engine).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "http/connection.h"
+#include "s3/sigv4.h"
+#include "store/engine.h"
+
+namespace fjord::s3 {
+
+struct service_options {
+    credential_store credentials;
+    std::vector<std::string> domains{"localhost"};  // virtual-hosted style: <bucket>.<domain>
+    std::string region = "us-east-1";
+    // ETag policy (docs/s3-compatibility.md): a real MD5 when the client sends Content-MD5, when
+    // etag_md5 is set, or for objects up to etag_md5_max_bytes; otherwise a content-derived non-MD5 tag.
+    bool etag_md5 = false;
+    std::uint64_t etag_md5_max_bytes = 0;
+    std::uint64_t max_object_bytes = 5ULL * 1024 * 1024 * 1024;  // single PUT
+    std::size_t max_metadata_bytes = 2048;                         // x-amz-meta-* names + values
+    verify_options auth;
+};
+
+// A routed request: which bucket and key it names (decoded) and its query parameters (decoded).
+struct s3_request {
+    std::string bucket;
+    std::string key;
+    std::vector<std::pair<std::string, std::string>> query;
+    std::string resource;  // "/bucket/key" for error bodies
+    bool has(std::string_view name) const;
+    std::string_view param(std::string_view name) const;
+};
+
+class service final : public http::handler {
+public:
+    service(store::engine& engine, service_options options);
+    io::task<void> handle(http::exchange& ex) override;
+    std::string protocol_error_response(const base::error& err) override;
+
+private:
+    struct context;
+    io::task<void> dispatch(context& c);
+    io::task<void> send_error(context& c, const base::error& err);
+    io::task<void> send_xml(context& c, int status, std::string body);
+
+    io::task<void> list_buckets(context& c);
+    io::task<void> create_bucket(context& c);
+    io::task<void> delete_bucket(context& c);
+    io::task<void> head_bucket(context& c);
+    io::task<void> bucket_location(context& c);
+    io::task<void> list_objects(context& c, bool v2);
+    io::task<void> put_object(context& c);
+    io::task<void> get_object(context& c, bool head_only);
+    io::task<void> delete_object(context& c);
+
+    store::engine& _engine;
+    service_options _options;
+};
+
+// S3 bucket naming rules: 3-63 characters of a-z 0-9 . -, starting and ending with a letter or digit,
+// no "..", not an IPv4 address, no reserved prefixes/suffixes.
+bool valid_bucket_name(std::string_view name);
+
+}  // namespace fjord::s3

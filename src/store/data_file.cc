@@ -1,0 +1,377 @@
+#include "store/data_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cerrno>
+#include <cstring>
+
+#include "base/checksum.h"
+#include "base/log.h"
+#include "base/units.h"
+
+namespace fjord::store {
+
+namespace {
+constexpr char footer_magic[8] = {'F', 'J', 'D', 'A', 'T', 'A', '0', '1'};
+constexpr std::size_t footer_header_bytes = 64;
+constexpr std::uint64_t align = base::direct_io_alignment_bytes;
+
+struct footer_header {
+    char magic[8];
+    std::uint32_t version;
+    std::uint32_t block_bytes;
+    std::uint64_t size_bytes;
+    std::uint64_t block_count;
+    std::uint64_t id_hi;
+    std::uint64_t id_lo;
+    std::uint32_t table_crc;
+    std::uint32_t header_crc;  // CRC32C of the bytes before this field
+    std::uint8_t reserved[8];
+};
+static_assert(sizeof(footer_header) == footer_header_bytes);
+
+std::uint64_t block_count_of(std::uint64_t size, std::uint32_t block) { return (size + block - 1) / block; }
+
+base::failure errno_failure(int err, const std::string& what) {
+    if (err == ENOSPC || err == EDQUOT) return base::fail(base::errc::storage_full, what + ": no space left on drive");
+    return base::fail(base::errc::io_error, what + ": " + strerror(err));
+}
+
+void start_write(io::async_op& op, int fd, const io::buffer& buf, unsigned len, std::uint64_t offset) {
+    op.start([&](io_uring_sqe* s) {
+        if (buf.registered_index() >= 0) io_uring_prep_write_fixed(s, fd, buf.data(), len, offset, buf.registered_index());
+        else io_uring_prep_write(s, fd, buf.data(), len, offset);
+    });
+}
+
+void start_read(io::async_op& op, int fd, const io::buffer& buf, unsigned len, std::uint64_t offset) {
+    op.start([&](io_uring_sqe* s) {
+        if (buf.registered_index() >= 0) io_uring_prep_read_fixed(s, fd, buf.data(), len, offset, buf.registered_index());
+        else io_uring_prep_read(s, fd, buf.data(), len, offset);
+    });
+}
+}  // namespace
+
+std::uint64_t footer_bytes(std::uint64_t size_bytes, std::uint32_t block_bytes) {
+    return base::align_up(footer_header_bytes + 4 * block_count_of(size_bytes, block_bytes), align);
+}
+
+// ---- writer ----
+
+object_writer::object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options)
+    : _drives(drives), _pool(pool), _id(id), _options(options), _drive(drives.place(id)),
+      _name(drive_set::file_name(id)) {
+    FJORD_ASSERT(pool.buffer_bytes() % options.block_bytes == 0);
+    FJORD_ASSERT(options.block_bytes % align == 0);
+}
+
+object_writer::~object_writer() { FJORD_ASSERT(_fd < 0, "object_writer destroyed while open: seal or discard it"); }
+
+io::task<base::result<void>> object_writer::open(std::optional<std::uint64_t> expected_size_bytes) {
+    int dir = _drives.dir_fd_for(_drive, _id);
+    int fd = co_await io::openat(dir, _name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0644);
+    if (fd < 0) co_return errno_failure(-fd, "create data file " + _name);
+    _fd = fd;
+    _created = true;
+    if (expected_size_bytes && *expected_size_bytes > 0) {
+        std::uint64_t total = base::align_up(*expected_size_bytes, align) +
+                              footer_bytes(*expected_size_bytes, _options.block_bytes);
+        int rc = co_await io::fallocate(_fd, 0, 0, total);
+        if (rc < 0 && rc != -EOPNOTSUPP) co_return errno_failure(-rc, "preallocate data file");
+    }
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> object_writer::drain(std::vector<slot>& slots) {
+    base::result<void> outcome;
+    for (auto& s : slots) {
+        if (!s.op.in_flight()) continue;
+        int rc = co_await s.op;
+        if (rc < 0 && outcome) outcome = errno_failure(-rc, "write data file");
+        else if (rc >= 0 && static_cast<unsigned>(rc) != s.length && outcome)
+            outcome = base::fail(base::errc::io_error, "short write to data file");
+    }
+    co_return outcome;
+}
+
+io::task<base::result<std::uint64_t>> object_writer::write_from(byte_source& source, std::uint64_t max_size_bytes) {
+    FJORD_ASSERT(_fd >= 0);
+    std::vector<slot> slots(_options.pipeline_depth);
+    std::deque<std::size_t> submitted;  // slot indices in submission order
+    base::result<void> status;
+    bool eof = false;
+    while (!eof && status) {
+        slot* s = nullptr;
+        for (auto& x : slots)
+            if (x.buf && !x.op.in_flight()) { s = &x; break; }
+        for (auto& x : slots) {
+            if (s || x.buf) continue;
+            // Wait for a buffer only while holding none: waiting for a second one while holding one could
+            // deadlock the pool across requests.
+            if (submitted.empty()) x.buf = co_await _pool.acquire();
+            else if (auto b = _pool.try_acquire()) x.buf = std::move(*b);
+            if (x.buf) s = &x;
+            break;
+        }
+        if (!s) {
+            s = &slots[submitted.front()];
+            submitted.pop_front();
+            int rc = co_await s->op;
+            if (rc < 0 || static_cast<unsigned>(rc) != s->length) {
+                status = rc < 0 ? errno_failure(-rc, "write data file")
+                                : base::fail(base::errc::io_error, "short write to data file");
+                break;
+            }
+        }
+        auto filled = co_await fill_and_submit(*s, source, max_size_bytes);
+        if (!filled) { status = filled.as_failure(); break; }
+        if (*filled == 0) break;
+        submitted.push_back(static_cast<std::size_t>(s - slots.data()));
+        if (*filled < s->buf.capacity()) eof = true;
+    }
+    auto drained = co_await drain(slots);
+    if (!status) co_return status.as_failure();
+    if (!drained) co_return drained.as_failure();
+    co_return _size_bytes;
+}
+
+io::task<base::result<std::size_t>> object_writer::fill_and_submit(slot& s, byte_source& source,
+                                                                   std::uint64_t max_size_bytes) {
+    std::size_t fill = 0;
+    const std::size_t capacity = s.buf.capacity();
+    while (fill < capacity) {
+        auto n = co_await source.read(s.buf.data() + fill, capacity - fill);
+        if (!n) co_return n.as_failure();
+        if (*n == 0) break;
+        fill += *n;
+        if (_size_bytes + fill > max_size_bytes)
+            co_return base::fail(base::errc::entity_too_large, "object larger than the allowed maximum");
+    }
+    if (fill == 0) co_return std::size_t{0};
+    const std::uint32_t block = _options.block_bytes;
+    for (std::size_t off = 0; off < fill; off += block) {
+        std::size_t len = std::min<std::size_t>(block, fill - off);
+        _block_crcs.push_back(base::crc32c({s.buf.data() + off, len}));
+    }
+    std::size_t padded = base::align_up(fill, align);
+    std::memset(s.buf.data() + fill, 0, padded - fill);
+    s.length = static_cast<unsigned>(padded);
+    start_write(s.op, _fd, s.buf, s.length, _size_bytes);
+    _size_bytes += fill;
+    co_return fill;
+}
+
+io::task<base::result<segment>> object_writer::seal() {
+    FJORD_ASSERT(_fd >= 0);
+    const std::uint32_t block = _options.block_bytes;
+    FJORD_ASSERT(_block_crcs.size() == block_count_of(_size_bytes, block));
+    std::uint64_t footer_len = footer_bytes(_size_bytes, block);
+    if (footer_len > _pool.buffer_bytes())
+        co_return base::fail(base::errc::entity_too_large, "object too large for one data file");
+    io::buffer buf = co_await _pool.acquire();
+    std::memset(buf.data(), 0, footer_len);
+    footer_header h{};
+    std::memcpy(h.magic, footer_magic, sizeof footer_magic);
+    h.version = 1;
+    h.block_bytes = block;
+    h.size_bytes = _size_bytes;
+    h.block_count = _block_crcs.size();
+    h.id_hi = _id.hi;
+    h.id_lo = _id.lo;
+    h.table_crc = base::crc32c(base::as_bytes(_block_crcs.data(), _block_crcs.size() * 4));
+    h.header_crc = base::crc32c(base::as_bytes(&h, offsetof(footer_header, header_crc)));
+    std::memcpy(buf.data(), &h, sizeof h);
+    std::memcpy(buf.data() + sizeof h, _block_crcs.data(), _block_crcs.size() * 4);
+    std::uint64_t footer_offset = base::align_up(_size_bytes, align);
+    int rc = co_await io::write(_fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset,
+                                buf.registered_index());
+    buf.reset();
+    if (rc < 0) co_return errno_failure(-rc, "write data file footer");
+    if (static_cast<std::uint64_t>(rc) != footer_len) co_return base::fail(base::errc::io_error, "short footer write");
+    rc = co_await io::fsync(_fd, true);
+    if (rc < 0) co_return errno_failure(-rc, "fdatasync data file");
+    co_await io::close(_fd);
+    _fd = -1;
+    segment seg;
+    seg.drive = _drive;
+    seg.id = _id;
+    seg.size_bytes = _size_bytes;
+    seg.block_bytes = block;
+    seg.table_crc = h.table_crc;
+    co_return seg;
+}
+
+io::task<void> object_writer::discard() {
+    if (_fd >= 0) {
+        co_await io::close(_fd);
+        _fd = -1;
+    }
+    if (_created) {
+        co_await io::unlinkat(_drives.dir_fd_for(_drive, _id), _name.c_str());
+        _created = false;
+    }
+}
+
+// ---- reader ----
+
+namespace {
+
+struct read_slot {
+    io::buffer buf;
+    io::async_op op;
+    std::uint64_t file_offset = 0;  // where this chunk starts in the file (block aligned)
+    std::uint64_t data_bytes = 0;   // object bytes in this chunk
+    unsigned length = 0;            // bytes requested (4 KiB aligned)
+};
+
+// Everything a segment read needs once the footer has been checked.
+struct open_segment {
+    int fd = -1;
+    std::string name;
+    std::vector<std::uint32_t> table;
+};
+
+io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io::buffer_pool& pool,
+                                                    const segment& seg) {
+    open_segment out;
+    out.name = drives.at(seg.drive).path + "/objects/" + drive_set::file_name(seg.id);
+    int fd = co_await io::openat(drives.dir_fd_for(seg.drive, seg.id), drive_set::file_name(seg.id).c_str(),
+                                 O_RDONLY | O_DIRECT);
+    if (fd == -ENOENT) co_return base::fail(base::errc::not_found, "data file gone: " + out.name);
+    if (fd < 0) co_return errno_failure(-fd, "open " + out.name);
+    out.fd = fd;
+    std::uint64_t footer_len = footer_bytes(seg.size_bytes, seg.block_bytes);
+    std::uint64_t footer_offset = base::align_up(seg.size_bytes, align);
+    io::buffer buf = co_await pool.acquire();
+    int rc = co_await io::read(fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset, buf.registered_index());
+    auto corrupt = [&](const char* why) {
+        LOG_ERROR("data file %s: %s", out.name.c_str(), why);
+        return base::fail(base::errc::data_corrupted, std::string("stored data failed verification: ") + why);
+    };
+    base::result<open_segment> failure_result = base::fail(base::errc::internal);
+    if (rc < 0) failure_result = errno_failure(-rc, "read footer of " + out.name);
+    else if (static_cast<std::uint64_t>(rc) != footer_len) failure_result = corrupt("footer truncated");
+    else {
+        footer_header h;
+        std::memcpy(&h, buf.data(), sizeof h);
+        std::uint64_t blocks = block_count_of(seg.size_bytes, seg.block_bytes);
+        if (std::memcmp(h.magic, footer_magic, sizeof footer_magic) != 0) failure_result = corrupt("bad footer magic");
+        else if (h.header_crc != base::crc32c(base::as_bytes(&h, offsetof(footer_header, header_crc))))
+            failure_result = corrupt("footer header checksum mismatch");
+        else if (h.size_bytes != seg.size_bytes || h.block_bytes != seg.block_bytes || h.block_count != blocks ||
+                 h.id_hi != seg.id.hi || h.id_lo != seg.id.lo || h.table_crc != seg.table_crc)
+            failure_result = corrupt("footer does not match the metadata");
+        else {
+            out.table.resize(blocks);
+            std::memcpy(out.table.data(), buf.data() + sizeof h, blocks * 4);
+            if (base::crc32c(base::as_bytes(out.table.data(), blocks * 4)) != seg.table_crc)
+                failure_result = corrupt("block checksum table mismatch");
+            else co_return out;
+        }
+    }
+    co_await io::close(fd);
+    co_return failure_result;
+}
+
+// Verifies the blocks of one completed chunk; returns the bytes of the object it holds.
+base::result<void> verify_chunk(const read_slot& s, const segment& seg, const open_segment& file) {
+    const std::uint32_t block = seg.block_bytes;
+    for (std::uint64_t off = 0; off < s.data_bytes; off += block) {
+        std::uint64_t index = (s.file_offset + off) / block;
+        std::uint64_t len = std::min<std::uint64_t>(block, s.data_bytes - off);
+        if (base::crc32c({s.buf.data() + off, static_cast<std::size_t>(len)}) != file.table[index]) {
+            LOG_ERROR("data file %s: CRC32C mismatch in block %llu (offset %llu)", file.name.c_str(),
+                      static_cast<unsigned long long>(index), static_cast<unsigned long long>(s.file_offset + off));
+            return base::fail(base::errc::data_corrupted, "stored data failed its checksum; refusing to serve it");
+        }
+    }
+    return {};
+}
+
+io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_pool& pool, const segment& seg,
+                                          std::uint64_t begin, std::uint64_t end, byte_sink& sink,
+                                          const data_file_options& options) {
+    auto opened = co_await open_and_check(drives, pool, seg);
+    if (!opened) co_return opened.as_failure();
+    open_segment file = std::move(*opened);
+    const std::uint64_t chunk = pool.buffer_bytes();
+    std::vector<read_slot> slots(options.pipeline_depth);
+    std::deque<std::size_t> order;
+    std::uint64_t next_offset = base::align_down(begin, seg.block_bytes);
+    base::result<void> status;
+    // Starts reads into idle slots; `busy` is the slot whose bytes the sink has not taken yet (reusing it
+    // would overwrite them and change its offsets before they are delivered).
+    auto submit_more = [&](std::size_t busy) -> bool {
+        for (std::size_t i = 0; i < slots.size() && next_offset < end; ++i) {
+            if (i == busy) continue;
+            read_slot& s = slots[i];
+            if (s.op.in_flight()) continue;
+            if (!s.buf) {
+                auto b = pool.try_acquire();
+                if (!b) continue;
+                s.buf = std::move(*b);
+            }
+            s.file_offset = next_offset;
+            s.data_bytes = std::min<std::uint64_t>(chunk, seg.size_bytes - next_offset);
+            s.length = static_cast<unsigned>(base::align_up(s.data_bytes, align));
+            start_read(s.op, file.fd, s.buf, s.length, s.file_offset);
+            order.push_back(i);
+            next_offset += chunk;
+        }
+        return !order.empty();
+    };
+    while (status && (next_offset < end || !order.empty())) {
+        if (order.empty() && !submit_more(slots.size())) {
+            // Nothing in flight and no free buffer: wait for one (we hold none, so this cannot deadlock).
+            slots[0].buf = co_await pool.acquire();
+            continue;
+        }
+        const std::size_t current = order.front();
+        read_slot& s = slots[current];
+        order.pop_front();
+        int rc = co_await s.op;
+        if (rc < 0) { status = errno_failure(-rc, "read " + file.name); break; }
+        if (static_cast<std::uint64_t>(rc) < s.data_bytes) {
+            LOG_ERROR("data file %s: truncated at %llu", file.name.c_str(), static_cast<unsigned long long>(s.file_offset));
+            status = base::fail(base::errc::data_corrupted, "stored data is truncated");
+            break;
+        }
+        status = verify_chunk(s, seg, file);
+        if (!status) break;
+        submit_more(current);  // keep the disk busy while the socket drains this chunk
+        std::uint64_t from = std::max(begin, s.file_offset);
+        std::uint64_t to = std::min(end, s.file_offset + s.data_bytes);
+        if (to > from) status = co_await sink.write({s.buf.data() + (from - s.file_offset), static_cast<std::size_t>(to - from)});
+    }
+    for (auto& s : slots)
+        if (s.op.in_flight()) co_await s.op;
+    co_await io::close(file.fd);
+    co_return status;
+}
+
+}  // namespace
+
+io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_pool& pool, object_record record,
+                                         std::uint64_t offset, std::uint64_t length, byte_sink& sink,
+                                         data_file_options options) {
+    std::uint64_t end = offset + length;
+    FJORD_ASSERT(end <= record.size_bytes);
+    std::uint64_t segment_start = 0;
+    for (const segment& seg : record.segments) {
+        std::uint64_t segment_end = segment_start + seg.size_bytes;
+        if (segment_end > offset && segment_start < end) {
+            std::uint64_t begin_in = std::max(offset, segment_start) - segment_start;
+            std::uint64_t end_in = std::min(end, segment_end) - segment_start;
+            auto r = co_await read_segment(drives, pool, seg, begin_in, end_in, sink, options);
+            if (!r) co_return r;
+        }
+        segment_start = segment_end;
+        if (segment_start >= end) break;
+    }
+    co_return base::result<void>{};
+}
+
+}  // namespace fjord::store

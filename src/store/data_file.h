@@ -1,0 +1,103 @@
+#pragma once
+
+// Data files: an object's bytes written and read with O_DIRECT through io_uring, several I/Os in flight,
+// with a CRC32C per block verified on every read.
+//
+// File layout (all offsets 4 KiB aligned):
+//   [0, size)                 the object's bytes (the tail of the last 4 KiB is zero padding)
+//   [align_up(size, 4 KiB))   footer: 64-byte header (magic, size, block size, id, table CRC, header CRC)
+//                             followed by one CRC32C per block, padded to 4 KiB
+// The metadata record keeps the table's CRC, so a corrupted footer is detected as surely as corrupted data.
+// A writer or reader belongs to the coroutine that created it, on one core.
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "base/result.h"
+#include "io/buffer_pool.h"
+#include "io/ops.h"
+#include "io/task.h"
+#include "store/drive.h"
+#include "store/object.h"
+
+namespace fjord::store {
+
+// A stream of bytes to store: read() fills up to max bytes at dst and returns how many; 0 means the end.
+class byte_source {
+public:
+    virtual ~byte_source() = default;
+    virtual io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) = 0;
+};
+
+// Where an object's bytes go on a GET; write() returns once the bytes may be reused.
+class byte_sink {
+public:
+    virtual ~byte_sink() = default;
+    virtual io::task<base::result<void>> write(std::span<const std::byte> data) = 0;
+};
+
+struct data_file_options {
+    std::uint32_t block_bytes = 64 * 1024;  // CRC granularity; also the smallest read unit
+    std::size_t pipeline_depth = 4;         // I/Os in flight per request
+};
+
+constexpr std::uint64_t max_data_file_bytes = 5ULL * 1024 * 1024 * 1024;  // one PUT or one part
+
+class object_writer {
+public:
+    object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options = {});
+    ~object_writer();
+    object_writer(const object_writer&) = delete;
+    object_writer& operator=(const object_writer&) = delete;
+
+    // Creates the file; with a known size it is preallocated, so a full disk fails here, before any byte
+    // of the body is accepted.
+    io::task<base::result<void>> open(std::optional<std::uint64_t> expected_size_bytes);
+    // Streams `source` to the file until it ends. Fails with entity_too_large past max_size_bytes.
+    io::task<base::result<std::uint64_t>> write_from(byte_source& source, std::uint64_t max_size_bytes);
+    // Writes the footer, makes the file durable (fdatasync) and closes it.
+    io::task<base::result<segment>> seal();
+    // Closes and removes the file (an aborted or failed upload).
+    io::task<void> discard();
+
+    const std::vector<std::uint32_t>& block_crcs() const { return _block_crcs; }
+    std::uint64_t size_bytes() const { return _size_bytes; }
+    std::uint32_t drive_index() const { return _drive; }
+    const object_id& id() const { return _id; }
+
+private:
+    struct slot {
+        io::buffer buf;
+        io::async_op op;
+        unsigned length = 0;
+    };
+    io::task<base::result<void>> drain(std::vector<slot>& slots);
+    // Fills s.buf from the source and starts its write; returns the bytes taken (0 at the end).
+    io::task<base::result<std::size_t>> fill_and_submit(slot& s, byte_source& source, std::uint64_t max_size_bytes);
+
+    const drive_set& _drives;
+    io::buffer_pool& _pool;
+    object_id _id;
+    data_file_options _options;
+    std::uint32_t _drive;
+    int _fd = -1;
+    bool _created = false;
+    std::uint64_t _size_bytes = 0;
+    std::vector<std::uint32_t> _block_crcs;
+    std::string _name;
+};
+
+// Streams bytes [offset, offset + length) of an object to `sink`, verifying every block read. Errors:
+// not_found when a data file vanished (the object was overwritten meanwhile: look it up again),
+// data_corrupted on a checksum mismatch (logged with the file name), io_error otherwise.
+io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_pool& pool, object_record record,
+                                         std::uint64_t offset, std::uint64_t length, byte_sink& sink,
+                                         data_file_options options = {});
+
+// Length of the footer for an object of this size (exposed for tests and the scrubber).
+std::uint64_t footer_bytes(std::uint64_t size_bytes, std::uint32_t block_bytes);
+
+}  // namespace fjord::store

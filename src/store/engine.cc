@@ -1,0 +1,739 @@
+#include "store/engine.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <coroutine>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "base/checksum.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "io/cross_core.h"
+#include "io/ops.h"
+#include "io/reactor.h"
+
+namespace fjord::store {
+
+namespace {
+enum record_type : std::uint8_t {
+    record_put_object = 1,
+    record_delete_object = 2,
+    record_create_bucket = 3,
+    record_delete_bucket = 4,
+    record_snapshot_end = 255,
+};
+
+constexpr char snapshot_magic[8] = {'F', 'J', 'S', 'N', 'A', 'P', '0', '1'};
+
+std::string shard_dir(const std::string& meta, unsigned id) { return meta + "/shard-" + std::to_string(id); }
+std::string gen_name(const char* kind, std::uint64_t gen, const char* ext) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s-%08llu.%s", kind, static_cast<unsigned long long>(gen), ext);
+    return buf;
+}
+
+// The smallest string greater than every string starting with `prefix` (empty: none).
+std::string prefix_successor(std::string prefix) {
+    while (!prefix.empty()) {
+        unsigned char last = static_cast<unsigned char>(prefix.back());
+        if (last < 0xff) {
+            prefix.back() = static_cast<char>(last + 1);
+            return prefix;
+        }
+        prefix.pop_back();
+    }
+    return prefix;
+}
+
+void fsync_path(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
+}  // namespace
+
+// Waiters for a key whose commit is in progress, in arrival order.
+struct key_lock_table {
+    std::unordered_map<std::string, std::deque<std::coroutine_handle<>>> held;
+};
+
+struct engine::shard {
+    unsigned id = 0;
+    std::string dir;
+    std::uint64_t generation = 1;
+    std::map<std::string, std::map<std::string, object_record>> index;  // bucket -> key -> record
+    std::unique_ptr<journal> log;
+    key_lock_table locks;
+    std::map<std::string, int> commits_in_flight;  // per bucket
+    std::uint64_t recovered_next_seq = 1;
+    std::uint64_t recovered_offset = 0;
+};
+
+struct engine::core_state {
+    std::unique_ptr<io::buffer_pool> pool;
+    std::map<std::string, bucket_info> buckets;
+    std::set<std::string> closing;  // buckets being deleted: no new commits
+    std::uint64_t next_id = 1;
+};
+
+namespace {
+struct lock_awaiter {
+    std::deque<std::coroutine_handle<>>* queue;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) { queue->push_back(h); }
+    void await_resume() const noexcept {}
+};
+
+io::task<void> lock_key(key_lock_table& table, std::string key) {
+    auto it = table.held.find(key);
+    if (it == table.held.end()) {
+        table.held.emplace(std::move(key), std::deque<std::coroutine_handle<>>{});
+        co_return;
+    }
+    co_await lock_awaiter{&it->second};  // ownership is handed over by unlock_key
+}
+
+void unlock_key(key_lock_table& table, const std::string& key) {
+    auto it = table.held.find(key);
+    FJORD_ASSERT(it != table.held.end());
+    if (it->second.empty()) {
+        table.held.erase(it);
+        return;
+    }
+    auto next = it->second.front();
+    it->second.pop_front();
+    io::reactor::current().schedule(next);
+}
+
+std::string lock_name(const std::string& bucket, const std::string& key) {
+    std::string name = bucket;
+    name.push_back('\0');
+    name += key;
+    return name;
+}
+
+base::result<void> check_conditions(const object_record* existing, const write_conditions& c) {
+    if (c.if_none_match_any && existing)
+        return base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
+    if (c.if_match_etag) {
+        if (!existing) return base::fail(base::errc::no_such_key, "The specified key does not exist.");
+        if (*c.if_match_etag != "*" && *c.if_match_etag != existing->etag)
+            return base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
+    }
+    return {};
+}
+}  // namespace
+
+engine::engine(engine_options options, drive_set drives) : _options(std::move(options)), _drives(std::move(drives)) {}
+
+engine::~engine() = default;
+
+base::result<std::unique_ptr<engine>> engine::open(engine_options options) {
+    if (options.cores == 0 || options.cores > 256) return base::fail(base::errc::invalid_argument, "cores must be 1..256");
+    auto drives = drive_set::open(options.data_dirs);
+    if (!drives) return drives.as_failure();
+    std::unique_ptr<engine> e(new engine(std::move(options), std::move(*drives)));
+    if (getrandom(&e->_boot_nonce, sizeof e->_boot_nonce, 0) != sizeof e->_boot_nonce)
+        return base::fail(base::errc::internal, "getrandom failed");
+    for (unsigned c = 0; c < e->_options.cores; ++c) e->_cores.push_back(std::make_unique<core_state>());
+    FJORD_TRY(e->recover());
+    FJORD_TRY(e->remove_orphans());
+    for (auto& c : e->_cores) c->buckets = e->_recovered_buckets;
+    return e;
+}
+
+void engine::attach_core(unsigned core, io_uring* ring) {
+    core_state& cs = *_cores.at(core);
+    cs.pool = std::make_unique<io::buffer_pool>(_options.buffers);
+    cs.pool->register_with(ring);
+    for (auto& s : _shards) {
+        if (owner_of(s->id) != core) continue;
+        s->log->set_rotation(_options.journal_rotate_bytes, [this, sp = s.get()] { return rotate(*sp); });
+    }
+}
+
+engine::core_state& engine::local() { return *_cores[io::reactor::current().core()]; }
+const engine::core_state& engine::local() const { return *_cores[io::reactor::current().core()]; }
+io::buffer_pool& engine::pool() { return *local().pool; }
+
+unsigned engine::shard_of(const std::string& bucket, const std::string& key) const {
+    std::uint32_t h = base::crc32c(base::as_bytes(bucket.data(), bucket.size()));
+    h = base::crc32c(base::as_bytes("\0", 1), h);
+    h = base::crc32c(base::as_bytes(key.data(), key.size()), h);
+    return h % static_cast<unsigned>(_shards.size());
+}
+
+object_id engine::new_object_id() {
+    core_state& cs = local();
+    object_id id;
+    id.hi = _boot_nonce;
+    id.lo = (static_cast<std::uint64_t>(io::reactor::current().core()) << 56) | cs.next_id++;
+    return id;
+}
+
+bool engine::bucket_exists(const std::string& name) const {
+    const core_state& cs = local();
+    return cs.buckets.count(name) && !cs.closing.count(name);
+}
+
+std::vector<bucket_info> engine::list_buckets() const {
+    std::vector<bucket_info> out;
+    for (const auto& [name, info] : local().buckets) out.push_back(info);
+    return out;
+}
+
+// ---- recovery (startup, blocking I/O, before any reactor runs) ----
+
+namespace {
+struct record_applier {
+    std::map<std::string, std::map<std::string, object_record>>& index;
+    std::map<std::string, bucket_info>* buckets;  // shard 0 only
+    bool ok = true;
+
+    void operator()(std::uint64_t, std::uint8_t type, std::string_view payload) {
+        decoder d(payload);
+        if (type == record_put_object) {
+            std::string bucket = d.str(), key = d.str();
+            object_record r;
+            if (!decode(d, r)) { ok = false; return; }
+            index[bucket][key] = std::move(r);
+        } else if (type == record_delete_object) {
+            std::string bucket = d.str(), key = d.str();
+            auto it = index.find(bucket);
+            if (it != index.end()) {
+                it->second.erase(key);
+                if (it->second.empty()) index.erase(it);
+            }
+        } else if (type == record_create_bucket && buckets) {
+            bucket_info info;
+            info.name = d.str();
+            info.created_ms = d.i64();
+            (*buckets)[info.name] = info;
+        } else if (type == record_delete_bucket && buckets) {
+            buckets->erase(d.str());
+        } else if (type != record_snapshot_end) {
+            ok = false;
+        }
+        if (!d.ok()) ok = false;
+    }
+};
+
+std::vector<std::uint64_t> generations_in(const std::string& dir, const char* kind, const char* ext) {
+    std::vector<std::uint64_t> gens;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return gens;
+    std::string prefix = std::string(kind) + "-", suffix = std::string(".") + ext;
+    while (dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (name.size() == prefix.size() + 8 + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix))
+            gens.push_back(std::strtoull(name.c_str() + prefix.size(), nullptr, 10));
+    }
+    ::closedir(d);
+    std::sort(gens.begin(), gens.end());
+    return gens;
+}
+
+base::result<std::string> read_whole_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return base::fail(base::errc::io_error, "cannot read " + path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
+base::result<void> engine::recover() {
+    std::string meta = _drives.meta_path();
+    std::string format_path = meta + "/FORMAT";
+    unsigned shard_count = 0;
+    if (auto text = read_whole_file(format_path)) {
+        if (std::sscanf(text->c_str(), "fjord-meta v1 shards=%u", &shard_count) != 1 || shard_count == 0 ||
+            shard_count > 1024)
+            return base::fail(base::errc::data_corrupted, format_path + " is not a valid Fjord metadata format file");
+    } else {
+        shard_count = _options.cores;
+        std::ofstream out(format_path + ".tmp");
+        out << "fjord-meta v1 shards=" << shard_count << "\n";
+        out.close();
+        fsync_path(format_path + ".tmp");
+        if (::rename((format_path + ".tmp").c_str(), format_path.c_str()) < 0)
+            return base::fail(base::errc::io_error, "cannot write " + format_path);
+        fsync_path(meta);
+    }
+    for (unsigned i = 0; i < shard_count; ++i) {
+        auto s = std::make_unique<shard>();
+        s->id = i;
+        s->dir = shard_dir(meta, i);
+        if (::mkdir(s->dir.c_str(), 0755) < 0 && errno != EEXIST)
+            return base::fail(base::errc::io_error, "mkdir " + s->dir + ": " + strerror(errno));
+        FJORD_TRY(recover_shard(*s));
+        for (auto& [bucket, keys] : s->index) _recovery.objects += keys.size();
+        _shards.push_back(std::move(s));
+    }
+    fsync_path(meta);
+    LOG_INFO("recovered %llu objects in %zu buckets from %u shards (%llu journal records, %llu torn tails dropped)",
+             static_cast<unsigned long long>(_recovery.objects), _recovered_buckets.size(), shard_count,
+             static_cast<unsigned long long>(_recovery.journal_records),
+             static_cast<unsigned long long>(_recovery.torn_tails));
+    return {};
+}
+
+base::result<void> engine::recover_shard(shard& s) {
+    record_applier apply{s.index, s.id == 0 ? &_recovered_buckets : nullptr};
+    auto visit = [&apply](std::uint64_t seq, std::uint8_t type, std::string_view payload) { apply(seq, type, payload); };
+    std::uint64_t snapshot_gen = 0, next_seq = 1;
+    auto snapshots = generations_in(s.dir, "snapshot", "snap");
+    if (!snapshots.empty()) {
+        snapshot_gen = snapshots.back();
+        std::string path = s.dir + "/" + gen_name("snapshot", snapshot_gen, "snap");
+        auto image = read_whole_file(path);
+        if (!image) return image.as_failure();
+        std::uint64_t last_seq = 0;
+        if (image->size() < 16 || std::memcmp(image->data(), snapshot_magic, 8) != 0)
+            return base::fail(base::errc::data_corrupted, path + ": not a Fjord snapshot");
+        std::memcpy(&last_seq, image->data() + 8, 8);
+        bool ended = false;
+        journal_scan scan = scan_journal(std::string_view(*image).substr(16), 1,
+                                         [&](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
+                                             if (type == record_snapshot_end) ended = true;
+                                             else apply(seq, type, payload);
+                                         });
+        if (!ended || scan.torn_tail || !apply.ok)
+            return base::fail(base::errc::data_corrupted, path + " is damaged; refusing to start without it");
+        next_seq = last_seq + 1;
+        for (std::uint64_t g : snapshots)
+            if (g < snapshot_gen) ::unlink((s.dir + "/" + gen_name("snapshot", g, "snap")).c_str());
+    }
+    auto journals = generations_in(s.dir, "journal", "log");
+    std::uint64_t active_gen = std::max<std::uint64_t>(snapshot_gen, 1);
+    journal_scan last{};
+    for (std::uint64_t g : journals) {
+        std::string path = s.dir + "/" + gen_name("journal", g, "log");
+        if (g < active_gen) {
+            ::unlink(path.c_str());  // fully contained in the snapshot
+            continue;
+        }
+        auto scan = read_journal(path, next_seq, visit);
+        if (!scan) return scan.as_failure();
+        if (!apply.ok) return base::fail(base::errc::data_corrupted, path + ": undecodable record");
+        _recovery.journal_records += scan->records;
+        if (scan->torn_tail) ++_recovery.torn_tails;
+        if (scan->records) next_seq = scan->last_seq + 1;
+        active_gen = g;
+        last = *scan;
+    }
+    std::string active = s.dir + "/" + gen_name("journal", active_gen, "log");
+    int fd = ::open(active.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return base::fail(base::errc::io_error, "open " + active + ": " + strerror(errno));
+    std::uint64_t offset = (!journals.empty() && journals.back() == active_gen) ? last.valid_bytes : 0;
+    s.generation = active_gen;
+    s.log = std::make_unique<journal>(fd, active, offset, next_seq);
+    return {};
+}
+
+base::result<void> engine::remove_orphans() {
+    std::unordered_set<std::string> referenced;
+    for (auto& s : _shards)
+        for (auto& [bucket, keys] : s->index)
+            for (auto& [key, record] : keys)
+                for (auto& seg : record.segments) referenced.insert(seg.id.hex());
+    for (std::uint32_t d = 0; d < _drives.size(); ++d) {
+        for (int b = 0; b < 256; ++b) {
+            int dir_fd = _drives.at(d).object_dir_fds[b];
+            int dup_fd = ::dup(dir_fd);
+            DIR* dir = dup_fd >= 0 ? ::fdopendir(dup_fd) : nullptr;
+            if (!dir) continue;
+            ::rewinddir(dir);
+            std::vector<std::string> orphans;
+            while (dirent* e = ::readdir(dir)) {
+                std::string name = e->d_name;
+                if (name.size() == 32 && !referenced.count(name)) orphans.push_back(name);
+            }
+            ::closedir(dir);
+            for (auto& name : orphans) {
+                if (::unlinkat(dir_fd, name.c_str(), 0) == 0) ++_recovery.orphans_removed;
+            }
+        }
+    }
+    if (_recovery.orphans_removed)
+        LOG_INFO("removed %llu orphaned data files (uncommitted uploads or replaced objects)",
+                 static_cast<unsigned long long>(_recovery.orphans_removed));
+    return {};
+}
+
+// ---- objects ----
+
+io::task<base::result<std::optional<object_record>>> engine::commit_put(std::string bucket, std::string key,
+                                                                        object_record record,
+                                                                        write_conditions conditions) {
+    unsigned shard_id = shard_of(bucket, key);
+    // The cross-core lambdas in this file are named before co_await: GCC 12 destroys a capturing lambda
+    // temporary twice when it appears in a co_await expression (a double free of its captures).
+    auto call = [=, this] { return shard_put(shard_id, bucket, key, record, conditions); };
+    co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
+}
+
+io::task<base::result<std::optional<object_record>>> engine::shard_put(unsigned shard_id, std::string bucket,
+                                                                       std::string key, object_record record,
+                                                                       write_conditions conditions) {
+    shard& s = *_shards[shard_id];
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    std::string lock = lock_name(bucket, key);
+    ++s.commits_in_flight[bucket];
+    co_await lock_key(s.locks, lock);
+    std::optional<object_record> replaced;
+    base::result<void> outcome;
+    auto bucket_it = s.index.find(bucket);
+    const object_record* existing = nullptr;
+    if (bucket_it != s.index.end()) {
+        auto key_it = bucket_it->second.find(key);
+        if (key_it != bucket_it->second.end()) existing = &key_it->second;
+    }
+    outcome = check_conditions(existing, conditions);
+    if (outcome) {
+        std::string payload;
+        encoder e(payload);
+        e.str(bucket);
+        e.str(key);
+        encode(e, record);
+        std::vector<int> dirs;
+        for (const auto& seg : record.segments) dirs.push_back(_drives.dir_fd_for(seg.drive, seg.id));
+        outcome = co_await s.log->append(record_put_object, std::move(payload), std::move(dirs), [&] {
+            auto& slot = s.index[bucket][key];
+            if (!slot.segments.empty() || !slot.etag.empty()) replaced = std::move(slot);
+            slot = std::move(record);
+        });
+    }
+    unlock_key(s.locks, lock);
+    if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
+    if (!outcome) co_return outcome.as_failure();
+    co_return replaced;
+}
+
+io::task<base::result<std::optional<object_record>>> engine::remove(std::string bucket, std::string key,
+                                                                    write_conditions conditions) {
+    unsigned shard_id = shard_of(bucket, key);
+    auto call = [=, this] { return shard_remove(shard_id, bucket, key, conditions); };
+    co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
+}
+
+io::task<base::result<std::optional<object_record>>> engine::shard_remove(unsigned shard_id, std::string bucket,
+                                                                          std::string key,
+                                                                          write_conditions conditions) {
+    shard& s = *_shards[shard_id];
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    std::string lock = lock_name(bucket, key);
+    co_await lock_key(s.locks, lock);
+    std::optional<object_record> removed;
+    base::result<void> outcome;
+    const object_record* existing = nullptr;
+    auto bucket_it = s.index.find(bucket);
+    if (bucket_it != s.index.end()) {
+        auto key_it = bucket_it->second.find(key);
+        if (key_it != bucket_it->second.end()) existing = &key_it->second;
+    }
+    outcome = check_conditions(existing, conditions);
+    if (outcome && existing) {
+        std::string payload;
+        encoder e(payload);
+        e.str(bucket);
+        e.str(key);
+        outcome = co_await s.log->append(record_delete_object, std::move(payload), {}, [&] {
+            auto it = s.index.find(bucket);
+            if (it == s.index.end()) return;
+            auto key_it = it->second.find(key);
+            if (key_it == it->second.end()) return;
+            removed = std::move(key_it->second);
+            it->second.erase(key_it);
+            if (it->second.empty()) s.index.erase(it);
+        });
+    }
+    unlock_key(s.locks, lock);
+    if (!outcome) co_return outcome.as_failure();
+    co_return removed;
+}
+
+io::task<base::result<object_record>> engine::lookup(std::string bucket, std::string key) {
+    unsigned shard_id = shard_of(bucket, key);
+    auto call = [=, this] { return shard_lookup(shard_id, bucket, key); };
+    co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
+}
+
+io::task<base::result<object_record>> engine::shard_lookup(unsigned shard_id, std::string bucket, std::string key) {
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    shard& s = *_shards[shard_id];
+    auto it = s.index.find(bucket);
+    if (it != s.index.end()) {
+        auto key_it = it->second.find(key);
+        if (key_it != it->second.end()) co_return key_it->second;
+    }
+    co_return base::fail(base::errc::no_such_key, "The specified key does not exist.");
+}
+
+io::task<void> engine::reclaim(object_record record) {
+    for (const auto& seg : record.segments) {
+        std::string name = drive_set::file_name(seg.id);
+        int rc = co_await io::unlinkat(_drives.dir_fd_for(seg.drive, seg.id), name.c_str());
+        if (rc < 0 && rc != -ENOENT)
+            LOG_WARN("cannot remove data file %s: %s (it will be removed at the next start)", name.c_str(),
+                     strerror(-rc));
+    }
+}
+
+// ---- listing ----
+
+namespace {
+// Lists one shard's keys of a bucket into `out` (at most `limit` entries, sorted).
+void list_shard(const std::map<std::string, object_record>& keys, const list_request& req, std::size_t limit,
+                std::vector<list_entry>& out) {
+    const std::string& start = req.start_after;
+    auto it = start.empty() || start < req.prefix ? keys.lower_bound(req.prefix) : keys.upper_bound(start);
+    std::string last_prefix;
+    while (it != keys.end() && out.size() < limit) {
+        const std::string& key = it->first;
+        if (!key.starts_with(req.prefix)) break;
+        if (!req.delimiter.empty()) {
+            auto pos = key.find(req.delimiter, req.prefix.size());
+            if (pos != std::string::npos) {
+                std::string common = key.substr(0, pos + req.delimiter.size());
+                // A common prefix at or before the marker was returned on an earlier page.
+                if (common > start) {
+                    list_entry e;
+                    e.name = common;
+                    e.is_prefix = true;
+                    out.push_back(std::move(e));
+                }
+                std::string next = prefix_successor(common);
+                if (next.empty()) break;
+                it = keys.lower_bound(next);
+                continue;
+            }
+        }
+        list_entry e;
+        e.name = key;
+        e.size_bytes = it->second.size_bytes;
+        e.etag = it->second.etag;
+        e.modified_ms = it->second.modified_ms;
+        out.push_back(std::move(e));
+        ++it;
+    }
+}
+}  // namespace
+
+io::task<base::result<list_page>> engine::core_list(list_request request) {
+    if (!bucket_exists(request.bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    unsigned core = io::reactor::current().core();
+    std::size_t limit = static_cast<std::size_t>(request.max_keys) + 1;
+    list_page page;
+    for (auto& s : _shards) {
+        if (owner_of(s->id) != core) continue;
+        auto it = s->index.find(request.bucket);
+        if (it == s->index.end()) continue;
+        std::vector<list_entry> part;
+        list_shard(it->second, request, limit, part);
+        for (auto& e : part) page.entries.push_back(std::move(e));
+    }
+    co_return page;
+}
+
+io::task<base::result<list_page>> engine::list(list_request request) {
+    std::vector<list_entry> all;
+    for (unsigned c = 0; c < _options.cores; ++c) {
+        auto call = [=, this] { return core_list(request); };
+        auto part = co_await io::invoke_on(c, std::move(call));
+        if (!part) co_return part.as_failure();
+        for (auto& e : part->entries) all.push_back(std::move(e));
+    }
+    std::sort(all.begin(), all.end(), [](const list_entry& a, const list_entry& b) { return a.name < b.name; });
+    all.erase(std::unique(all.begin(), all.end(), [](const list_entry& a, const list_entry& b) { return a.name == b.name; }),
+              all.end());
+    list_page page;
+    page.truncated = all.size() > request.max_keys;
+    if (page.truncated) all.resize(request.max_keys);
+    page.entries = std::move(all);
+    co_return page;
+}
+
+// ---- buckets (serialised on core 0, which owns shard 0 and its journal) ----
+
+io::task<base::result<void>> engine::create_bucket(std::string name) {
+    auto call = [=, this] { return core0_create_bucket(name); };
+    co_return co_await io::invoke_on(0, std::move(call));
+}
+
+io::task<base::result<void>> engine::delete_bucket(std::string name) {
+    auto call = [=, this] { return core0_delete_bucket(name); };
+    co_return co_await io::invoke_on(0, std::move(call));
+}
+
+io::task<base::result<bool>> engine::core_set_bucket(bucket_info info, bool present) {
+    core_state& cs = local();
+    cs.closing.erase(info.name);
+    if (present) cs.buckets[info.name] = info;
+    else cs.buckets.erase(info.name);
+    co_return true;
+}
+
+io::task<base::result<bool>> engine::core_close_if_empty(std::string name) {
+    unsigned core = io::reactor::current().core();
+    for (auto& s : _shards) {
+        if (owner_of(s->id) != core) continue;
+        if (s->index.count(name) || s->commits_in_flight.count(name)) co_return false;
+    }
+    local().closing.insert(name);
+    co_return true;
+}
+
+io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
+    shard& s0 = *_shards[0];
+    std::string lock = "\x01" "bucket:" + name;
+    co_await lock_key(s0.locks, lock);
+    base::result<void> outcome;
+    if (local().buckets.count(name)) {
+        outcome = base::fail(base::errc::bucket_already_owned_by_you,
+                             "Your previous request to create the named bucket succeeded and you already own it.");
+    } else {
+        bucket_info info{name, base::unix_now_ms()};
+        std::string payload;
+        encoder e(payload);
+        e.str(info.name);
+        e.i64(info.created_ms);
+        // Core 0's list changes in on_durable, like a shard's index: a snapshot taken right after this
+        // batch (journal rotation) must already contain the bucket, or it is lost with the old journal.
+        outcome = co_await s0.log->append(record_create_bucket, std::move(payload), {},
+                                          [&] { local().buckets[info.name] = info; });
+        if (outcome)
+            for (unsigned c = 0; c < _options.cores; ++c) {
+                auto call = [=, this] { return core_set_bucket(info, true); };
+                (void)co_await io::invoke_on(c, std::move(call));
+            }
+    }
+    unlock_key(s0.locks, lock);
+    co_return outcome;
+}
+
+io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
+    shard& s0 = *_shards[0];
+    std::string lock = "\x01" "bucket:" + name;
+    co_await lock_key(s0.locks, lock);
+    base::result<void> outcome;
+    auto found = local().buckets.find(name);
+    if (found == local().buckets.end()) {
+        outcome = base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    } else {
+        bucket_info info = found->second;
+        bool empty = true;
+        for (unsigned c = 0; c < _options.cores; ++c) {
+            auto call = [=, this] { return core_close_if_empty(name); };
+            auto closed = co_await io::invoke_on(c, std::move(call));
+            if (!closed || !*closed) empty = false;
+        }
+        if (empty) {
+            std::string payload;
+            encoder e(payload);
+            e.str(name);
+            // As in create: a snapshot taken right after this batch must no longer contain the bucket.
+            outcome = co_await s0.log->append(record_delete_bucket, std::move(payload), {},
+                                              [&] { local().buckets.erase(name); });
+        } else {
+            outcome = base::fail(base::errc::bucket_not_empty, "The bucket you tried to delete is not empty");
+        }
+        bool present = !outcome;
+        for (unsigned c = 0; c < _options.cores; ++c) {
+            auto call = [=, this] { return core_set_bucket(info, present); };
+            (void)co_await io::invoke_on(c, std::move(call));
+        }
+    }
+    unlock_key(s0.locks, lock);
+    co_return outcome;
+}
+
+// ---- snapshots and journal rotation (on the shard's owner core) ----
+
+io::task<void> engine::rotate(shard& s) {
+    // Snapshot G+1 holds the state after every record in journals <= G; journal G+1 continues from there.
+    std::uint64_t next_gen = s.generation + 1;
+    std::string image(snapshot_magic, 8);
+    std::uint64_t last_seq = s.log->next_seq() - 1;
+    image.append(reinterpret_cast<const char*>(&last_seq), 8);
+    std::uint64_t seq = 1;
+    if (s.id == 0) {
+        for (const auto& [name, info] : local().buckets) {
+            std::string payload;
+            encoder e(payload);
+            e.str(info.name);
+            e.i64(info.created_ms);
+            frame_record(image, seq++, record_create_bucket, payload);
+        }
+    }
+    for (const auto& [bucket, keys] : s.index) {
+        for (const auto& [key, record] : keys) {
+            std::string payload;
+            encoder e(payload);
+            e.str(bucket);
+            e.str(key);
+            encode(e, record);
+            frame_record(image, seq++, record_put_object, payload);
+        }
+    }
+    frame_record(image, seq, record_snapshot_end, {});
+    std::string tmp = s.dir + "/" + gen_name("snapshot", next_gen, "tmp");
+    std::string final_path = s.dir + "/" + gen_name("snapshot", next_gen, "snap");
+    std::string new_journal = s.dir + "/" + gen_name("journal", next_gen, "log");
+    auto fail = [&](const char* what, int rc) {
+        LOG_ERROR("snapshot of shard %u failed at %s: %s; keeping the current journal", s.id, what, strerror(-rc));
+    };
+    int fd = co_await io::openat(AT_FDCWD, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { fail("create", fd); co_return; }
+    std::size_t done = 0;
+    int rc = 0;
+    while (done < image.size()) {
+        rc = co_await io::write(fd, image.data() + done, static_cast<unsigned>(std::min<std::size_t>(image.size() - done, 1 << 30)), done);
+        if (rc <= 0) break;
+        done += static_cast<std::size_t>(rc);
+    }
+    if (done == image.size()) rc = co_await io::fsync(fd, true);
+    co_await io::close(fd);
+    if (done != image.size() || rc < 0) {
+        fail("write", rc < 0 ? rc : -EIO);
+        co_await io::unlinkat(AT_FDCWD, tmp.c_str());
+        co_return;
+    }
+    int dir_fd = co_await io::openat(AT_FDCWD, s.dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (dir_fd < 0) { fail("open dir", dir_fd); co_return; }
+    rc = co_await io::renameat(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str());
+    int jfd = rc < 0 ? rc : co_await io::openat(AT_FDCWD, new_journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (rc < 0 || jfd < 0) {
+        fail("rename/create journal", rc < 0 ? rc : jfd);
+        co_await io::close(dir_fd);
+        co_return;
+    }
+    co_await io::fsync(dir_fd, false);
+    co_await io::close(dir_fd);
+    std::string old_journal = s.log->path();
+    int old_fd = s.log->replace_file(jfd, new_journal);
+    co_await io::close(old_fd);
+    std::string old_snapshot = s.dir + "/" + gen_name("snapshot", s.generation, "snap");
+    s.generation = next_gen;
+    co_await io::unlinkat(AT_FDCWD, old_journal.c_str());
+    co_await io::unlinkat(AT_FDCWD, old_snapshot.c_str());
+    LOG_INFO("shard %u: snapshot %llu written (%zu bytes)", s.id, static_cast<unsigned long long>(next_gen), image.size());
+}
+
+io::task<void> engine::snapshot_local_shards() {
+    unsigned core = io::reactor::current().core();
+    for (auto& s : _shards)
+        if (owner_of(s->id) == core && s->log->idle()) co_await rotate(*s);
+}
+
+}  // namespace fjord::store

@@ -1,0 +1,149 @@
+#pragma once
+
+// The object engine: buckets, keys and their records, spread over metadata shards, each owned by one core.
+//
+// Ownership and threading
+// - Shard s (a journal, a snapshot and an ordered in-memory index) is owned by core s % cores. Every read
+//   or change of its index runs on that core: callers reach it with io::invoke_on.
+// - A key's shard is a hash of (bucket, key). Object data never crosses cores: the core that receives a
+//   PUT writes the data file and sends only the record to the owner to commit.
+// - Buckets are few: their records live in shard 0's journal and every core keeps a copy of the list,
+//   updated by core 0 before a CreateBucket/DeleteBucket is answered.
+// - Commits to one key are serialised by a per-key lock on the owner, so conditional writes are exact.
+// - open() recovers every shard and removes orphaned data files with plain blocking I/O, before any
+//   reactor runs. After that, all I/O goes through io_uring on the reactor threads.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "io/buffer_pool.h"
+#include "io/task.h"
+#include "store/data_file.h"
+#include "store/drive.h"
+#include "store/journal.h"
+#include "store/object.h"
+
+namespace fjord::store {
+
+struct engine_options {
+    std::vector<std::string> data_dirs{"./data"};
+    unsigned cores = 1;
+    data_file_options data_files;
+    io::buffer_pool_options buffers;
+    std::uint64_t journal_rotate_bytes = 64ULL * 1024 * 1024;  // snapshot + new journal past this size
+};
+
+struct bucket_info {
+    std::string name;
+    std::int64_t created_ms = 0;
+};
+
+// Conditions checked atomically with a commit (If-None-Match: * and If-Match on writes and deletes).
+struct write_conditions {
+    bool if_none_match_any = false;
+    std::optional<std::string> if_match_etag;  // without quotes
+};
+
+struct list_request {
+    std::string bucket;
+    std::string prefix;
+    std::string delimiter;
+    std::string start_after;  // exclusive; a common prefix here skips every key under it
+    std::uint32_t max_keys = 1000;
+};
+
+struct list_entry {
+    std::string name;
+    bool is_prefix = false;
+    std::uint64_t size_bytes = 0;
+    std::string etag;
+    std::int64_t modified_ms = 0;
+};
+
+struct list_page {
+    std::vector<list_entry> entries;  // sorted, at most max_keys
+    bool truncated = false;
+};
+
+struct recovery_stats {
+    std::uint64_t objects = 0;
+    std::uint64_t journal_records = 0;
+    std::uint64_t torn_tails = 0;
+    std::uint64_t orphans_removed = 0;
+};
+
+class engine {
+public:
+    static base::result<std::unique_ptr<engine>> open(engine_options options);
+    ~engine();
+
+    // Called once on each reactor thread before it serves: creates that core's buffer pool.
+    void attach_core(unsigned core, io_uring* ring);
+    io::buffer_pool& pool();
+    const drive_set& drives() const { return _drives; }
+    const data_file_options& data_file_settings() const { return _options.data_files; }
+    const recovery_stats& recovery() const { return _recovery; }
+
+    // Buckets.
+    io::task<base::result<void>> create_bucket(std::string name);
+    io::task<base::result<void>> delete_bucket(std::string name);
+    bool bucket_exists(const std::string& name) const;  // this core's view
+    std::vector<bucket_info> list_buckets() const;      // this core's view, sorted
+
+    // Objects.
+    object_id new_object_id();
+    // Commits a written object; returns the record it replaced (whose data the caller reclaims).
+    io::task<base::result<std::optional<object_record>>> commit_put(std::string bucket, std::string key,
+                                                                     object_record record, write_conditions conditions);
+    io::task<base::result<object_record>> lookup(std::string bucket, std::string key);
+    // Removes a key; deleting a missing key succeeds with nullopt (S3 semantics).
+    io::task<base::result<std::optional<object_record>>> remove(std::string bucket, std::string key,
+                                                                 write_conditions conditions);
+    io::task<base::result<list_page>> list(list_request request);
+    // Removes the data files of a replaced or deleted record.
+    io::task<void> reclaim(object_record record);
+
+    // For tests: persist a snapshot of every shard owned by this core now.
+    io::task<void> snapshot_local_shards();
+
+private:
+    struct shard;
+    struct core_state;
+    engine(engine_options options, drive_set drives);
+    base::result<void> recover();
+    base::result<void> recover_shard(shard& s);
+    base::result<void> remove_orphans();
+    unsigned shard_of(const std::string& bucket, const std::string& key) const;
+    unsigned owner_of(unsigned shard_id) const { return shard_id % _options.cores; }
+    core_state& local();
+    const core_state& local() const;
+
+    io::task<base::result<std::optional<object_record>>> shard_put(unsigned shard_id, std::string bucket,
+                                                                    std::string key, object_record record,
+                                                                    write_conditions conditions);
+    io::task<base::result<std::optional<object_record>>> shard_remove(unsigned shard_id, std::string bucket,
+                                                                       std::string key, write_conditions conditions);
+    io::task<base::result<object_record>> shard_lookup(unsigned shard_id, std::string bucket, std::string key);
+    io::task<base::result<list_page>> core_list(list_request request);
+    io::task<base::result<void>> core0_create_bucket(std::string name);
+    io::task<base::result<void>> core0_delete_bucket(std::string name);
+    io::task<base::result<bool>> core_close_if_empty(std::string name);
+    io::task<base::result<bool>> core_set_bucket(bucket_info info, bool present);
+    io::task<void> rotate(shard& s);
+
+    engine_options _options;
+    drive_set _drives;
+    std::uint64_t _boot_nonce = 0;
+    std::vector<std::unique_ptr<shard>> _shards;
+    std::vector<std::unique_ptr<core_state>> _cores;
+    std::map<std::string, bucket_info> _recovered_buckets;
+    recovery_stats _recovery;
+};
+
+}  // namespace fjord::store

@@ -1,0 +1,204 @@
+#include "store/journal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/checksum.h"
+#include "base/log.h"
+#include "io/ops.h"
+#include "io/reactor.h"
+
+namespace fjord::store {
+
+void frame_record(std::string& out, std::uint64_t seq, std::uint8_t type, std::string_view payload) {
+    FJORD_ASSERT(payload.size() <= journal_max_payload_bytes);
+    std::size_t start = out.size();
+    out.resize(start + journal_record_header_bytes);
+    out.append(payload);
+    char* h = out.data() + start;
+    std::uint32_t len = static_cast<std::uint32_t>(payload.size());
+    std::memcpy(h, &len, 4);
+    std::memcpy(h + 8, &seq, 8);
+    h[16] = static_cast<char>(type);
+    std::uint32_t crc = base::crc32c(base::as_bytes(h + 8, 9 + payload.size()));
+    std::memcpy(h + 4, &crc, 4);
+}
+
+journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
+                          const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit) {
+    journal_scan scan;
+    std::uint64_t expected = first_seq;
+    std::size_t pos = 0;
+    while (image.size() - pos >= journal_record_header_bytes) {
+        const char* h = image.data() + pos;
+        std::uint32_t len, crc;
+        std::uint64_t seq;
+        std::memcpy(&len, h, 4);
+        std::memcpy(&crc, h + 4, 4);
+        std::memcpy(&seq, h + 8, 8);
+        if (len > journal_max_payload_bytes || len > image.size() - pos - journal_record_header_bytes) break;
+        if (base::crc32c(base::as_bytes(h + 8, 9 + len)) != crc) break;
+        if (expected != 0 && seq != expected) break;
+        visit(seq, static_cast<std::uint8_t>(h[16]), image.substr(pos + journal_record_header_bytes, len));
+        expected = seq + 1;
+        scan.last_seq = seq;
+        ++scan.records;
+        pos += journal_record_header_bytes + len;
+    }
+    scan.valid_bytes = pos;
+    scan.torn_tail = pos != image.size();
+    return scan;
+}
+
+base::result<journal_scan> read_journal(const std::string& path, std::uint64_t first_seq,
+                                        const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return base::fail(base::errc::io_error, "open " + path + ": " + strerror(errno));
+    struct stat st{};
+    ::fstat(fd, &st);
+    std::string image(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < image.size()) {
+        ssize_t n = ::pread(fd, image.data() + got, image.size() - got, static_cast<off_t>(got));
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    image.resize(got);
+    journal_scan scan = scan_journal(image, first_seq, visit);
+    if (scan.torn_tail) {
+        LOG_WARN("journal %s: dropping %zu bytes of torn or corrupt tail after %llu records", path.c_str(),
+                 image.size() - scan.valid_bytes, static_cast<unsigned long long>(scan.records));
+        if (::ftruncate(fd, static_cast<off_t>(scan.valid_bytes)) < 0 || ::fsync(fd) < 0) {
+            ::close(fd);
+            return base::fail(base::errc::io_error, "truncate " + path + ": " + strerror(errno));
+        }
+    }
+    ::close(fd);
+    return scan;
+}
+
+journal::journal(int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq)
+    : _fd(fd), _path(std::move(path)), _offset(offset), _next_seq(next_seq) {
+    FJORD_ASSERT(next_seq >= 1);
+}
+
+journal::~journal() {
+    if (_fd >= 0) ::close(_fd);
+}
+
+void journal::set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate) {
+    _rotate_bytes = rotate_bytes;
+    _rotate = std::move(rotate);
+}
+
+int journal::replace_file(int fd, std::string path) {
+    int old = _fd;
+    _fd = fd;
+    _path = std::move(path);
+    _offset = 0;
+    return old;
+}
+
+io::task<base::result<void>> journal::append(std::uint8_t type, std::string payload, std::vector<int> sync_dir_fds,
+                                             std::function<void()> on_durable) {
+    if (_broken) co_return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
+    if (payload.size() > journal_max_payload_bytes)
+        co_return base::fail(base::errc::metadata_too_large, "metadata record too large");
+    if (_batch.empty()) _batch_first_seq = _next_seq;
+    frame_record(_batch, _next_seq++, type, payload);
+    for (int fd : sync_dir_fds)
+        if (std::find(_batch_dirs.begin(), _batch_dirs.end(), fd) == _batch_dirs.end()) _batch_dirs.push_back(fd);
+    waiter w{{}, {}, std::move(on_durable)};
+    _batch_waiters.push_back(&w);
+    if (!_flushing) {
+        _flushing = true;
+        io::reactor::current().hold();
+        io::spawn(flush_loop());
+    }
+    struct suspend_waiter {
+        waiter* w;
+        bool await_ready() const noexcept { return false; }
+        void await_suspend(std::coroutine_handle<> h) noexcept { w->handle = h; }
+        void await_resume() const noexcept {}
+    };
+    co_await suspend_waiter{&w};
+    co_return std::move(w.outcome);
+}
+
+io::task<base::result<void>> journal::write_batch(const std::string& bytes, const std::vector<int>& dirs) {
+    // Directory entries of new data files first: a durable record must never name a file that a crash
+    // could make disappear.
+    std::vector<std::unique_ptr<io::async_op>> syncs;
+    for (int fd : dirs) {
+        syncs.push_back(std::make_unique<io::async_op>());
+        syncs.back()->start([fd](io_uring_sqe* s) { io_uring_prep_fsync(s, fd, 0); });
+    }
+    int dir_error = 0;
+    for (auto& op : syncs) {
+        io::async_op& pending = *op;
+        int rc = co_await pending;
+        if (rc < 0) dir_error = rc;
+    }
+    if (dir_error < 0) co_return base::fail(base::errc::io_error, std::string("fsync data directory: ") + strerror(-dir_error));
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        unsigned len = static_cast<unsigned>(std::min<std::size_t>(bytes.size() - done, 1 << 30));
+        int rc = co_await io::write(_fd, bytes.data() + done, len, _offset + done);
+        if (rc <= 0) {
+            int err = rc < 0 ? -rc : EIO;
+            co_return base::fail(err == ENOSPC ? base::errc::storage_full : base::errc::io_error,
+                                 std::string("write journal: ") + strerror(err));
+        }
+        done += static_cast<std::size_t>(rc);
+    }
+    int rc = co_await io::fsync(_fd, true);
+    if (rc < 0) co_return base::fail(base::errc::io_error, std::string("fdatasync journal: ") + strerror(-rc));
+    co_return base::result<void>{};
+}
+
+io::task<void> journal::flush_loop() {
+    while (!_batch.empty()) {
+        std::string bytes = std::move(_batch);
+        std::vector<waiter*> waiters = std::move(_batch_waiters);
+        std::vector<int> dirs = std::move(_batch_dirs);
+        std::uint64_t first_seq = _batch_first_seq;
+        _batch.clear();
+        _batch_waiters.clear();
+        _batch_dirs.clear();
+        auto outcome = co_await write_batch(bytes, dirs);
+        if (outcome) {
+            _offset += bytes.size();
+            for (waiter* w : waiters)
+                if (w->on_durable) w->on_durable();
+        } else {
+            // Cut the file back to the last durable record so a partial batch can never be replayed, and
+            // give the failed batch's sequence numbers to the next one. Blocking here is acceptable: this
+            // is a rare failure path. If even that fails, the shard refuses further writes.
+            LOG_ERROR("journal %s: %s", _path.c_str(), outcome.err().message.c_str());
+            if (::ftruncate(_fd, static_cast<off_t>(_offset)) < 0 || ::fdatasync(_fd) < 0) _broken = true;
+            _next_seq = first_seq;
+            std::string later = std::move(_batch);
+            std::vector<waiter*> later_waiters = std::move(_batch_waiters);
+            _batch.clear();
+            _batch_waiters.clear();
+            // Records queued meanwhile were framed with later seqs; fail them too (callers retry).
+            for (waiter* w : later_waiters) w->outcome = outcome;
+            for (waiter* w : later_waiters) io::reactor::current().schedule(w->handle);
+            _batch_dirs.clear();
+        }
+        for (waiter* w : waiters) {
+            w->outcome = outcome;
+            io::reactor::current().schedule(w->handle);
+        }
+        if (_batch.empty() && _rotate && _rotate_bytes > 0 && _offset >= _rotate_bytes) co_await _rotate();
+    }
+    _flushing = false;
+    io::reactor::current().release();
+}
+
+}  // namespace fjord::store

@@ -1,0 +1,94 @@
+#pragma once
+
+// The metadata journal of one shard: an append-only file of checksummed, sequence-numbered records with
+// group commit. Records appended while a flush is in progress form the next batch, so one write and one
+// fdatasync cover every commit that arrived meanwhile. A record's on_durable callback runs (in journal
+// order) once its batch is on stable storage, before its appender resumes; the shard applies index
+// updates there, so the in-memory index never shows anything that is not durable.
+//
+// Record framing (little-endian): u32 payload_bytes | u32 crc32c(seq..payload) | u64 seq | u8 type | payload
+// A record is valid only if its CRC matches and its seq is the previous one plus one; recovery stops at the
+// first invalid record (a torn tail) and truncates the file there.
+//
+// Owned by the core that owns its shard; not thread-safe. Recovery (read_journal) runs at startup, before
+// the reactors, with plain blocking I/O.
+
+#include <coroutine>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "io/task.h"
+
+namespace fjord::store {
+
+constexpr std::size_t journal_record_header_bytes = 17;
+constexpr std::uint32_t journal_max_payload_bytes = 64 * 1024 * 1024;
+
+// Frames one record into `out`.
+void frame_record(std::string& out, std::uint64_t seq, std::uint8_t type, std::string_view payload);
+
+struct journal_scan {
+    std::uint64_t valid_bytes = 0;  // offset just past the last valid record
+    std::uint64_t last_seq = 0;     // 0 when no record was found
+    std::uint64_t records = 0;
+    bool torn_tail = false;         // bytes after valid_bytes were dropped
+};
+
+// Decodes records from an in-memory image of a journal; calls visit(seq, type, payload) for each valid one.
+// first_seq is the sequence number the first record must carry (0 = accept any start).
+journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
+                          const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit);
+
+// Reads a journal file, visits its valid records, and truncates a torn tail (startup only).
+base::result<journal_scan> read_journal(const std::string& path, std::uint64_t first_seq,
+                                        const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit);
+
+class journal {
+public:
+    // fd: the journal file opened for writing; offset: where valid data ends; next_seq: the next seq.
+    journal(int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq);
+    ~journal();
+    journal(const journal&) = delete;
+    journal& operator=(const journal&) = delete;
+
+    // Appends a record and returns once it is durable. sync_dir_fds: directories whose entries must be
+    // durable first (new data files). on_durable runs in journal order before this returns.
+    io::task<base::result<void>> append(std::uint8_t type, std::string payload, std::vector<int> sync_dir_fds,
+                                        std::function<void()> on_durable);
+
+    std::uint64_t size_bytes() const { return _offset; }
+    std::uint64_t next_seq() const { return _next_seq; }
+    const std::string& path() const { return _path; }
+    bool idle() const { return !_flushing && _batch.empty(); }
+    // Called between batches when the file passed rotate_bytes: the shard snapshots and switches files.
+    void set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate);
+    // Switches to a new file (used by rotation); the old fd is closed by the caller.
+    int replace_file(int fd, std::string path);
+
+private:
+    struct waiter {
+        std::coroutine_handle<> handle;
+        base::result<void> outcome;
+        std::function<void()> on_durable;
+    };
+    io::task<void> flush_loop();
+    io::task<base::result<void>> write_batch(const std::string& bytes, const std::vector<int>& dirs);
+
+    int _fd;
+    std::string _path;
+    std::uint64_t _offset;
+    std::uint64_t _next_seq;
+    std::string _batch;
+    std::uint64_t _batch_first_seq = 0;
+    std::vector<waiter*> _batch_waiters;
+    std::vector<int> _batch_dirs;
+    bool _flushing = false;
+    bool _broken = false;
+    std::uint64_t _rotate_bytes = 0;
+    std::function<io::task<void>()> _rotate;
+};
+
+}  // namespace fjord::store

@@ -1,0 +1,68 @@
+#include "store/object.h"
+
+#include <cstdio>
+
+namespace fjord::store {
+
+std::string object_id::hex() const {
+    char buf[33];
+    std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(hi),
+                  static_cast<unsigned long long>(lo));
+    return buf;
+}
+
+void encode(encoder& e, const object_record& r) {
+    e.u64(r.size_bytes);
+    e.i64(r.modified_ms);
+    e.str(r.etag);
+    e.str(r.content_type);
+    e.u32(static_cast<std::uint32_t>(r.headers.size()));
+    for (const auto& [name, value] : r.headers) {
+        e.str(name);
+        e.str(value);
+    }
+    e.str(r.checksum_algorithm);
+    e.str(r.checksum_value);
+    e.u32(static_cast<std::uint32_t>(r.segments.size()));
+    for (const auto& s : r.segments) {
+        e.u32(s.drive);
+        e.u64(s.id.hi);
+        e.u64(s.id.lo);
+        e.u64(s.size_bytes);
+        e.u32(s.block_bytes);
+        e.u32(s.table_crc);
+    }
+}
+
+bool decode(decoder& d, object_record& r) {
+    r.size_bytes = d.u64();
+    r.modified_ms = d.i64();
+    r.etag = d.str();
+    r.content_type = d.str();
+    std::uint32_t headers = d.u32();
+    if (!d.ok() || headers > 4096) return false;
+    r.headers.clear();
+    for (std::uint32_t i = 0; i < headers && d.ok(); ++i) {
+        std::string name = d.str();
+        std::string value = d.str();
+        r.headers.emplace_back(std::move(name), std::move(value));
+    }
+    r.checksum_algorithm = d.str();
+    r.checksum_value = d.str();
+    std::uint32_t segments = d.u32();
+    if (!d.ok() || segments > 100000) return false;
+    r.segments.clear();
+    for (std::uint32_t i = 0; i < segments && d.ok(); ++i) {
+        segment s;
+        s.drive = d.u32();
+        s.id.hi = d.u64();
+        s.id.lo = d.u64();
+        s.size_bytes = d.u64();
+        s.block_bytes = d.u32();
+        s.table_crc = d.u32();
+        r.segments.push_back(s);
+    }
+    return d.ok();
+}
+
+}  // namespace fjord::store

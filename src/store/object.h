@@ -1,0 +1,48 @@
+#pragma once
+
+// What the engine knows about a stored object. An object's bytes are a list of segments, each one data file
+// on one drive; a plain PUT has one segment, a multipart object one per part (completing an upload does not
+// copy data). Records are values: they are copied between cores, never shared.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/codec.h"
+
+namespace fjord::store {
+
+// 128-bit object id, unique across restarts (random boot nonce + per-core counter). Data file names come
+// from it; user keys never reach the file system.
+struct object_id {
+    std::uint64_t hi = 0;
+    std::uint64_t lo = 0;
+    bool operator==(const object_id&) const = default;
+    std::string hex() const;
+};
+
+struct segment {
+    std::uint32_t drive = 0;
+    object_id id;
+    std::uint64_t size_bytes = 0;
+    std::uint32_t block_bytes = 0;  // CRC32C block size of the data file
+    std::uint32_t table_crc = 0;    // CRC32C of the data file's block-CRC table
+};
+
+struct object_record {
+    std::uint64_t size_bytes = 0;
+    std::int64_t modified_ms = 0;
+    std::string etag;          // without quotes
+    std::string content_type;
+    // Response headers stored with the object (x-amz-meta-*, content-encoding, ...), names lower-case.
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string checksum_algorithm;  // "CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256" or empty
+    std::string checksum_value;      // base64, as S3 returns it
+    std::vector<segment> segments;
+};
+
+void encode(encoder& e, const object_record& r);
+bool decode(decoder& d, object_record& r);
+
+}  // namespace fjord::store
