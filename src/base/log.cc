@@ -35,9 +35,12 @@ void log_line(log_level level, const char* format, ...) {
     clock_gettime(CLOCK_REALTIME, &now);
     tm utc{};
     gmtime_r(&now.tv_sec, &utc);
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [core %d] ",
-                     utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                     now.tv_nsec / 1000000, level_name(level), t_core);
+    char where[16];
+    if (t_core >= 0) snprintf(where, sizeof where, "core %d", t_core);
+    else snprintf(where, sizeof where, "main");
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [%s] ", utc.tm_year + 1900,
+                     utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, now.tv_nsec / 1000000,
+                     level_name(level), where);
     va_list args;
     va_start(args, format);
     int m = vsnprintf(line + n, sizeof line - n - 1, format, args);

@@ -211,6 +211,7 @@ void reactor_group::run(std::function<void(unsigned)> start) {
                 CPU_SET(i, &set);
                 pthread_setaffinity_np(pthread_self(), sizeof set, &set);
             }
+            base::set_log_core(static_cast<int>(i));
             auto r = std::make_unique<reactor>(*this, i, _options);
             _reactors[i] = r.get();
             ready.arrive_and_wait();
