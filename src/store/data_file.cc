@@ -184,7 +184,8 @@ io::task<base::result<segment>> object_writer::seal() {
     h.table_crc = base::crc32c(base::as_bytes(_block_crcs.data(), _block_crcs.size() * 4));
     h.header_crc = base::crc32c(base::as_bytes(&h, offsetof(footer_header, header_crc)));
     std::memcpy(buf.data(), &h, sizeof h);
-    std::memcpy(buf.data() + sizeof h, _block_crcs.data(), _block_crcs.size() * 4);
+    // An empty object has no blocks (and a null table pointer, which memcpy must not be given).
+    if (!_block_crcs.empty()) std::memcpy(buf.data() + sizeof h, _block_crcs.data(), _block_crcs.size() * 4);
     std::uint64_t footer_offset = base::align_up(_size_bytes, align);
     int rc = co_await io::write(_fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset,
                                 buf.registered_index());

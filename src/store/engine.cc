@@ -709,16 +709,30 @@ io::task<void> engine::rotate(shard& s) {
         co_await io::unlinkat(AT_FDCWD, tmp.c_str());
         co_return;
     }
-    int dir_fd = co_await io::openat(AT_FDCWD, s.dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (dir_fd < 0) { fail("open dir", dir_fd); co_return; }
-    rc = co_await io::renameat(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str());
-    int jfd = rc < 0 ? rc : co_await io::openat(AT_FDCWD, new_journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (rc < 0 || jfd < 0) {
-        fail("rename/create journal", rc < 0 ? rc : jfd);
-        co_await io::close(dir_fd);
+    // The new journal exists before the snapshot is renamed into place, so once the snapshot is visible
+    // nothing can fail before the switch: a snapshot never hides records written to the old journal.
+    int jfd = co_await io::openat(AT_FDCWD, new_journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (jfd < 0) {
+        fail("create journal", jfd);
+        co_await io::unlinkat(AT_FDCWD, tmp.c_str());
         co_return;
     }
-    co_await io::fsync(dir_fd, false);
+    int dir_fd = co_await io::openat(AT_FDCWD, s.dir.c_str(), O_RDONLY | O_DIRECTORY);
+    rc = dir_fd < 0 ? dir_fd : co_await io::fsync(dir_fd, false);
+    if (rc >= 0) rc = co_await io::renameat(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str());
+    if (rc < 0) {
+        // No snapshot G+1 is visible: journal G stays in use and complete (an empty journal G+1 left
+        // behind is harmless: recovery replays it after G).
+        fail("rename snapshot", rc);
+        if (dir_fd >= 0) co_await io::close(dir_fd);
+        co_await io::close(jfd);
+        co_await io::unlinkat(AT_FDCWD, tmp.c_str());
+        co_return;
+    }
+    // From here the switch must happen: once snapshot G+1 may be visible, recovery ignores journal G.
+    // If the rename is not yet durable, recovery replays G then G+1 instead: consistent either way.
+    rc = co_await io::fsync(dir_fd, false);
+    if (rc < 0) LOG_WARN("shard %u: fsync of the metadata directory failed: %s", s.id, strerror(-rc));
     co_await io::close(dir_fd);
     std::string old_journal = s.log->path();
     int old_fd = s.log->replace_file(jfd, new_journal);
@@ -733,7 +747,7 @@ io::task<void> engine::rotate(shard& s) {
 io::task<void> engine::snapshot_local_shards() {
     unsigned core = io::reactor::current().core();
     for (auto& s : _shards)
-        if (owner_of(s->id) == core && s->log->idle()) co_await rotate(*s);
+        if (owner_of(s->id) == core) co_await s->log->rotate_now();
 }
 
 }  // namespace fjord::store

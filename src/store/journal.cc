@@ -104,6 +104,15 @@ int journal::replace_file(int fd, std::string path) {
     return old;
 }
 
+io::task<void> journal::rotate_now() {
+    if (_flushing || !_rotate) co_return;  // a flush loop in progress rotates on its own when due
+    _flushing = true;
+    io::reactor::current().hold();
+    co_await _rotate();
+    // Records queued during the rotation are flushed by this same loop, into the new file.
+    co_await flush_loop();
+}
+
 io::task<base::result<void>> journal::append(std::uint8_t type, std::string payload, std::vector<int> sync_dir_fds,
                                              std::function<void()> on_durable) {
     if (_broken) co_return base::fail(base::errc::io_error, "metadata journal failed; restart the server");

@@ -67,6 +67,8 @@ public:
     void set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate);
     // Switches to a new file (used by rotation); the old fd is closed by the caller.
     int replace_file(int fd, std::string path);
+    // Runs the rotation now, between batches: appends that arrive meanwhile wait for the next batch.
+    io::task<void> rotate_now();
 
 private:
     struct waiter {

@@ -1,0 +1,312 @@
+#include "store/journal.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "io/reactor.h"
+#include "io/task.h"
+#include "store_test_util.h"
+
+namespace fjord::store {
+namespace {
+
+using testing::temp_dir;
+
+struct visited {
+    std::uint64_t seq;
+    std::uint8_t type;
+    std::string payload;
+    bool operator==(const visited&) const = default;
+};
+
+std::string payload_for(std::uint64_t i) {
+    // Varying lengths, including empty payloads, so record boundaries are not regular.
+    return std::string(static_cast<std::size_t>((i * 37) % 101), static_cast<char>('a' + i % 26)) +
+           std::to_string(i);
+}
+
+// Frames records first_seq .. first_seq + count - 1; returns the offset where each record starts.
+std::vector<std::size_t> frame_many(std::string& image, std::uint64_t first_seq, std::uint64_t count) {
+    std::vector<std::size_t> starts;
+    for (std::uint64_t i = 0; i < count; ++i) {
+        starts.push_back(image.size());
+        frame_record(image, first_seq + i, static_cast<std::uint8_t>(i % 7 + 1), payload_for(first_seq + i));
+    }
+    return starts;
+}
+
+std::vector<visited> scan_all(std::string_view image, std::uint64_t first_seq, journal_scan* scan_out) {
+    std::vector<visited> out;
+    *scan_out = scan_journal(image, first_seq, [&](std::uint64_t seq, std::uint8_t type, std::string_view p) {
+        out.push_back({seq, type, std::string(p)});
+    });
+    return out;
+}
+
+TEST(journal, frame_and_scan_round_trip_many_records) {
+    std::string image;
+    const std::uint64_t count = 1000;
+    frame_many(image, 1, count);
+    journal_scan scan;
+    auto records = scan_all(image, 1, &scan);
+    ASSERT_EQ(records.size(), count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+        EXPECT_EQ(records[i].seq, i + 1);
+        EXPECT_EQ(records[i].type, static_cast<std::uint8_t>(i % 7 + 1));
+        EXPECT_EQ(records[i].payload, payload_for(i + 1));
+    }
+    EXPECT_EQ(scan.records, count);
+    EXPECT_EQ(scan.last_seq, count);
+    EXPECT_EQ(scan.valid_bytes, image.size());
+    EXPECT_FALSE(scan.torn_tail);
+}
+
+TEST(journal, empty_image_has_no_records_and_no_torn_tail) {
+    journal_scan scan;
+    auto records = scan_all("", 1, &scan);
+    EXPECT_TRUE(records.empty());
+    EXPECT_EQ(scan.valid_bytes, 0u);
+    EXPECT_EQ(scan.last_seq, 0u);
+    EXPECT_FALSE(scan.torn_tail);
+}
+
+TEST(journal, torn_tail_at_every_length_of_last_record_is_detected) {
+    std::string image;
+    auto starts = frame_many(image, 1, 5);
+    const std::size_t last_start = starts.back();
+    ASSERT_GT(image.size() - last_start, journal_record_header_bytes);
+    for (std::size_t kept = 1; kept < image.size() - last_start; ++kept) {
+        SCOPED_TRACE("bytes of the last record kept: " + std::to_string(kept));
+        journal_scan scan;
+        auto records = scan_all(std::string_view(image).substr(0, last_start + kept), 1, &scan);
+        EXPECT_EQ(records.size(), 4u);
+        EXPECT_EQ(scan.records, 4u);
+        EXPECT_EQ(scan.last_seq, 4u);
+        EXPECT_EQ(scan.valid_bytes, last_start);
+        EXPECT_TRUE(scan.torn_tail);
+    }
+}
+
+TEST(journal, read_journal_truncates_every_torn_tail_length) {
+    temp_dir dir;
+    std::string image;
+    auto starts = frame_many(image, 1, 5);
+    const std::size_t last_start = starts.back();
+    const std::string path = dir.path() + "/journal.log";
+    for (std::size_t kept = 1; kept < image.size() - last_start; ++kept) {
+        SCOPED_TRACE("bytes of the last record kept: " + std::to_string(kept));
+        testing::write_file(path, image.substr(0, last_start + kept));
+        std::uint64_t visits = 0;
+        auto scan = read_journal(path, 1, [&](std::uint64_t, std::uint8_t, std::string_view) { ++visits; });
+        ASSERT_TRUE(scan.has_value()) << scan.err().message;
+        EXPECT_EQ(visits, 4u);
+        EXPECT_TRUE(scan->torn_tail);
+        EXPECT_EQ(scan->valid_bytes, last_start);
+        EXPECT_EQ(testing::file_size(path), last_start);
+        EXPECT_EQ(testing::read_file(path), image.substr(0, last_start));
+    }
+    // A complete journal is left alone.
+    testing::write_file(path, image);
+    auto scan = read_journal(path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    ASSERT_TRUE(scan.has_value());
+    EXPECT_FALSE(scan->torn_tail);
+    EXPECT_EQ(scan->records, 5u);
+    EXPECT_EQ(testing::file_size(path), image.size());
+}
+
+TEST(journal, read_journal_of_missing_file_is_io_error) {
+    temp_dir dir;
+    auto scan = read_journal(dir.path() + "/absent.log", 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    ASSERT_FALSE(scan.has_value());
+    EXPECT_EQ(scan.code(), base::errc::io_error);
+}
+
+TEST(journal, flipped_bit_anywhere_in_a_middle_record_stops_the_scan_there) {
+    std::string image;
+    auto starts = frame_many(image, 1, 9);
+    const std::size_t middle = 4;
+    const std::size_t begin = starts[middle], end = starts[middle + 1];
+    for (std::size_t byte = begin; byte < end; ++byte) {
+        for (int bit = 0; bit < 8; ++bit) {
+            SCOPED_TRACE("byte " + std::to_string(byte - begin) + " bit " + std::to_string(bit));
+            std::string damaged = image;
+            damaged[byte] = static_cast<char>(damaged[byte] ^ (1 << bit));
+            journal_scan scan;
+            auto records = scan_all(damaged, 1, &scan);
+            ASSERT_EQ(records.size(), middle);
+            EXPECT_EQ(scan.valid_bytes, begin);
+            EXPECT_EQ(scan.last_seq, middle);
+            EXPECT_TRUE(scan.torn_tail);
+        }
+    }
+}
+
+TEST(journal, sequence_gap_stops_the_scan) {
+    std::string image;
+    frame_many(image, 1, 3);  // seqs 1, 2, 3
+    std::size_t before_gap = image.size();
+    frame_many(image, 5, 3);  // seqs 5, 6, 7: 4 is missing
+    journal_scan scan;
+    auto records = scan_all(image, 1, &scan);
+    EXPECT_EQ(records.size(), 3u);
+    EXPECT_EQ(scan.last_seq, 3u);
+    EXPECT_EQ(scan.valid_bytes, before_gap);
+    EXPECT_TRUE(scan.torn_tail);
+}
+
+TEST(journal, repeated_sequence_number_stops_the_scan) {
+    std::string image;
+    frame_many(image, 1, 3);
+    std::size_t before = image.size();
+    frame_record(image, 3, 1, "again");
+    journal_scan scan;
+    auto records = scan_all(image, 1, &scan);
+    EXPECT_EQ(records.size(), 3u);
+    EXPECT_EQ(scan.valid_bytes, before);
+    EXPECT_TRUE(scan.torn_tail);
+}
+
+TEST(journal, first_seq_mismatch_stops_at_once) {
+    std::string image;
+    frame_many(image, 10, 4);
+    journal_scan scan;
+    auto records = scan_all(image, 11, &scan);
+    EXPECT_TRUE(records.empty());
+    EXPECT_EQ(scan.records, 0u);
+    EXPECT_EQ(scan.valid_bytes, 0u);
+    EXPECT_TRUE(scan.torn_tail);
+
+    // first_seq 0 accepts any start; the exact first_seq accepts everything.
+    records = scan_all(image, 0, &scan);
+    EXPECT_EQ(records.size(), 4u);
+    EXPECT_EQ(scan.last_seq, 13u);
+    records = scan_all(image, 10, &scan);
+    EXPECT_EQ(records.size(), 4u);
+    EXPECT_FALSE(scan.torn_tail);
+}
+
+TEST(journal, oversized_length_field_is_a_torn_tail_not_a_crash) {
+    std::string image;
+    frame_many(image, 1, 2);
+    std::size_t valid = image.size();
+    std::string bogus(journal_record_header_bytes, '\0');
+    std::uint32_t huge = journal_max_payload_bytes + 1;
+    std::memcpy(bogus.data(), &huge, 4);
+    image += bogus;
+    journal_scan scan;
+    auto records = scan_all(image, 1, &scan);
+    EXPECT_EQ(records.size(), 2u);
+    EXPECT_EQ(scan.valid_bytes, valid);
+    EXPECT_TRUE(scan.torn_tail);
+}
+
+// ---- journal::append on a reactor ----
+
+struct append_state {
+    journal* log = nullptr;
+    std::vector<int> durable_order;   // indices, in on_durable order
+    std::vector<int> resumed_order;   // indices, in the order appenders resumed
+    int failures = 0;
+    int durable_before_resume_violations = 0;
+};
+
+io::task<void> append_one(append_state* st, int index, testing::local_latch* latch) {
+    std::string payload = "record-" + std::to_string(index) + std::string(static_cast<std::size_t>(index % 13), 'x');
+    auto outcome = co_await st->log->append(static_cast<std::uint8_t>(1 + index % 3), std::move(payload), {},
+                                            [st, index] { st->durable_order.push_back(index); });
+    if (!outcome) ++st->failures;
+    // The callback must have run before this appender resumed.
+    bool seen = false;
+    for (int d : st->durable_order) seen = seen || d == index;
+    if (!seen) ++st->durable_before_resume_violations;
+    st->resumed_order.push_back(index);
+    latch->count_down();
+}
+
+io::task<void> append_many(append_state* st, int count) {
+    testing::local_latch latch(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) io::spawn(append_one(st, i, &latch));
+    co_await latch.wait();
+    // A second wave after the first has drained: the journal continues at the right offset and seq.
+    testing::local_latch second(static_cast<std::size_t>(count));
+    for (int i = count; i < 2 * count; ++i) io::spawn(append_one(st, i, &second));
+    co_await second.wait();
+    EXPECT_TRUE(st->log->idle());
+}
+
+TEST(journal, concurrent_appends_become_durable_in_append_order) {
+    temp_dir dir;
+    const std::string path = dir.path() + "/journal-00000001.log";
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    const std::uint64_t first_seq = 42;
+    journal log(fd, path, 0, first_seq);
+    append_state st;
+    st.log = &log;
+    const int count = 64;
+    io::reactor_group group(1);
+    group.run([&](unsigned) { io::spawn(testing::run_then_stop(append_many(&st, count), &group)); });
+
+    EXPECT_EQ(st.failures, 0);
+    EXPECT_EQ(st.durable_before_resume_violations, 0);
+    ASSERT_EQ(st.durable_order.size(), static_cast<std::size_t>(2 * count));
+    for (int i = 0; i < 2 * count; ++i) EXPECT_EQ(st.durable_order[i], i);
+    EXPECT_EQ(st.resumed_order.size(), static_cast<std::size_t>(2 * count));
+    EXPECT_EQ(log.next_seq(), first_seq + 2 * count);
+
+    std::string image = testing::read_file(path);
+    EXPECT_EQ(image.size(), log.size_bytes());
+    journal_scan scan;
+    auto records = scan_all(image, first_seq, &scan);
+    ASSERT_EQ(records.size(), static_cast<std::size_t>(2 * count));
+    for (int i = 0; i < 2 * count; ++i) {
+        EXPECT_EQ(records[i].seq, first_seq + static_cast<std::uint64_t>(i));
+        EXPECT_EQ(records[i].type, static_cast<std::uint8_t>(1 + i % 3));
+        EXPECT_EQ(records[i].payload, "record-" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 13), 'x'));
+    }
+    EXPECT_FALSE(scan.torn_tail);
+}
+
+TEST(journal, append_continues_after_recovered_offset) {
+    temp_dir dir;
+    const std::string path = dir.path() + "/journal.log";
+    std::string image;
+    frame_many(image, 1, 3);
+    std::size_t valid = image.size();
+    image += "garbage tail";
+    testing::write_file(path, image);
+    auto scan = read_journal(path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    ASSERT_TRUE(scan.has_value());
+    ASSERT_EQ(scan->valid_bytes, valid);
+
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    journal log(fd, path, scan->valid_bytes, scan->last_seq + 1);
+    append_state st;
+    st.log = &log;
+    io::reactor_group group(1);
+    group.run([&](unsigned) {
+        io::spawn(testing::run_then_stop(
+            [](append_state* s) -> io::task<void> {
+                testing::local_latch latch(1);
+                io::spawn(append_one(s, 0, &latch));
+                co_await latch.wait();
+            }(&st),
+            &group));
+    });
+    EXPECT_EQ(st.failures, 0);
+    journal_scan after;
+    auto records = scan_all(testing::read_file(path), 1, &after);
+    ASSERT_EQ(records.size(), 4u);
+    EXPECT_EQ(records[3].seq, 4u);
+    EXPECT_EQ(records[3].payload, "record-0");
+    EXPECT_FALSE(after.torn_tail);
+}
+
+}  // namespace
+}  // namespace fjord::store
