@@ -1,0 +1,190 @@
+"""HTTP/1.1 at the socket level: malformed input, limits, keep-alive, 100-continue, pipelining and
+clients that vanish. After every abuse the server must still answer."""
+
+import socket
+import struct
+
+import pytest
+
+from botocore.exceptions import ClientError
+
+import s3util
+from s3util import KiB, RawConnection, raw_request
+
+READ_DEADLINE_S = 10.0
+
+
+def connect(server) -> RawConnection:
+    return RawConnection("127.0.0.1", server.port, timeout_s=READ_DEADLINE_S)
+
+
+def signed_request(server, method, path, body=b"", headers=None, payload_hash=None) -> bytes:
+    """Raw bytes of a SigV4-signed request (payload hash over `body` unless given)."""
+    signed = s3util.sign_headers(server.credentials, method, server.host, path, headers=headers,
+                                 payload_hash=payload_hash or s3util.sha256_hex(body))
+    all_headers = dict(signed.headers)
+    if body or method == "PUT":
+        all_headers.setdefault("content-length", str(len(body)))
+    return raw_request(method, path, server.host, all_headers, body)
+
+
+def assert_alive(server):
+    s3util.wait_until(server.is_ready, timeout_s=10, what="the server to answer /health/ready")
+    assert server.process.poll() is None
+
+
+def assert_closed_after_response(conn: RawConnection):
+    """Nothing more arrives and the server closes the connection."""
+    assert conn.read_until_close(deadline_s=READ_DEADLINE_S) == b""
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"GARBAGE\r\n\r\n",
+    b"G@T / HTTP/1.1\r\nHost: x\r\n\r\n",                   # '@' is not a token character
+    b"GET /health/ready HTTP/1.1 junk\r\nHost: x\r\n\r\n",  # extra field on the request line
+    b"GET /health/ready HTTP/1.1\r\nHost x-no-colon\r\n\r\n",  # header line without ':'
+], ids=["garbage", "bad-method", "extra-field", "header-without-colon"])
+def test_malformed_request_gets_400_and_close(fjord_server, request_bytes):
+    with connect(fjord_server) as conn:
+        conn.send(request_bytes)
+        response = conn.read_response()
+        assert response.status == 400, response
+        assert_closed_after_response(conn)
+    assert_alive(fjord_server)
+
+
+@pytest.mark.parametrize("shape", ["many-headers", "one-long-header"])
+def test_oversized_header_section_is_refused(fjord_server, shape):
+    if shape == "many-headers":
+        padding = "".join(f"X-Pad-{i:04d}: {'a' * 1000}\r\n" for i in range(100))
+    else:
+        padding = f"X-Pad: {'a' * (100 * KiB)}\r\n"
+    request = f"GET /health/ready HTTP/1.1\r\nHost: {fjord_server.host}\r\n{padding}\r\n".encode()
+    with connect(fjord_server) as conn:
+        try:
+            conn.send(request)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may stop reading at its limit; its answer should still be readable
+        response = conn.read_response()
+        assert 400 <= response.status < 500, response
+    assert_alive(fjord_server)
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(fjord_server, s3, bucket, rng):
+    data = s3util.payload(rng, 5000)
+    path = s3util.object_path(bucket, "kept-alive")
+    with connect(fjord_server) as conn:
+        conn.send(signed_request(fjord_server, "PUT", path, data))
+        assert conn.read_response().status == 200
+        conn.send(signed_request(fjord_server, "HEAD", path))
+        head = conn.read_response(head_request=True)
+        assert head.status == 200 and head.headers["content-length"] == "5000"
+        # If HEAD had sent a body, this response would be read out of those bytes and fail.
+        conn.send(signed_request(fjord_server, "GET", path))
+        got = conn.read_response()
+        assert got.status == 200 and got.body == data
+        conn.send(raw_request("GET", "/health/live", fjord_server.host, {}))
+        assert conn.read_response().status == 200
+        conn.send(signed_request(fjord_server, "GET", s3util.object_path(bucket, "missing")))
+        missing = conn.read_response()
+        assert missing.status == 404
+        assert s3util.xml_children(missing.body)["Code"] == "NoSuchKey"
+        conn.send(signed_request(fjord_server, "GET", path))
+        assert conn.read_response().body == data  # still usable after an error response
+
+
+def test_connection_close_is_honoured(fjord_server):
+    with connect(fjord_server) as conn:
+        conn.send(raw_request("GET", "/health/ready", fjord_server.host, {"Connection": "close"}))
+        assert conn.read_response().status == 200
+        assert_closed_after_response(conn)
+
+
+def test_expect_100_continue(fjord_server, s3, bucket, rng):
+    data = s3util.payload(rng, 256 * KiB)
+    path = s3util.object_path(bucket, "expect")
+    head = s3util.sign_headers(fjord_server.credentials, "PUT", fjord_server.host, path,
+                               headers={"content-length": str(len(data))},
+                               payload_hash=s3util.UNSIGNED_PAYLOAD)
+    headers = dict(head.headers, expect="100-continue")
+    with connect(fjord_server) as conn:
+        conn.send(raw_request("PUT", path, fjord_server.host, headers))
+        interim = conn.read_head()  # the body has not been sent: only an interim answer can come
+        assert interim.status == 100, interim
+        conn.send(data)
+        final = conn.read_response()
+        assert final.status == 200, (final, final.body)
+    assert s3.get_object(Bucket=bucket, Key="expect")["Body"].read() == data
+
+
+def test_expect_100_continue_with_signed_payload_from_botocore(fjord_server, s3, bucket, rng):
+    """botocore sends Expect: 100-continue on every PutObject; this is its request, sent by hand."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials as BotoCredentials
+
+    data = s3util.payload(rng, 64 * KiB)
+    path = s3util.object_path(bucket, "expect-botocore")
+    request = AWSRequest(method="PUT", url=fjord_server.endpoint + path, data=data,
+                         headers={"Expect": "100-continue", "Content-Length": str(len(data))})
+    S3SigV4Auth(BotoCredentials(fjord_server.access_key, fjord_server.secret_key), "s3",
+                "us-east-1").add_auth(request)
+    with connect(fjord_server) as conn:
+        conn.send(raw_request("PUT", path, fjord_server.host, dict(request.headers.items())))
+        interim = conn.read_head()
+        assert interim.status == 100, interim
+        conn.send(data)
+        assert conn.read_response().status == 200
+    assert s3.get_object(Bucket=bucket, Key="expect-botocore")["Body"].read() == data
+
+
+def test_pipelined_gets_are_answered_in_order(fjord_server, s3, bucket, rng):
+    objects = {f"pipe-{i}": s3util.payload(rng, 1000 * (i + 1)) for i in range(4)}
+    for key, data in objects.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=data)
+    batch = b"".join(signed_request(fjord_server, "GET", s3util.object_path(bucket, key))
+                     for key in objects)
+    batch += raw_request("GET", "/health/live", fjord_server.host, {})
+    batch += signed_request(fjord_server, "GET", s3util.object_path(bucket, "pipe-0"),
+                            headers={"connection": "close"})
+    with connect(fjord_server) as conn:
+        conn.send(batch)  # all requests in one write, before reading anything
+        for key, data in objects.items():
+            response = conn.read_response()
+            assert response.status == 200, (key, response)
+            assert response.body == data, key
+        assert conn.read_response().status == 200
+        last = conn.read_response()
+        assert last.status == 200 and last.body == objects["pipe-0"]
+        assert_closed_after_response(conn)
+
+
+def test_client_vanishing_mid_body_leaves_no_object(fjord_server, s3, bucket, rng):
+    path = s3util.object_path(bucket, "abandoned")
+    for how in ("close", "reset"):
+        conn = connect(fjord_server)
+        head = signed_request(fjord_server, "PUT", path, payload_hash=s3util.UNSIGNED_PAYLOAD,
+                              headers={"content-length": str(1024 * KiB)})
+        conn.send(head)
+        conn.send(s3util.payload(rng, 100 * KiB))
+        if how == "reset":  # RST instead of FIN
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+        assert_alive(fjord_server)
+        with pytest.raises(ClientError) as excinfo:
+            s3.head_object(Bucket=bucket, Key="abandoned")
+        assert excinfo.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404, how
+    # The key is not stuck (no lock or half-written state left behind).
+    s3.put_object(Bucket=bucket, Key="abandoned", Body=b"complete")
+    assert s3.get_object(Bucket=bucket, Key="abandoned")["Body"].read() == b"complete"
+
+
+def test_many_idle_connections_do_not_block_service(fjord_server):
+    idle = [connect(fjord_server) for _ in range(50)]
+    try:
+        for conn in idle[:10]:
+            conn.send(b"GET /health/ready HTTP/1.1\r\nHost: x\r\n")  # half a request, never finished
+        assert_alive(fjord_server)
+    finally:
+        for conn in idle:
+            conn.close()
