@@ -15,6 +15,7 @@
 #include "base/encoding.h"
 #include "base/log.h"
 #include "base/units.h"
+#include "cli/bench.h"
 #include "http/server.h"
 #include "io/reactor.h"
 #include "s3/service.h"
@@ -173,6 +174,7 @@ int serve(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     if (argc >= 2 && std::string(argv[1]) == "serve") return serve(argc - 2, argv + 2);
+    if (argc >= 2 && std::string(argv[1]) == "bench") return fjord::cli::bench_main(argc - 2, argv + 2);
     print_usage();
     return argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") ? 0 : 2;
 }

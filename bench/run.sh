@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Fjord against the physical limits of this machine, in one run (design principle 7):
+#   1. raw O_DIRECT disk write/read on the file system the server stores its data on (`fjord bench disk`)
+#   2. loopback TCP (`fjord bench net`)
+#   3. S3 PUT, then GET, of 64 MiB objects with 8 concurrent clients against a fresh `fjord serve`
+# and a table of each S3 result as a fraction of its limit: PUT / disk write, GET / min(disk read, net).
+#
+# Knobs (environment): FJORD_BINARY (build/release/fjord), BENCH_DIR (build/bench: data, logs, results;
+# it must be on the file system you want to measure), BENCH_SIZE (64MiB), BENCH_CONCURRENCY (8),
+# BENCH_DURATION (10 s per S3 phase), BENCH_SERVER_CORES (all), BENCH_CLIENT_CORES (2),
+# BENCH_DISK_MIB (1024), BENCH_DISK_SHAPES ("32:1024 4:1024 8:256", depth:block-KiB pairs),
+# BENCH_DISK_PASSES (2), BENCH_NET_SECONDS (3), BENCH_NET_STREAMS (1), BENCH_KEEP_DATA (unset: the
+# server's data directory is removed at the end; results and the server log stay).
+#
+# The disk limit is the best pass over a few queue depths and block sizes: on a shared virtual disk one
+# short pass is noisy, and the shape that suits the device is not always the deepest or the largest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FJORD=${FJORD_BINARY:-build/release/fjord}
+WORK=${BENCH_DIR:-build/bench}
+SIZE=${BENCH_SIZE:-64MiB}
+CONCURRENCY=${BENCH_CONCURRENCY:-8}
+DURATION=${BENCH_DURATION:-10}
+SERVER_CORES=${BENCH_SERVER_CORES:-$(nproc)}
+CLIENT_CORES=${BENCH_CLIENT_CORES:-2}
+DISK_MIB=${BENCH_DISK_MIB:-1024}
+DISK_SHAPES=${BENCH_DISK_SHAPES:-32:1024 4:1024 8:256}
+DISK_PASSES=${BENCH_DISK_PASSES:-2}
+NET_SECONDS=${BENCH_NET_SECONDS:-3}
+NET_STREAMS=${BENCH_NET_STREAMS:-1}
+BUCKET=bench
+
+[[ -x "$FJORD" ]] || { echo "bench/run.sh: $FJORD not found (run make build)" >&2; exit 1; }
+DATA="$WORK/data"
+RESULTS="$WORK/results"
+rm -rf "$DATA" "$RESULTS"
+mkdir -p "$DATA" "$RESULTS"
+export FJORD_ACCESS_KEY=fjordbench FJORD_SECRET_KEY=fjordbench-secret-key
+
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+ENDPOINT="http://127.0.0.1:$PORT"
+
+SERVER_PID=
+stop_server() {
+    if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID"
+        wait "$SERVER_PID" || true
+    fi
+    SERVER_PID=
+}
+trap stop_server EXIT
+trap 'exit 130' INT TERM  # the EXIT trap stops the server
+
+"$FJORD" serve --data "$DATA" --listen "127.0.0.1:$PORT" --cores "$SERVER_CORES" >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 200); do  # up to 20 s
+    curl -sf -o /dev/null "$ENDPOINT/health/ready" && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "fjord serve exited; log:" >&2; tail -20 "$WORK/server.log" >&2; exit 1; }
+    sleep 0.1
+done
+curl -sf -o /dev/null "$ENDPOINT/health/ready" || { echo "fjord serve not ready after 20 s" >&2; exit 1; }
+echo "== fjord serve pid $SERVER_PID on $ENDPOINT, $SERVER_CORES cores, data in $DATA"
+
+# A `top` snapshot halfway through a phase: who used the CPU.
+SNAPSHOT_PIDS=()
+snapshot_top() {
+    # Two iterations a second apart: the first one's CPU figures cover the time since boot.
+    (sleep "$(awk "BEGIN { print $DURATION / 2 }")"
+     top -b -n 2 -d 1 -w 200 | awk '/^top -/ { n++ } n == 2' | head -20 >"$RESULTS/top-$1.txt" || true) &
+    SNAPSHOT_PIDS+=($!)
+}
+
+echo "== disk"
+for shape in $DISK_SHAPES; do
+    depth=${shape%%:*} block_kib=${shape##*:}
+    "$FJORD" bench disk --dir "$DATA" --size-mib "$DISK_MIB" --depth "$depth" --block-kib "$block_kib" \
+        --passes "$DISK_PASSES" --json "$RESULTS/disk-depth$depth-block$block_kib.json"
+done
+echo "== net"
+"$FJORD" bench net --seconds "$NET_SECONDS" --streams "$NET_STREAMS" --json "$RESULTS/net.json"
+S3_ARGS=(--endpoint "$ENDPOINT" --bucket "$BUCKET" --size "$SIZE" --concurrency "$CONCURRENCY"
+         --duration "$DURATION" --cores "$CLIENT_CORES" --server-pid "$SERVER_PID")
+echo "== s3 put"
+snapshot_top put
+"$FJORD" bench s3 --op put "${S3_ARGS[@]}" --json "$RESULTS/put.json"
+echo "== s3 get (reuses the objects of the put phase)"
+snapshot_top get
+"$FJORD" bench s3 --op get "${S3_ARGS[@]}" --json "$RESULTS/get.json"
+wait "${SNAPSHOT_PIDS[@]}" || true  # a snapshot is a diagnostic, not a result
+stop_server
+[[ -n "${BENCH_KEEP_DATA:-}" ]] || rm -rf "$DATA"  # about 1 GiB of objects; BENCH_KEEP_DATA=1 keeps them
+
+python3 - "$RESULTS" <<'PY'
+import json, sys, pathlib
+d = pathlib.Path(sys.argv[1])
+net, put, get = (json.loads((d / f"{n}.json").read_text()) for n in ("net", "put", "get"))
+disks = [json.loads(p.read_text()) for p in sorted(d.glob("disk-depth*.json"))]
+best_write = max(disks, key=lambda r: r["write_gib_s"])
+best_read = max(disks, key=lambda r: r["read_gib_s"])
+shape = lambda r: f"depth {r['depth']}, {r['block_bytes'] >> 10} KiB"
+disk = {"write_gib_s": best_write["write_gib_s"], "write_shape": shape(best_write),
+        "read_gib_s": best_read["read_gib_s"], "read_shape": shape(best_read), "runs": disks}
+read_limit = min(disk["read_gib_s"], net["gib_s"])
+rows = [
+    (f"disk write ({disk['write_shape']})", disk["write_gib_s"], "", None),
+    (f"disk read ({disk['read_shape']})", disk["read_gib_s"], "", None),
+    ("net loopback TCP", net["gib_s"], "", None),
+    (f"S3 PUT {put['size_bytes'] >> 20} MiB x{put['concurrency']}", put["throughput_gib_s"], "disk write",
+     put["throughput_gib_s"] / disk["write_gib_s"]),
+    (f"S3 GET {get['size_bytes'] >> 20} MiB x{get['concurrency']}", get["throughput_gib_s"],
+     "min(disk read, net)", get["throughput_gib_s"] / read_limit),
+]
+print()
+print(f"{'measure':36} {'GiB/s':>7}  {'limit':20} {'ratio':>6}")
+for name, value, limit, ratio in rows:
+    print(f"{name:36} {value:7.3f}  {limit:20} {'' if ratio is None else f'{ratio:6.2f}'}")
+print()
+for r in (put, get):
+    lat, gib = r["latency_ms"], r["bytes"] / 2**30
+    cpu = f"client {r['client_cpu_s'] / gib:.2f} cpu-s/GiB"
+    if r["server_cpu_s"] >= 0:
+        cpu += f", server {r['server_cpu_s'] / gib:.2f} cpu-s/GiB ({r['server_cpu_s'] / r['seconds']:.2f} cores)"
+    print(f"{r['op'].upper()}: {r['ops_per_s']:.1f} ops/s, latency ms p50 {lat['p50']:.0f} p90 {lat['p90']:.0f} "
+          f"p99 {lat['p99']:.0f} p99.9 {lat['p999']:.0f}; {cpu}; errors {r['errors']}")
+summary = {"disk": disk, "net": net, "put": put, "get": get,
+           "put_ratio_to_disk_write": put["throughput_gib_s"] / disk["write_gib_s"],
+           "get_ratio_to_read_limit": get["throughput_gib_s"] / read_limit}
+(d / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+print(f"\nresults: {d}/ (summary.json, top-*.txt); server log: {d.parent}/server.log")
+PY

@@ -1,0 +1,464 @@
+// `fjord bench s3`: PUT / GET / mixed throughput and latency of an S3 server through the native client.
+//
+// Workers are coroutines, `concurrency` of them, worker w on reactor w % cores; each owns one
+// keep-alive connection and does one request at a time. PUT bodies come from one pre-filled random pool
+// (no per-operation generation cost); GETs land in a per-worker buffer that is touched before the clock
+// starts. The run has up to three phases, each on a fresh reactor group: create the bucket, prepare the
+// objects a GET needs (HEAD each; PUT what is missing), then measure. Each worker records into its own
+// statistics (no sharing between cores); they are merged at the end.
+//
+// Keys: the object set is `objects` keys bench/<i % concurrency>/<i / concurrency>; worker w PUTs
+// bench/<w>/<n mod objects/concurrency> and GETs the keys bench/<w>/..., so disk use stays bounded in
+// a long PUT run, and a GET run after a PUT run with the same bucket, size and concurrency reuses its
+// objects.
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/units.h"
+#include "cli/bench.h"
+#include "cli/bench_histogram.h"
+#include "client/s3_client.h"
+#include "io/reactor.h"
+#include "io/task.h"
+
+namespace fjord::cli {
+
+namespace {
+
+enum class op_kind { put, get, mixed };
+
+constexpr unsigned max_consecutive_errors = 10;  // a worker gives up after this many failures in a row
+constexpr std::uint64_t default_set_bytes = 1 * base::GiB;  // GET object set, unless --objects says otherwise
+
+struct s3_config {
+    io::endpoint endpoint;
+    std::string endpoint_text;
+    std::string bucket;
+    op_kind op = op_kind::put;
+    std::uint64_t size_bytes = 64 * base::MiB;
+    unsigned concurrency = 8;
+    double duration_s = 10;
+    std::uint64_t count = 0;  // 0: run for duration_s
+    unsigned cores = 2;
+    std::uint64_t objects = 0;  // a multiple of concurrency
+    bool verify = false;
+    long server_pid = 0;
+    std::string json_path;
+    s3::credentials credentials;
+};
+
+struct op_stats {
+    std::uint64_t operations = 0;
+    std::uint64_t bytes = 0;
+    latency_histogram latency;
+};
+
+// One worker's figures; written only by that worker's core until the phase's reactors have stopped.
+struct worker_stats {
+    op_stats put;
+    op_stats get;
+    std::uint64_t errors = 0;
+    std::uint64_t verify_failures = 0;
+    std::uint64_t prepared = 0;
+    std::uint64_t reused = 0;
+    std::string first_error;
+    std::int64_t first_start_ns = INT64_MAX;
+    std::int64_t last_end_ns = 0;
+};
+
+struct shared_run {
+    const s3_config* config = nullptr;
+    client::client_options client;
+    std::span<const std::byte> data;                 // the PUT pool, read-only
+    std::vector<std::span<std::byte>> destinations;  // one GET buffer per worker
+    std::vector<worker_stats> stats;                 // one per worker
+    io::reactor_group* group = nullptr;
+    std::atomic<unsigned> workers_left{0};
+    std::atomic<std::uint64_t> next_operation{0};
+    std::int64_t deadline_ns = 0;
+
+    bool claim_operation() {
+        if (config->count > 0) return next_operation.fetch_add(1, std::memory_order_relaxed) < config->count;
+        return base::monotonic_now_ns() < deadline_ns;
+    }
+};
+
+using worker_function = io::task<void> (*)(shared_run* run, unsigned worker);
+
+std::string object_key(const s3_config& cfg, std::uint64_t index) {
+    return "bench/" + std::to_string(index % cfg.concurrency) + "/" + std::to_string(index / cfg.concurrency);
+}
+
+std::uint64_t next_random(std::uint64_t& state) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+}
+
+void note_error(worker_stats& st, const std::string& what, const base::error& err) {
+    ++st.errors;
+    if (st.first_error.empty()) st.first_error = what + ": " + err.message;
+}
+
+// ---- phases (coroutines: plain functions taking their arguments by value) ----
+
+io::task<void> create_bucket_worker(shared_run* run, unsigned worker) {
+    client::s3_client client(run->client);
+    auto r = co_await client.create_bucket(run->config->bucket);
+    if (!r) note_error(run->stats[worker], "create bucket " + run->config->bucket, r.err());
+}
+
+io::task<void> prepare_worker(shared_run* run, unsigned worker) {
+    const s3_config& cfg = *run->config;
+    worker_stats& st = run->stats[worker];
+    client::s3_client client(run->client);
+    for (std::uint64_t i = worker; i < cfg.objects && st.errors == 0; i += cfg.concurrency) {
+        std::string key = object_key(cfg, i);
+        auto head = co_await client.head_object(cfg.bucket, key);
+        if (!head) {
+            note_error(st, "HEAD " + key, head.err());
+            break;
+        }
+        if (*head && (*head)->size_bytes == cfg.size_bytes) {
+            ++st.reused;
+            continue;
+        }
+        auto put = co_await client.put_object(cfg.bucket, key, run->data);
+        if (!put) note_error(st, "PUT " + key, put.err());
+        else ++st.prepared;
+    }
+}
+
+io::task<void> measure_worker(shared_run* run, unsigned worker) {
+    const s3_config& cfg = *run->config;
+    worker_stats& st = run->stats[worker];
+    client::s3_client client(run->client);
+    std::uint64_t keys_per_worker = cfg.objects / cfg.concurrency;
+    std::uint64_t rng = 0x9E3779B97F4A7C15ULL * (worker + 1);
+    unsigned consecutive_errors = 0;
+    for (std::uint64_t n = 0; consecutive_errors < max_consecutive_errors && run->claim_operation(); ++n) {
+        bool is_put = cfg.op == op_kind::put || (cfg.op == op_kind::mixed && (next_random(rng) & 1) != 0);
+        std::uint64_t index = worker + (n % keys_per_worker) * cfg.concurrency;  // one of this worker's keys
+        std::string key = object_key(cfg, index);
+        std::int64_t start_ns = base::monotonic_now_ns();
+        bool ok = false;
+        if (is_put) {
+            auto r = co_await client.put_object(cfg.bucket, key, run->data);
+            if (!r) note_error(st, "PUT " + key, r.err());
+            ok = r.has_value();
+        } else {
+            auto r = co_await client.get_object(cfg.bucket, key, run->destinations[worker]);
+            if (!r) note_error(st, "GET " + key, r.err());
+            else if (r->size_bytes != cfg.size_bytes)
+                note_error(st, "GET " + key, {base::errc::internal, "size " + std::to_string(r->size_bytes)});
+            else if (cfg.verify && std::memcmp(run->destinations[worker].data(), run->data.data(), cfg.size_bytes) != 0) {
+                ++st.verify_failures;
+                note_error(st, "GET " + key, {base::errc::data_corrupted, "content differs from what was PUT"});
+            } else ok = true;
+        }
+        std::int64_t end_ns = base::monotonic_now_ns();
+        consecutive_errors = ok ? 0 : consecutive_errors + 1;
+        if (!ok) continue;
+        op_stats& s = is_put ? st.put : st.get;
+        ++s.operations;
+        s.bytes += cfg.size_bytes;
+        s.latency.record(static_cast<std::uint64_t>((end_ns - start_ns) / 1000));
+        st.first_start_ns = std::min(st.first_start_ns, start_ns);
+        st.last_end_ns = std::max(st.last_end_ns, end_ns);
+    }
+}
+
+io::task<void> run_worker(shared_run* run, unsigned worker, worker_function fn) {
+    co_await fn(run, worker);
+    if (run->workers_left.fetch_sub(1) == 1) run->group->stop();
+}
+
+// Runs fn for `workers` workers spread over the configured cores; returns when all have finished.
+void run_phase(shared_run& run, unsigned workers, worker_function fn) {
+    unsigned cores = std::min(run.config->cores, workers);
+    io::reactor_group group(cores);
+    run.group = &group;
+    run.workers_left.store(workers);
+    group.run([&run, workers, cores, fn](unsigned core) {
+        for (unsigned w = core; w < workers; w += cores) io::spawn(run_worker(&run, w, fn));
+    });
+    run.group = nullptr;
+}
+
+// ---- configuration ----
+
+base::result<io::endpoint> parse_http_endpoint(std::string text) {
+    constexpr std::string_view scheme = "http://";
+    if (text.rfind("https://", 0) == 0)
+        return base::fail(base::errc::invalid_argument, "https endpoints are not supported by the bench client");
+    if (text.rfind(scheme, 0) == 0) text = text.substr(scheme.size());
+    while (!text.empty() && text.back() == '/') text.pop_back();
+    if (text.find(':') == std::string::npos) text += ":80";
+    return io::parse_endpoint(text);
+}
+
+base::result<s3_config> parse_s3_args(int argc, char** argv) {
+    static constexpr std::string_view with_value[] = {"endpoint", "bucket", "op",      "size",       "concurrency",
+                                                      "duration", "count",  "cores",   "objects",    "server-pid",
+                                                      "json"};
+    static constexpr std::string_view flags[] = {"verify"};
+    auto opts = bench_options::parse(argc, argv, with_value, flags);
+    if (!opts) return opts.as_failure();
+    s3_config cfg;
+    cfg.endpoint_text = opts->text("endpoint", "http://127.0.0.1:9000");
+    auto ep = parse_http_endpoint(cfg.endpoint_text);
+    if (!ep) return ep.as_failure();
+    cfg.endpoint = *ep;
+    cfg.bucket = opts->text("bucket");
+    if (cfg.bucket.empty()) return base::fail(base::errc::invalid_argument, "--bucket is required");
+    std::string op = opts->text("op");
+    if (op == "put") cfg.op = op_kind::put;
+    else if (op == "get") cfg.op = op_kind::get;
+    else if (op == "mixed") cfg.op = op_kind::mixed;
+    else return base::fail(base::errc::invalid_argument, "--op must be put, get or mixed");
+    if (opts->has("duration") && opts->has("count"))
+        return base::fail(base::errc::invalid_argument, "give --duration or --count, not both");
+    auto size = opts->size("size", 64 * base::MiB);
+    auto concurrency = opts->number("concurrency", 8), count = opts->number("count", 0),
+         cores = opts->number("cores", 2), objects = opts->number("objects", 0), pid = opts->number("server-pid", 0);
+    auto duration = opts->seconds("duration", 10);
+    if (!size) return size.as_failure();
+    if (!duration) return duration.as_failure();
+    if (!concurrency || !count || !cores || !objects || !pid) return base::fail(base::errc::invalid_argument, "bad number");
+    if (*size < 1 || *size > 5 * base::GiB) return base::fail(base::errc::invalid_argument, "--size must be 1 B..5 GiB");
+    if (*concurrency < 1 || *concurrency > 4096 || *cores < 1 || *cores > 256)
+        return base::fail(base::errc::invalid_argument, "need --concurrency 1..4096 and --cores 1..256");
+    if (opts->has("count") && *count < 1) return base::fail(base::errc::invalid_argument, "--count must be >= 1");
+    cfg.size_bytes = *size;
+    cfg.concurrency = static_cast<unsigned>(*concurrency);
+    cfg.count = *count;
+    cfg.duration_s = *duration;
+    cfg.cores = static_cast<unsigned>(*cores);
+    cfg.verify = opts->has("verify");
+    cfg.server_pid = static_cast<long>(*pid);
+    cfg.json_path = opts->text("json");
+    // The object set: about 1 GiB (at least one object per worker, at most 1024 per worker), rounded up
+    // to a multiple of the concurrency so that every worker owns the same number of keys.
+    std::uint64_t set = *objects ? *objects : std::clamp<std::uint64_t>(default_set_bytes / cfg.size_bytes, 1, 1024ULL * cfg.concurrency);
+    cfg.objects = base::align_up(std::max<std::uint64_t>(set, cfg.concurrency), cfg.concurrency);
+    const char* access = std::getenv("FJORD_ACCESS_KEY");
+    const char* secret = std::getenv("FJORD_SECRET_KEY");
+    cfg.credentials.access_key = access && *access ? access : "fjordadmin";
+    cfg.credentials.secret_key = secret && *secret ? secret : "fjordadmin-secret";
+    return cfg;
+}
+
+// ---- CPU accounting ----
+
+// User + system CPU seconds of this process.
+double own_cpu_s() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    auto seconds = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// User + system CPU seconds of another process from /proc/<pid>/stat, or -1 if unreadable.
+double process_cpu_s(long pid) {
+    if (pid <= 0) return -1;
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto close_paren = text.rfind(')');
+    if (close_paren == std::string::npos) return -1;
+    std::istringstream fields(text.substr(close_paren + 2));
+    std::string field;
+    double utime = -1, stime = -1;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state; 14 utime, 15 stime
+        if (i == 14) utime = std::strtod(field.c_str(), nullptr);
+        if (i == 15) stime = std::strtod(field.c_str(), nullptr);
+    }
+    if (utime < 0 || stime < 0) return -1;
+    return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// ---- results ----
+
+struct totals {
+    op_stats put, get, all;
+    std::uint64_t errors = 0, verify_failures = 0, prepared = 0, reused = 0;
+    std::string first_error;
+    double seconds = 0;
+    double client_cpu_s = 0;
+    double server_cpu_s = -1;
+};
+
+void add(op_stats& into, const op_stats& from) {
+    into.operations += from.operations;
+    into.bytes += from.bytes;
+    into.latency.merge(from.latency);
+}
+
+totals merge(const shared_run& run) {
+    totals t;
+    std::int64_t first = INT64_MAX, last = 0;
+    for (const worker_stats& st : run.stats) {
+        add(t.put, st.put), add(t.get, st.get), add(t.all, st.put), add(t.all, st.get);
+        t.errors += st.errors, t.verify_failures += st.verify_failures;
+        t.prepared += st.prepared, t.reused += st.reused;
+        if (t.first_error.empty()) t.first_error = st.first_error;
+        first = std::min(first, st.first_start_ns), last = std::max(last, st.last_end_ns);
+    }
+    t.seconds = last > first ? static_cast<double>(last - first) / 1e9 : 0.0;
+    return t;
+}
+
+void append_format(std::string& out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+void append_format(std::string& out, const char* format, ...) {
+    char buffer[1024];
+    va_list args;
+    va_start(args, format);
+    int n = std::vsnprintf(buffer, sizeof buffer, format, args);
+    va_end(args);
+    if (n > 0) out.append(buffer, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buffer - 1));
+}
+
+std::string op_json(const op_stats& s, double seconds) {
+    std::string out;
+    const latency_histogram& h = s.latency;
+    append_format(out,
+                  "{\"operations\": %llu, \"bytes\": %llu, \"throughput_gib_s\": %.4f, \"ops_per_s\": %.3f, "
+                  "\"latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
+                  "\"max\": %.3f}}",
+                  static_cast<unsigned long long>(s.operations), static_cast<unsigned long long>(s.bytes),
+                  gib_per_s(s.bytes, seconds), seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
+                  h.mean_us() / 1e3, h.percentile_us(0.50) / 1e3, h.percentile_us(0.90) / 1e3,
+                  h.percentile_us(0.99) / 1e3, h.percentile_us(0.999) / 1e3, static_cast<double>(h.max_us()) / 1e3);
+    return out;
+}
+
+const char* op_name(op_kind op) { return op == op_kind::put ? "put" : op == op_kind::get ? "get" : "mixed"; }
+
+std::string results_json(const s3_config& cfg, const totals& t) {
+    std::string out = "{\"bench\": \"s3\", ";
+    append_format(out, "\"op\": \"%s\", \"endpoint\": %s, \"bucket\": %s, ", op_name(cfg.op),
+                  json_string(cfg.endpoint_text).c_str(), json_string(cfg.bucket).c_str());
+    append_format(out,
+                  "\"size_bytes\": %llu, \"concurrency\": %u, \"cores\": %u, \"objects\": %llu, \"verify\": %s, "
+                  "\"seconds\": %.4f, \"errors\": %llu, \"verify_failures\": %llu, \"prepared_objects\": %llu, "
+                  "\"reused_objects\": %llu, \"client_cpu_s\": %.3f, \"server_cpu_s\": %.3f, ",
+                  static_cast<unsigned long long>(cfg.size_bytes), cfg.concurrency, cfg.cores,
+                  static_cast<unsigned long long>(cfg.objects), cfg.verify ? "true" : "false", t.seconds,
+                  static_cast<unsigned long long>(t.errors), static_cast<unsigned long long>(t.verify_failures),
+                  static_cast<unsigned long long>(t.prepared), static_cast<unsigned long long>(t.reused),
+                  t.client_cpu_s, t.server_cpu_s);
+    std::string all = op_json(t.all, t.seconds);
+    out += all.substr(1, all.size() - 2);  // the totals at the top level
+    out += ", \"by_op\": {\"put\": " + op_json(t.put, t.seconds) + ", \"get\": " + op_json(t.get, t.seconds) + "}";
+    out += ", \"first_error\": " + json_string(t.first_error) + "}";
+    return out;
+}
+
+void print_op_line(const char* label, const op_stats& s, double seconds) {
+    const latency_histogram& h = s.latency;
+    std::printf("  %-5s %.3f GiB/s, %.1f ops/s, %llu ops; latency ms: mean %.1f p50 %.1f p90 %.1f p99 %.1f "
+                "p99.9 %.1f max %.1f\n",
+                label, gib_per_s(s.bytes, seconds), seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
+                static_cast<unsigned long long>(s.operations), h.mean_us() / 1e3, h.percentile_us(0.50) / 1e3,
+                h.percentile_us(0.90) / 1e3, h.percentile_us(0.99) / 1e3, h.percentile_us(0.999) / 1e3,
+                static_cast<double>(h.max_us()) / 1e3);
+}
+
+void print_results(const s3_config& cfg, const totals& t) {
+    std::printf("s3 %s %s bucket %s: %.2f MiB objects, %u workers on %u cores, %.2f s\n", op_name(cfg.op),
+                cfg.endpoint_text.c_str(), cfg.bucket.c_str(), static_cast<double>(cfg.size_bytes) / base::MiB,
+                cfg.concurrency, cfg.cores, t.seconds);
+    if (t.prepared + t.reused > 0)
+        std::printf("  objects: %llu prepared, %llu reused\n", static_cast<unsigned long long>(t.prepared),
+                    static_cast<unsigned long long>(t.reused));
+    print_op_line("total", t.all, t.seconds);
+    if (cfg.op == op_kind::mixed) print_op_line("put", t.put, t.seconds), print_op_line("get", t.get, t.seconds);
+    double gib = static_cast<double>(t.all.bytes) / base::GiB;
+    std::printf("  cpu: client %.2f s (%.2f cores, %.2f s/GiB)", t.client_cpu_s,
+                t.seconds > 0 ? t.client_cpu_s / t.seconds : 0.0, gib > 0 ? t.client_cpu_s / gib : 0.0);
+    if (t.server_cpu_s >= 0)
+        std::printf(", server %.2f s (%.2f cores, %.2f s/GiB)", t.server_cpu_s,
+                    t.seconds > 0 ? t.server_cpu_s / t.seconds : 0.0, gib > 0 ? t.server_cpu_s / gib : 0.0);
+    std::printf("\n");
+    if (t.errors > 0)
+        std::printf("  errors: %llu (first: %s)\n", static_cast<unsigned long long>(t.errors), t.first_error.c_str());
+}
+
+// ---- memory ----
+
+std::span<std::byte> map_bytes(std::uint64_t size) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    FJORD_ASSERT(p != MAP_FAILED, "cannot map bench buffers");
+    return {static_cast<std::byte*>(p), size};
+}
+
+void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
+    std::uint64_t state = seed | 1;
+    std::size_t i = 0;
+    for (; i + 8 <= bytes.size(); i += 8) {
+        std::uint64_t v = next_random(state);
+        std::memcpy(bytes.data() + i, &v, 8);
+    }
+    for (; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(next_random(state));
+}
+
+}  // namespace
+
+int bench_s3_main(int argc, char** argv) {
+    auto cfg = parse_s3_args(argc, argv);
+    if (!cfg) {
+        std::fprintf(stderr, "fjord bench s3: %s\n", cfg.err().message.c_str());
+        return 2;
+    }
+    shared_run run;
+    run.config = &*cfg;
+    run.client.endpoint = cfg->endpoint;
+    run.client.credentials = cfg->credentials;
+    std::span<std::byte> data = map_bytes(cfg->size_bytes);
+    fill_random(data, 0x5EED0F0F1A2B3C4DULL);
+    run.data = data;
+    if (cfg->op != op_kind::put) {
+        for (unsigned w = 0; w < cfg->concurrency; ++w) {
+            run.destinations.push_back(map_bytes(cfg->size_bytes));
+            std::memset(run.destinations.back().data(), 0, cfg->size_bytes);  // fault the pages in now
+        }
+    }
+    run.stats.resize(cfg->concurrency);
+
+    run_phase(run, 1, create_bucket_worker);
+    if (cfg->op != op_kind::put && run.stats[0].errors == 0) run_phase(run, cfg->concurrency, prepare_worker);
+    totals setup = merge(run);
+    if (setup.errors > 0) {
+        std::fprintf(stderr, "fjord bench s3: setup failed: %s\n", setup.first_error.c_str());
+        return 1;
+    }
+    std::vector<worker_stats> setup_stats = std::move(run.stats);
+    run.stats.assign(cfg->concurrency, worker_stats{});
+
+    double client_cpu_before = own_cpu_s(), server_cpu_before = process_cpu_s(cfg->server_pid);
+    run.deadline_ns = base::monotonic_now_ns() + static_cast<std::int64_t>(cfg->duration_s * 1e9);
+    run_phase(run, cfg->concurrency, measure_worker);
+    double client_cpu_after = own_cpu_s(), server_cpu_after = process_cpu_s(cfg->server_pid);
+
+    totals t = merge(run);
+    for (const worker_stats& st : setup_stats) t.prepared += st.prepared, t.reused += st.reused;
+    t.client_cpu_s = client_cpu_after - client_cpu_before;
+    if (server_cpu_before >= 0 && server_cpu_after >= 0) t.server_cpu_s = server_cpu_after - server_cpu_before;
+    print_results(*cfg, t);
+    if (!cfg->json_path.empty() && !write_json_file(cfg->json_path, results_json(*cfg, t))) return 1;
+    return t.errors == 0 && t.all.operations > 0 ? 0 : 1;
+}
+
+}  // namespace fjord::cli

@@ -1,0 +1,144 @@
+#include "client/connection.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "io/ops.h"
+
+namespace fjord::client {
+
+namespace {
+
+base::failure io_failure(const char* what, int negative_errno) {
+    if (negative_errno == -ECANCELED)
+        return base::fail(base::errc::timed_out, std::string(what) + ": timed out");
+    return base::fail(base::errc::io_error, std::string(what) + ": " + strerror(-negative_errno));
+}
+
+// Fills `storage` with the endpoint's address; returns its length, or 0 if the host is not a literal.
+socklen_t make_address(const io::endpoint& where, sockaddr_storage& storage) {
+    std::memset(&storage, 0, sizeof storage);
+    if (where.host.find(':') != std::string::npos) {
+        auto* a6 = reinterpret_cast<sockaddr_in6*>(&storage);
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(where.port);
+        if (inet_pton(AF_INET6, where.host.c_str(), &a6->sin6_addr) != 1) return 0;
+        return sizeof(sockaddr_in6);
+    }
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&storage);
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(where.port);
+    if (inet_pton(AF_INET, where.host.c_str(), &a4->sin_addr) != 1) return 0;
+    return sizeof(sockaddr_in);
+}
+
+// Drops the parts (or the prefix of a part) that `sent` bytes covered.
+std::span<iovec> advance(std::span<iovec> parts, std::size_t sent) {
+    while (!parts.empty() && sent >= parts.front().iov_len) {
+        sent -= parts.front().iov_len;
+        parts = parts.subspan(1);
+    }
+    if (sent > 0) {
+        parts.front().iov_base = static_cast<char*>(parts.front().iov_base) + sent;
+        parts.front().iov_len -= sent;
+    }
+    return parts;
+}
+
+}  // namespace
+
+void connection::close() {
+    if (_fd >= 0) ::close(_fd);  // a socket close does not block (no SO_LINGER)
+    _fd = -1;
+}
+
+io::task<base::result<void>> connection::connect() {
+    close();
+    sockaddr_storage address;
+    socklen_t address_len = make_address(_options.where, address);
+    if (address_len == 0)
+        co_return base::fail(base::errc::invalid_argument, "not an IP address: " + _options.where.host);
+    int fd = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) co_return base::fail(base::errc::io_error, std::string("socket: ") + strerror(errno));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (int size = _options.socket_buffer_bytes; size > 0) {
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    }
+    const sockaddr* target = reinterpret_cast<const sockaddr*>(&address);
+    int rc = co_await io::make_op(
+        [fd, target, address_len](io_uring_sqe* s) { io_uring_prep_connect(s, fd, target, address_len); },
+        _options.io_timeout_ms);
+    if (rc < 0) {
+        ::close(fd);
+        co_return io_failure(("connect to " + _options.where.host + ":" + std::to_string(_options.where.port))
+                                 .c_str(),
+                             rc);
+    }
+    _fd = fd;
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> connection::send_all(std::span<iovec> parts) {
+    if (_fd < 0) co_return base::fail(base::errc::closed, "send on a closed connection");
+    // Each round sends what is left in one SENDMSG; MSG_WAITALL lets the kernel finish a large body
+    // without a completion per socket-buffer's worth. The loop bound is the byte count itself.
+    while (!parts.empty()) {
+        msghdr message{};
+        message.msg_iov = parts.data();
+        message.msg_iovlen = parts.size();
+        int fd = _fd;
+        const msghdr* m = &message;
+        int rc = co_await io::make_op(
+            [fd, m](io_uring_sqe* s) { io_uring_prep_sendmsg(s, fd, m, MSG_NOSIGNAL | MSG_WAITALL); },
+            _options.io_timeout_ms);
+        if (rc <= 0) {
+            close();
+            co_return rc == 0 ? base::fail(base::errc::closed, "send: connection closed") : io_failure("send", rc);
+        }
+        parts = advance(parts, static_cast<std::size_t>(rc));
+    }
+    co_return base::result<void>{};
+}
+
+io::task<base::result<std::size_t>> connection::receive_some(std::byte* dst, std::size_t max) {
+    if (_fd < 0) co_return base::fail(base::errc::closed, "receive on a closed connection");
+    int rc = co_await io::recv(_fd, dst, max, _options.io_timeout_ms);
+    if (rc <= 0) {
+        close();
+        if (rc == 0) co_return base::fail(base::errc::closed, "connection closed by the server");
+        co_return io_failure("receive", rc);
+    }
+    co_return static_cast<std::size_t>(rc);
+}
+
+io::task<base::result<void>> connection::receive_exact(std::byte* dst, std::size_t len) {
+    if (_fd < 0) co_return base::fail(base::errc::closed, "receive on a closed connection");
+    std::size_t done = 0;
+    while (done < len) {
+        // One operation per call is capped at 1 GiB so the length fits the SQE's 32-bit field.
+        std::size_t want = std::min<std::size_t>(len - done, std::size_t{1} << 30);
+        int fd = _fd;
+        std::byte* at = dst + done;
+        int rc = co_await io::make_op(
+            [fd, at, want](io_uring_sqe* s) { io_uring_prep_recv(s, fd, at, want, MSG_WAITALL); },
+            _options.io_timeout_ms);
+        if (rc <= 0) {
+            close();
+            if (rc == 0) co_return base::fail(base::errc::closed, "connection closed in the middle of a body");
+            co_return io_failure("receive", rc);
+        }
+        done += static_cast<std::size_t>(rc);
+    }
+    co_return base::result<void>{};
+}
+
+}  // namespace fjord::client

@@ -1,0 +1,106 @@
+#pragma once
+
+// A minimal S3 client on the io_uring runtime: one keep-alive HTTP/1.1 connection, requests signed
+// with SigV4 (s3::sign_authorization, the signer the server verifies with) and UNSIGNED-PAYLOAD, so
+// the body is never hashed. PUT sends the caller's buffer as it is (one gathered sendmsg of head and
+// body, no copy in user space); GET receives the body into the caller's buffer (the head goes to a
+// small buffer, and only the body bytes that arrived with it are copied out of it).
+//
+// Lifecycle and threading: owned by one core and used by one coroutine at a time (one request in
+// flight; no pipelining). The connection opens on the first request and is re-opened after the server
+// closes it or after any error. A request on a reused connection that fails before any response byte
+// arrived is retried once on a new connection (the server may have closed it while idle).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "client/connection.h"
+#include "client/response.h"
+#include "io/task.h"
+#include "s3/sigv4.h"
+
+namespace fjord::client {
+
+struct client_options {
+    io::endpoint endpoint;                      // 127.0.0.1:9000 by default
+    s3::credentials credentials;
+    std::string region = "us-east-1";
+    std::int64_t io_timeout_ms = 60'000;        // per connect / send / receive operation
+    std::size_t head_buffer_bytes = 16 * 1024;  // also the longest response head accepted
+    std::size_t max_error_body_bytes = 64 * 1024;
+    int socket_buffer_bytes = 0;                // 0 keeps the kernel's autotuning
+};
+
+struct put_result {
+    std::string etag;  // without quotes
+};
+
+struct get_result {
+    std::uint64_t size_bytes = 0;
+    std::string etag;
+};
+
+struct head_result {
+    std::uint64_t size_bytes = 0;
+    std::string etag;
+};
+
+class s3_client {
+public:
+    explicit s3_client(client_options options);
+    s3_client(const s3_client&) = delete;
+    s3_client& operator=(const s3_client&) = delete;
+
+    // Succeeds when the bucket exists afterwards, including when this account already owned it.
+    io::task<base::result<void>> create_bucket(std::string bucket);
+    io::task<base::result<put_result>> put_object(std::string bucket, std::string key,
+                                                  std::span<const std::byte> body);
+    // Whole-object GET into `destination`; an object larger than it fails with entity_too_large (and
+    // the connection is dropped rather than drained).
+    io::task<base::result<get_result>> get_object(std::string bucket, std::string key,
+                                                  std::span<std::byte> destination);
+    // nullopt when the key does not exist.
+    io::task<base::result<std::optional<head_result>>> head_object(std::string bucket, std::string key);
+
+    const client_options& options() const { return _options; }
+
+private:
+    struct response {
+        int status = 0;
+        std::string etag;
+        std::uint64_t content_length = 0;
+        std::string error_body;  // the body of a non-2xx response, up to max_error_body_bytes
+    };
+    // What one request sends and where a 2xx body goes.
+    struct request {
+        std::string_view method;
+        std::string raw_path;
+        std::span<const std::byte> body;
+        std::span<std::byte> destination;  // empty: a 2xx body (if any) is read and dropped
+        bool body_expected = true;         // false for HEAD
+    };
+
+    std::string format_head(std::string_view method, std::string_view raw_path, std::uint64_t body_bytes) const;
+    io::task<base::result<response>> perform(request req);
+    io::task<base::result<response>> attempt(const request& req, bool& response_started);
+    io::task<base::result<response>> read_response(const request& req, bool& response_started);
+    io::task<base::result<void>> read_body(const request& req, std::size_t prefix_bytes, response& out);
+
+    client_options _options;
+    std::string _host_header;
+    connection _connection;
+    std::vector<char> _head_buffer;
+    std::size_t _head_bytes = 0;     // bytes in _head_buffer
+    std::size_t _head_consumed = 0;  // of which the parsed head
+    response_head _head;
+};
+
+// "/bucket/key" percent-encoded as SigV4 expects (the key keeps its '/').
+std::string object_path(std::string_view bucket, std::string_view key);
+
+}  // namespace fjord::client
