@@ -56,4 +56,54 @@ std::uint64_t crc64nvme(std::span<const std::byte> data, std::uint64_t crc) {
     return ~c;
 }
 
+namespace {
+// GF(2) matrix method (as zlib's crc32_combine): applying len_b zero bytes to crc_a is a linear map,
+// computed by repeated squaring of the one-zero-bit operator.
+template <class Word, int Width>
+Word gf2_times(const Word* matrix, Word vector) {
+    Word sum = 0;
+    for (int i = 0; vector != 0 && i < Width; ++i, vector >>= 1)
+        if (vector & 1) sum ^= matrix[i];
+    return sum;
+}
+
+template <class Word, int Width>
+void gf2_square(Word* square, const Word* matrix) {
+    for (int n = 0; n < Width; ++n) square[n] = gf2_times<Word, Width>(matrix, matrix[n]);
+}
+
+template <class Word, int Width>
+Word crc_combine(Word crc_a, Word crc_b, std::uint64_t length_b, Word poly_reflected) {
+    if (length_b == 0) return crc_a;
+    Word even[Width], odd[Width];
+    odd[0] = poly_reflected;
+    Word row = 1;
+    for (int n = 1; n < Width; ++n, row <<= 1) odd[n] = row;
+    gf2_square<Word, Width>(even, odd);  // two zero bits
+    gf2_square<Word, Width>(odd, even);  // four zero bits
+    do {
+        gf2_square<Word, Width>(even, odd);
+        if (length_b & 1) crc_a = gf2_times<Word, Width>(even, crc_a);
+        length_b >>= 1;
+        if (length_b == 0) break;
+        gf2_square<Word, Width>(odd, even);
+        if (length_b & 1) crc_a = gf2_times<Word, Width>(odd, crc_a);
+        length_b >>= 1;
+    } while (length_b != 0);
+    return crc_a ^ crc_b;
+}
+}  // namespace
+
+std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b) {
+    return crc_combine<std::uint32_t, 32>(crc_a, crc_b, length_b, 0xEDB88320u);
+}
+
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b) {
+    return crc_combine<std::uint32_t, 32>(crc_a, crc_b, length_b, 0x82F63B78u);
+}
+
+std::uint64_t crc64nvme_combine(std::uint64_t crc_a, std::uint64_t crc_b, std::uint64_t length_b) {
+    return crc_combine<std::uint64_t, 64>(crc_a, crc_b, length_b, crc64nvme_poly_reflected);
+}
+
 }  // namespace fjord::base

@@ -16,6 +16,12 @@ std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc = 0);
 std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t crc = 0);
 std::uint64_t crc64nvme(std::span<const std::byte> data, std::uint64_t crc = 0);
 
+// The CRC of A followed by B, from crc(A), crc(B) and len(B): how a multipart object's full-object CRC is
+// built from its parts' CRCs without reading the data again.
+std::uint32_t crc32_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b);
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t length_b);
+std::uint64_t crc64nvme_combine(std::uint64_t crc_a, std::uint64_t crc_b, std::uint64_t length_b);
+
 inline std::span<const std::byte> as_bytes(const void* data, std::size_t size) {
     return {static_cast<const std::byte*>(data), size};
 }

@@ -59,7 +59,10 @@ namespace fjord::base {
     X(expired_request, 45, "AccessDenied", 403, false)                                             \
     X(invalid_trailer, 46, "InvalidRequest", 400, false)                                           \
     X(no_such_upload, 47, "NoSuchUpload", 404, false)                                              \
-    X(length_required, 48, "MissingContentLength", 411, false)
+    X(length_required, 48, "MissingContentLength", 411, false)                                     \
+    X(invalid_part, 49, "InvalidPart", 400, false)                                                 \
+    X(invalid_part_order, 50, "InvalidPartOrder", 400, false)                                      \
+    X(entity_too_small, 51, "EntityTooSmall", 400, false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

@@ -43,27 +43,6 @@ std::string strip_aws_chunked(std::string_view content_encoding) {
     return out;
 }
 
-base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
-                                    store::object_record& record) {
-    std::size_t meta_bytes = 0;
-    for (const auto& h : head.headers) {
-        std::string name = base::to_lower(h.name);
-        if (name.starts_with("x-amz-meta-")) {
-            meta_bytes += name.size() - 11 + h.value.size();
-            record.headers.emplace_back(std::move(name), std::string(h.value));
-        } else if (name == "content-encoding") {
-            std::string kept = strip_aws_chunked(h.value);
-            if (!kept.empty()) record.headers.emplace_back(name, kept);
-        } else if (std::find(std::begin(stored_headers), std::end(stored_headers), name) != std::end(stored_headers)) {
-            record.headers.emplace_back(std::move(name), std::string(h.value));
-        }
-    }
-    if (meta_bytes > max_meta_bytes)
-        return base::fail(base::errc::metadata_too_large, "Your metadata headers exceed the maximum allowed metadata size.");
-    record.content_type = std::string(head.value_of("content-type"));
-    return {};
-}
-
 // Reads the checksum headers of a PUT into payload options.
 base::result<void> checksum_options(const http::request_head& head, payload_options& o) {
     int given = 0;
@@ -97,12 +76,47 @@ base::result<void> checksum_options(const http::request_head& head, payload_opti
     return {};
 }
 
+}  // namespace
+
+base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
+                                    store::object_record& record) {
+    std::size_t meta_bytes = 0;
+    for (const auto& h : head.headers) {
+        std::string name = base::to_lower(h.name);
+        if (name.starts_with("x-amz-meta-")) {
+            meta_bytes += name.size() - 11 + h.value.size();
+            record.headers.emplace_back(std::move(name), std::string(h.value));
+        } else if (name == "content-encoding") {
+            std::string kept = strip_aws_chunked(h.value);
+            if (!kept.empty()) record.headers.emplace_back(name, kept);
+        } else if (std::find(std::begin(stored_headers), std::end(stored_headers), name) != std::end(stored_headers)) {
+            record.headers.emplace_back(std::move(name), std::string(h.value));
+        }
+    }
+    if (meta_bytes > max_meta_bytes)
+        return base::fail(base::errc::metadata_too_large, "Your metadata headers exceed the maximum allowed metadata size.");
+    record.content_type = std::string(head.value_of("content-type"));
+    return {};
+}
+
 std::optional<std::string> unquote_etag(std::string_view v) {
     v = base::trim(v);
     if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
     if (v.starts_with("W/\"")) v = v.substr(3, v.size() > 4 ? v.size() - 4 : 0);
     return std::string(v);
 }
+
+base::result<store::write_conditions> write_conditions_of(const http::request_head& head) {
+    store::write_conditions conditions;
+    std::string_view none_match = base::trim(head.value_of("if-none-match"));
+    if (none_match == "*") conditions.if_none_match_any = true;
+    else if (!none_match.empty())
+        return base::fail(base::errc::not_implemented, "If-None-Match on writes supports only '*'");
+    if (!head.value_of("if-match").empty()) conditions.if_match_etag = unquote_etag(head.value_of("if-match"));
+    return conditions;
+}
+
+namespace {
 
 // True if the comma-separated ETag list in a header contains the object's ETag (or "*").
 bool etag_list_matches(std::string_view list, const std::string& etag) {
@@ -218,7 +232,8 @@ void add_object_headers(http::header_list& h, const store::object_record& r, con
 
 }  // namespace
 
-io::task<void> service::put_object(context& c) {
+io::task<base::result<received_body>> service::receive_body(context& c, std::uint64_t max_bytes,
+                                                            checksum_algorithm expected_algorithm) {
     const http::request_head& head = c.ex.head();
     const bool streaming = c.auth.mode == payload_mode::streaming_signed ||
                            c.auth.mode == payload_mode::streaming_signed_trailer ||
@@ -228,38 +243,33 @@ io::task<void> service::put_object(context& c) {
     std::optional<std::uint64_t> size;
     if (streaming) {
         auto decoded = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
-        if (!decoded) co_return co_await send_error(c, {base::errc::missing_content_length, "You must provide the x-amz-decoded-content-length header."});
+        if (!decoded)
+            co_return base::fail(base::errc::missing_content_length, "You must provide the x-amz-decoded-content-length header.");
         size = *decoded;
         po.decoded_length = decoded;
     } else if (head.content_length) {
         size = head.content_length;
     } else if (!head.chunked) {
-        co_return co_await send_error(c, {base::errc::missing_content_length, "You must provide the Content-Length HTTP header."});
+        co_return base::fail(base::errc::missing_content_length, "You must provide the Content-Length HTTP header.");
     }
-    if (size && *size > _options.max_object_bytes)
-        co_return co_await send_error(c, {base::errc::entity_too_large, "Your proposed upload exceeds the maximum allowed object size."});
-    if (!_engine.bucket_exists(c.req.bucket))
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
-    store::object_record record;
-    if (auto m = collect_metadata(head, _options.max_metadata_bytes, record); !m) co_return co_await send_error(c, m.err());
-    if (auto k = checksum_options(head, po); !k) co_return co_await send_error(c, k.err());
+    if (size && *size > max_bytes)
+        co_return base::fail(base::errc::entity_too_large, "Your proposed upload exceeds the maximum allowed object size.");
+    FJORD_CO_TRY(checksum_options(head, po));
+    if (po.checksum == checksum_algorithm::none) po.checksum = expected_algorithm;
     std::string_view content_md5 = head.value_of("content-md5");
     if (!content_md5.empty()) {
         auto raw = base::base64_decode(content_md5);
-        if (!raw || raw->size() != 16) co_return co_await send_error(c, {base::errc::invalid_digest, "The Content-MD5 you specified is not valid."});
+        if (!raw || raw->size() != 16) co_return base::fail(base::errc::invalid_digest, "The Content-MD5 you specified is not valid.");
         po.content_md5 = *raw;
     }
     po.compute_md5 = _options.etag_md5 || (size && *size <= _options.etag_md5_max_bytes);
-    store::write_conditions conditions;
-    if (base::trim(head.value_of("if-none-match")) == "*") conditions.if_none_match_any = true;
-    if (!head.value_of("if-match").empty()) conditions.if_match_etag = unquote_etag(head.value_of("if-match"));
 
     payload_source source(c.ex.body(), c.auth, po);
     store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings());
     base::result<store::segment> sealed = base::fail(base::errc::internal);
     if (auto opened = co_await writer.open(size); !opened) {
         sealed = opened.as_failure();
-    } else if (auto written = co_await writer.write_from(source, size.value_or(_options.max_object_bytes)); !written) {
+    } else if (auto written = co_await writer.write_from(source, size.value_or(max_bytes)); !written) {
         sealed = written.as_failure();
     } else if (size && *written != *size) {
         sealed = base::fail(base::errc::incomplete_body, "You did not provide the number of bytes specified by the Content-Length HTTP header.");
@@ -268,36 +278,49 @@ io::task<void> service::put_object(context& c) {
     } else {
         sealed = co_await writer.seal();
     }
-    LOG_DEBUG("put %s: data %s (%llu bytes)", c.req.resource.c_str(), sealed ? "sealed" : "failed",
-              static_cast<unsigned long long>(writer.size_bytes()));
     if (!sealed) {
         co_await writer.discard();
-        co_return co_await send_error(c, sealed.err());
+        co_return sealed.as_failure();
     }
-    record.size_bytes = writer.size_bytes();
+    received_body body;
+    body.data = *sealed;
+    body.etag = source.md5_raw().empty() ? derived_etag(writer.size_bytes(), writer.block_crcs())
+                                         : base::hex_encode(source.md5_raw());
+    body.checksum = source.checksum();
+    if (body.checksum != checksum_algorithm::none) body.checksum_value = source.checksum_base64();
+    co_return body;
+}
+
+io::task<void> service::put_object(context& c) {
+    const http::request_head& head = c.ex.head();
+    if (!_engine.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    store::object_record record;
+    if (auto m = collect_metadata(head, _options.max_metadata_bytes, record); !m) co_return co_await send_error(c, m.err());
+    store::write_conditions conditions;
+    if (auto w = write_conditions_of(head); !w) co_return co_await send_error(c, w.err());
+    else conditions = *w;
+    auto body = co_await receive_body(c, _options.max_object_bytes, checksum_algorithm::none);
+    if (!body) co_return co_await send_error(c, body.err());
+    record.size_bytes = body->data.size_bytes;
     record.modified_ms = base::unix_now_ms();
-    record.etag = source.md5_raw().empty() ? derived_etag(record.size_bytes, writer.block_crcs())
-                                           : base::hex_encode(source.md5_raw());
-    if (source.checksum() != checksum_algorithm::none) {
-        record.checksum_algorithm = std::string(checksum_name(source.checksum()));
-        record.checksum_value = source.checksum_base64();
+    record.etag = body->etag;
+    if (body->checksum != checksum_algorithm::none) {
+        record.checksum_algorithm = std::string(checksum_name(body->checksum));
+        record.checksum_value = body->checksum_value;
     }
-    record.segments.push_back(*sealed);
-    std::string etag = record.etag;
+    record.segments.push_back(body->data);
     auto committed = co_await _engine.commit_put(c.req.bucket, c.req.key, record, conditions);
-    LOG_DEBUG("put %s: commit %s", c.req.resource.c_str(), committed ? "ok" : committed.err().message.c_str());
     if (!committed) {
         co_await _engine.reclaim(std::move(record));
         co_return co_await send_error(c, committed.err());
     }
     if (*committed) co_await _engine.reclaim(std::move(**committed));
-    LOG_DEBUG("put %s: reclaimed", c.req.resource.c_str());
     auto headers = c.common_headers();
-    headers.emplace_back("ETag", "\"" + etag + "\"");
-    if (source.checksum() != checksum_algorithm::none)
-        headers.emplace_back(checksum_header_name(source.checksum()), source.checksum_base64());
-    auto sent = co_await c.ex.send_all(200, headers, "");
-    LOG_DEBUG("put %s: answered (%s)", c.req.resource.c_str(), sent ? "ok" : sent.err().message.c_str());
+    headers.emplace_back("ETag", "\"" + body->etag + "\"");
+    if (body->checksum != checksum_algorithm::none)
+        headers.emplace_back(checksum_header_name(body->checksum), body->checksum_value);
+    (void)co_await c.ex.send_all(200, headers, "");
 }
 
 io::task<void> service::get_object(context& c, bool head_only) {

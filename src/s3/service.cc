@@ -185,6 +185,7 @@ io::task<void> service::dispatch(context& c) {
         co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
     }
     if (r.key.empty()) {
+        if (r.has("uploads") && verb == method::get) co_return co_await list_multipart_uploads(c);
         static constexpr std::string_view unsupported[] = {"uploads", "delete", "versioning", "acl", "policy", "lifecycle",
                                                            "cors", "tagging", "encryption", "object-lock", "replication",
                                                            "website", "logging", "notification", "versions", "accelerate",
@@ -202,6 +203,21 @@ io::task<void> service::dispatch(context& c) {
             default: break;
         }
         co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+    }
+    if (r.has("uploads")) {
+        if (verb == method::post) co_return co_await create_multipart_upload(c);
+        co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+    }
+    if (r.has("uploadId")) {
+        switch (verb) {
+            case method::put:
+                if (!c.ex.head().value_of("x-amz-copy-source").empty()) break;
+                co_return co_await upload_part(c);
+            case method::post: co_return co_await complete_multipart_upload(c);
+            case method::delete_: co_return co_await abort_multipart_upload(c);
+            case method::get: co_return co_await list_parts(c);
+            default: break;
+        }
     }
     static constexpr std::string_view unsupported_object[] = {"uploads", "uploadId", "tagging", "acl", "retention",
                                                               "legal-hold", "attributes", "restore", "torrent",

@@ -10,10 +10,13 @@
 #include <vector>
 
 #include "http/connection.h"
+#include "s3/checksum.h"
 #include "s3/sigv4.h"
 #include "store/engine.h"
 
 namespace fjord::s3 {
+
+struct received_body;
 
 struct service_options {
     credential_store credentials;
@@ -57,6 +60,15 @@ private:
     io::task<void> bucket_location(context& c);
     io::task<void> list_objects(context& c, bool v2);
     io::task<void> put_object(context& c);
+    // Streams the request body into a new data file and verifies every digest the request carries.
+    io::task<base::result<received_body>> receive_body(context& c, std::uint64_t max_bytes,
+                                                              checksum_algorithm expected_algorithm);
+    io::task<void> create_multipart_upload(context& c);
+    io::task<void> upload_part(context& c);
+    io::task<void> complete_multipart_upload(context& c);
+    io::task<void> abort_multipart_upload(context& c);
+    io::task<void> list_parts(context& c);
+    io::task<void> list_multipart_uploads(context& c);
     io::task<void> get_object(context& c, bool head_only);
     io::task<void> delete_object(context& c);
 

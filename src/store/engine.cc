@@ -1,4 +1,5 @@
 #include "store/engine.h"
+#include "store/engine_internal.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -25,13 +26,7 @@
 namespace fjord::store {
 
 namespace {
-enum record_type : std::uint8_t {
-    record_put_object = 1,
-    record_delete_object = 2,
-    record_create_bucket = 3,
-    record_delete_bucket = 4,
-    record_snapshot_end = 255,
-};
+
 
 constexpr char snapshot_magic[8] = {'F', 'J', 'S', 'N', 'A', 'P', '0', '1'};
 
@@ -64,59 +59,6 @@ void fsync_path(const std::string& path) {
 }
 }  // namespace
 
-// Waiters for a key whose commit is in progress, in arrival order.
-struct key_lock_table {
-    std::unordered_map<std::string, std::deque<std::coroutine_handle<>>> held;
-};
-
-struct engine::shard {
-    unsigned id = 0;
-    std::string dir;
-    std::uint64_t generation = 1;
-    std::map<std::string, std::map<std::string, object_record>> index;  // bucket -> key -> record
-    std::unique_ptr<journal> log;
-    key_lock_table locks;
-    std::map<std::string, int> commits_in_flight;  // per bucket
-    std::uint64_t recovered_next_seq = 1;
-    std::uint64_t recovered_offset = 0;
-};
-
-struct engine::core_state {
-    std::unique_ptr<io::buffer_pool> pool;
-    std::map<std::string, bucket_info> buckets;
-    std::set<std::string> closing;  // buckets being deleted: no new commits
-    std::uint64_t next_id = 1;
-};
-
-namespace {
-struct lock_awaiter {
-    std::deque<std::coroutine_handle<>>* queue;
-    bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) { queue->push_back(h); }
-    void await_resume() const noexcept {}
-};
-
-io::task<void> lock_key(key_lock_table& table, std::string key) {
-    auto it = table.held.find(key);
-    if (it == table.held.end()) {
-        table.held.emplace(std::move(key), std::deque<std::coroutine_handle<>>{});
-        co_return;
-    }
-    co_await lock_awaiter{&it->second};  // ownership is handed over by unlock_key
-}
-
-void unlock_key(key_lock_table& table, const std::string& key) {
-    auto it = table.held.find(key);
-    FJORD_ASSERT(it != table.held.end());
-    if (it->second.empty()) {
-        table.held.erase(it);
-        return;
-    }
-    auto next = it->second.front();
-    it->second.pop_front();
-    io::reactor::current().schedule(next);
-}
-
 std::string lock_name(const std::string& bucket, const std::string& key) {
     std::string name = bucket;
     name.push_back('\0');
@@ -134,7 +76,6 @@ base::result<void> check_conditions(const object_record* existing, const write_c
     }
     return {};
 }
-}  // namespace
 
 engine::engine(engine_options options, drive_set drives) : _options(std::move(options)), _drives(std::move(drives)) {}
 
@@ -199,8 +140,34 @@ std::vector<bucket_info> engine::list_buckets() const {
 namespace {
 struct record_applier {
     std::map<std::string, std::map<std::string, object_record>>& index;
+    std::map<std::string, upload_record>& uploads;
     std::map<std::string, bucket_info>* buckets;  // shard 0 only
     bool ok = true;
+
+    bool apply_upload_record(std::uint8_t type, decoder& d) {
+        if (type == record_create_upload) {
+            upload_record u;
+            if (!decode_upload_header(d, u)) return false;
+            uploads[u.upload_id] = std::move(u);
+        } else if (type == record_put_part) {
+            std::string id = d.str();
+            part_record p;
+            if (!decode_part(d, p)) return false;
+            auto it = uploads.find(id);
+            if (it != uploads.end()) it->second.parts[p.number] = std::move(p);
+        } else if (type == record_complete_upload) {
+            std::string id = d.str(), bucket = d.str(), key = d.str();
+            object_record r;
+            if (!decode(d, r)) return false;
+            uploads.erase(id);
+            index[bucket][key] = std::move(r);
+        } else if (type == record_abort_upload) {
+            uploads.erase(d.str());
+        } else {
+            return false;
+        }
+        return true;
+    }
 
     void operator()(std::uint64_t, std::uint8_t type, std::string_view payload) {
         decoder d(payload);
@@ -223,6 +190,8 @@ struct record_applier {
             (*buckets)[info.name] = info;
         } else if (type == record_delete_bucket && buckets) {
             buckets->erase(d.str());
+        } else if (type >= record_create_upload && type <= record_abort_upload) {
+            if (!apply_upload_record(type, d)) ok = false;
         } else if (type != record_snapshot_end) {
             ok = false;
         }
@@ -289,7 +258,7 @@ base::result<void> engine::recover() {
 }
 
 base::result<void> engine::recover_shard(shard& s) {
-    record_applier apply{s.index, s.id == 0 ? &_recovered_buckets : nullptr};
+    record_applier apply{s.index, s.uploads, s.id == 0 ? &_recovered_buckets : nullptr};
     auto visit = [&apply](std::uint64_t seq, std::uint8_t type, std::string_view payload) { apply(seq, type, payload); };
     std::uint64_t snapshot_gen = 0, next_seq = 1;
     auto snapshots = generations_in(s.dir, "snapshot", "snap");
@@ -343,10 +312,13 @@ base::result<void> engine::recover_shard(shard& s) {
 
 base::result<void> engine::remove_orphans() {
     std::unordered_set<std::string> referenced;
-    for (auto& s : _shards)
+    for (auto& s : _shards) {
         for (auto& [bucket, keys] : s->index)
             for (auto& [key, record] : keys)
                 for (auto& seg : record.segments) referenced.insert(seg.id.hex());
+        for (auto& [id, upload] : s->uploads)
+            for (auto& [number, part] : upload.parts) referenced.insert(part.data.id.hex());
+    }
     for (std::uint32_t d = 0; d < _drives.size(); ++d) {
         for (int b = 0; b < 256; ++b) {
             int dir_fd = _drives.at(d).object_dir_fds[b];
@@ -589,6 +561,8 @@ io::task<base::result<bool>> engine::core_close_if_empty(std::string name) {
     for (auto& s : _shards) {
         if (owner_of(s->id) != core) continue;
         if (s->index.count(name) || s->commits_in_flight.count(name)) co_return false;
+        for (const auto& [id, upload] : s->uploads)
+            if (upload.bucket == name) co_return false;  // unfinished uploads hold data in the bucket
     }
     local().closing.insert(name);
     co_return true;
@@ -684,6 +658,19 @@ io::task<void> engine::rotate(shard& s) {
             e.str(key);
             encode(e, record);
             frame_record(image, seq++, record_put_object, payload);
+        }
+    }
+    for (const auto& [id, upload] : s.uploads) {
+        std::string payload;
+        encoder e(payload);
+        encode_upload_header(e, upload);
+        frame_record(image, seq++, record_create_upload, payload);
+        for (const auto& [number, part] : upload.parts) {
+            std::string part_payload;
+            encoder pe(part_payload);
+            pe.str(id);
+            encode_part(pe, part);
+            frame_record(image, seq++, record_put_part, part_payload);
         }
     }
     frame_record(image, seq, record_snapshot_end, {});

@@ -14,6 +14,7 @@
 //   reactor runs. After that, all I/O goes through io_uring on the reactor threads.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,6 +72,36 @@ struct list_page {
     bool truncated = false;
 };
 
+// Multipart uploads. An upload lives on its key's shard: its parts are data files written by whichever
+// core received them, and completing it turns the chosen parts' segments into the object's segments
+// without copying data.
+struct part_record {
+    std::uint32_t number = 0;
+    segment data;
+    std::string etag;  // without quotes
+    std::string checksum_value;
+    std::int64_t modified_ms = 0;
+};
+
+struct upload_record {
+    std::string bucket;
+    std::string key;
+    std::string upload_id;
+    std::int64_t initiated_ms = 0;
+    std::string checksum_type;  // "COMPOSITE", "FULL_OBJECT" or empty
+    object_record object;       // metadata for the final object (no segments yet)
+    std::map<std::uint32_t, part_record> parts;
+};
+
+struct completed_upload {
+    object_record object;
+    std::optional<object_record> replaced;   // the object the upload overwrote
+    std::vector<segment> unused_parts;       // uploaded parts the final object does not use
+};
+
+// Builds the final object record from the upload (validation and ETag rules belong to the caller's API).
+using upload_finalizer = std::function<base::result<object_record>(const upload_record&)>;
+
 struct recovery_stats {
     std::uint64_t objects = 0;
     std::uint64_t journal_records = 0;
@@ -108,6 +139,26 @@ public:
     io::task<base::result<list_page>> list(list_request request);
     // Removes the data files of a replaced or deleted record.
     io::task<void> reclaim(object_record record);
+    io::task<void> reclaim_segments(std::vector<segment> segments);
+
+    // Multipart uploads.
+    io::task<base::result<std::string>> create_upload(std::string bucket, std::string key, object_record metadata,
+                                                      std::string checksum_type);
+    io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key, std::string upload_id);
+    // Commits a written part; returns the part it replaced (same number), whose data the caller reclaims.
+    io::task<base::result<std::optional<part_record>>> commit_part(std::string bucket, std::string key,
+                                                                    std::string upload_id, part_record part);
+    io::task<base::result<completed_upload>> complete_upload(std::string bucket, std::string key,
+                                                             std::string upload_id, upload_finalizer finalize,
+                                                             write_conditions conditions);
+    io::task<base::result<upload_record>> abort_upload(std::string bucket, std::string key, std::string upload_id);
+    // Uploads of a bucket in (key, upload id) order after the markers, at most max_uploads + 1.
+    io::task<base::result<std::vector<upload_record>>> list_uploads(std::string bucket, std::string prefix,
+                                                                    std::string key_marker,
+                                                                    std::string upload_id_marker,
+                                                                    std::uint32_t max_uploads);
+    // Aborts this core's uploads initiated before the cutoff; returns how many.
+    io::task<std::uint64_t> expire_local_uploads(std::int64_t initiated_before_ms);
 
     // For tests: persist a snapshot of every shard owned by this core now.
     io::task<void> snapshot_local_shards();
@@ -136,6 +187,23 @@ private:
     io::task<base::result<bool>> core_close_if_empty(std::string name);
     io::task<base::result<bool>> core_set_bucket(bucket_info info, bool present);
     io::task<void> rotate(shard& s);
+    std::string new_upload_id();
+    io::task<base::result<std::string>> shard_create_upload(unsigned shard_id, upload_record upload);
+    io::task<base::result<upload_record>> shard_get_upload(unsigned shard_id, std::string bucket, std::string key,
+                                                           std::string upload_id);
+    io::task<base::result<std::optional<part_record>>> shard_commit_part(unsigned shard_id, std::string upload_id,
+                                                                          std::string bucket, std::string key,
+                                                                          part_record part);
+    io::task<base::result<completed_upload>> shard_complete_upload(unsigned shard_id, std::string bucket,
+                                                                   std::string key, std::string upload_id,
+                                                                   upload_finalizer finalize,
+                                                                   write_conditions conditions);
+    io::task<base::result<upload_record>> shard_abort_upload(unsigned shard_id, std::string bucket, std::string key,
+                                                             std::string upload_id);
+    io::task<base::result<std::vector<upload_record>>> core_list_uploads(std::string bucket, std::string prefix,
+                                                                         std::string key_marker,
+                                                                         std::string upload_id_marker,
+                                                                         std::uint32_t max_uploads);
 
     engine_options _options;
     drive_set _drives;

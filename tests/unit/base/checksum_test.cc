@@ -29,6 +29,18 @@ TEST(checksum, crcs_continue_across_pieces) {
     }
 }
 
+TEST(checksum, combine_matches_crc_of_concatenation) {
+    std::string data(300000, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13 + 5);
+    auto whole = bytes_of(data);
+    for (size_t cut : {0ul, 1ul, 4095ul, 150000ul, data.size() - 1}) {
+        auto a = whole.subspan(0, cut), b = whole.subspan(cut);
+        EXPECT_EQ(crc32_combine(crc32(a), crc32(b), b.size()), crc32(whole)) << cut;
+        EXPECT_EQ(crc32c_combine(crc32c(a), crc32c(b), b.size()), crc32c(whole)) << cut;
+        EXPECT_EQ(crc64nvme_combine(crc64nvme(a), crc64nvme(b), b.size()), crc64nvme(whole)) << cut;
+    }
+}
+
 TEST(checksum, crc_detects_single_bit_flip) {
     std::string data(65536, 'x');
     std::uint32_t before = crc32c(bytes_of(data));

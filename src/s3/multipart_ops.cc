@@ -1,0 +1,356 @@
+// Multipart upload operations: Create, UploadPart, Complete, Abort, ListParts, ListMultipartUploads.
+
+#include <pugixml.hpp>
+
+#include <algorithm>
+
+#include "base/checksum.h"
+#include "base/clock.h"
+#include "base/digest.h"
+#include "base/encoding.h"
+#include "base/log.h"
+#include "s3/service.h"
+#include "s3/service_internal.h"
+#include "s3/xml.h"
+
+namespace fjord::s3 {
+
+namespace {
+constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
+constexpr std::uint32_t max_part_number = 10000;
+constexpr std::uint64_t min_part_bytes = 5ULL * 1024 * 1024;
+constexpr std::uint64_t max_part_bytes = 5ULL * 1024 * 1024 * 1024;
+constexpr std::size_t max_complete_body_bytes = 4 * 1024 * 1024;
+
+base::failure invalid_part(std::string message) { return base::fail(base::errc::invalid_part, std::move(message)); }
+
+// The 16 raw bytes an ETag stands for (MD5 or our derived tag, which has the same 32 hex digits first).
+std::string etag_raw(const std::string& etag) {
+    auto raw = base::hex_decode(std::string_view(etag).substr(0, 32));
+    return raw ? *raw : std::string(16, '\0');
+}
+
+struct requested_part {
+    std::uint32_t number = 0;
+    std::string etag;
+    std::string checksum;  // as sent, base64, may be empty
+};
+
+base::result<std::vector<requested_part>> parse_complete_body(const std::string& body) {
+    std::string lowered = base::to_lower(body);
+    if (lowered.find("<!doctype") != std::string::npos || lowered.find("<!entity") != std::string::npos)
+        return base::fail(base::errc::malformed_xml, "XML with a document type declaration is not accepted");
+    pugi::xml_document doc;
+    if (!doc.load_buffer(body.data(), body.size(), pugi::parse_default & ~pugi::parse_doctype))
+        return base::fail(base::errc::malformed_xml, "The XML you provided was not well-formed or did not validate against our published schema.");
+    pugi::xml_node root = doc.child("CompleteMultipartUpload");
+    if (!root) return base::fail(base::errc::malformed_xml, "expected a CompleteMultipartUpload document");
+    std::vector<requested_part> parts;
+    for (pugi::xml_node p : root.children("Part")) {
+        requested_part r;
+        auto number = base::parse_u64(base::trim(p.child_value("PartNumber")));
+        if (!number || *number < 1 || *number > max_part_number)
+            return base::fail(base::errc::malformed_xml, "PartNumber must be an integer from 1 to 10000");
+        r.number = static_cast<std::uint32_t>(*number);
+        r.etag = *unquote_etag(p.child_value("ETag"));
+        for (const char* name : {"ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME", "ChecksumSHA1", "ChecksumSHA256"})
+            if (p.child(name)) r.checksum = base::trim(p.child_value(name));
+        parts.push_back(std::move(r));
+        if (parts.size() > max_part_number) return base::fail(base::errc::malformed_xml, "too many parts");
+    }
+    if (parts.empty())
+        return base::fail(base::errc::malformed_xml, "You must specify at least one part");
+    return parts;
+}
+
+// The final object's checksum from its parts' checksums: COMPOSITE is a checksum of the concatenated part
+// checksums with a "-N" suffix; FULL_OBJECT (CRCs only) combines the part CRCs into the CRC of the whole.
+base::result<std::string> combine_part_checksums(const store::upload_record& u,
+                                                 const std::vector<const store::part_record*>& parts) {
+    auto alg = parse_checksum_algorithm(u.object.checksum_algorithm);
+    if (!alg) return std::string{};
+    if (u.checksum_type == "FULL_OBJECT") {
+        std::uint64_t crc = 0;
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            auto raw = base::base64_decode(parts[i]->checksum_value);
+            if (!raw) return base::fail(base::errc::internal, "stored part checksum unreadable");
+            std::uint64_t part_crc = 0;
+            for (unsigned char ch : *raw) part_crc = part_crc << 8 | ch;
+            std::uint64_t len = parts[i]->data.size_bytes;
+            if (i == 0) crc = part_crc;
+            else if (*alg == checksum_algorithm::crc32) crc = base::crc32_combine(static_cast<std::uint32_t>(crc), static_cast<std::uint32_t>(part_crc), len);
+            else if (*alg == checksum_algorithm::crc32c) crc = base::crc32c_combine(static_cast<std::uint32_t>(crc), static_cast<std::uint32_t>(part_crc), len);
+            else crc = base::crc64nvme_combine(crc, part_crc, len);
+        }
+        std::string raw;
+        int bytes = *alg == checksum_algorithm::crc64nvme ? 8 : 4;
+        for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8) raw.push_back(static_cast<char>((crc >> shift) & 0xff));
+        return base::base64_encode(raw);
+    }
+    running_checksum composite(*alg);
+    for (const auto* p : parts) {
+        auto raw = base::base64_decode(p->checksum_value);
+        if (!raw) return base::fail(base::errc::internal, "stored part checksum unreadable");
+        composite.update(base::as_bytes(raw->data(), raw->size()));
+    }
+    return composite.finish_base64() + "-" + std::to_string(parts.size());
+}
+
+// Validates the client's part list against the upload and builds the object record (runs on the owner core).
+base::result<store::object_record> build_object(const store::upload_record& u, const std::vector<requested_part>& wanted) {
+    std::vector<const store::part_record*> parts;
+    std::uint32_t previous = 0;
+    for (const auto& w : wanted) {
+        if (w.number <= previous)
+            return base::fail(base::errc::invalid_part_order, "The list of parts was not in ascending order. Parts must be ordered by part number.");
+        previous = w.number;
+        auto it = u.parts.find(w.number);
+        if (it == u.parts.end() || it->second.etag != w.etag)
+            return invalid_part("One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.");
+        if (!w.checksum.empty() && w.checksum != it->second.checksum_value)
+            return invalid_part("The checksum of part " + std::to_string(w.number) + " does not match the uploaded part");
+        parts.push_back(&it->second);
+    }
+    store::object_record r = u.object;
+    base::digest etag_md5(base::digest_kind::md5);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        if (i + 1 < parts.size() && parts[i]->data.size_bytes < min_part_bytes)
+            return base::fail(base::errc::entity_too_small, "Your proposed upload is smaller than the minimum allowed object size.");
+        etag_md5.update(etag_raw(parts[i]->etag));
+        r.segments.push_back(parts[i]->data);
+        r.size_bytes += parts[i]->data.size_bytes;
+    }
+    r.etag = base::hex_encode(etag_md5.finish()) + "-" + std::to_string(parts.size());
+    r.modified_ms = base::unix_now_ms();
+    auto checksum = combine_part_checksums(u, parts);
+    if (!checksum) return checksum.as_failure();
+    r.checksum_value = *checksum;
+    if (r.checksum_value.empty()) r.checksum_algorithm.clear();
+    return r;
+}
+
+io::task<base::result<std::string>> read_small_body(http::exchange& ex, std::size_t limit) {
+    std::string body;
+    std::vector<std::byte> chunk(16 * 1024);
+    for (;;) {
+        auto n = co_await ex.body().read(chunk.data(), chunk.size());
+        if (!n) co_return n.as_failure();
+        if (*n == 0) break;
+        if (body.size() + *n > limit) co_return base::fail(base::errc::malformed_xml, "request body too large");
+        body.append(reinterpret_cast<const char*>(chunk.data()), *n);
+    }
+    co_return body;
+}
+
+base::result<std::uint32_t> part_number_of(const s3_request& r) {
+    auto n = base::parse_u64(r.param("partNumber"));
+    if (!n || *n < 1 || *n > max_part_number)
+        return base::fail(base::errc::invalid_argument, "Part number must be an integer between 1 and 10000, inclusive");
+    return static_cast<std::uint32_t>(*n);
+}
+}  // namespace
+
+io::task<void> service::create_multipart_upload(context& c) {
+    const http::request_head& head = c.ex.head();
+    store::object_record metadata;
+    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m) co_return co_await send_error(c, m.err());
+    std::string checksum_type = base::to_lower(head.value_of("x-amz-checksum-type")) == "full_object" ? "FULL_OBJECT" : "";
+    std::string_view alg_text = head.value_of("x-amz-checksum-algorithm");
+    if (!alg_text.empty()) {
+        auto alg = parse_checksum_algorithm(alg_text);
+        if (!alg) co_return co_await send_error(c, {base::errc::invalid_request, "unsupported x-amz-checksum-algorithm"});
+        metadata.checksum_algorithm = std::string(checksum_name(*alg));
+        bool is_crc = *alg == checksum_algorithm::crc32 || *alg == checksum_algorithm::crc32c || *alg == checksum_algorithm::crc64nvme;
+        if (checksum_type.empty()) checksum_type = *alg == checksum_algorithm::crc64nvme ? "FULL_OBJECT" : "COMPOSITE";
+        if (checksum_type == "FULL_OBJECT" && !is_crc)
+            co_return co_await send_error(c, {base::errc::invalid_request, "The FULL_OBJECT checksum type needs a CRC algorithm"});
+        if (checksum_type == "COMPOSITE" && *alg == checksum_algorithm::crc64nvme)
+            co_return co_await send_error(c, {base::errc::invalid_request, "CRC64NVME supports only the FULL_OBJECT checksum type"});
+    } else if (!checksum_type.empty()) {
+        co_return co_await send_error(c, {base::errc::invalid_request, "x-amz-checksum-type needs x-amz-checksum-algorithm"});
+    }
+    auto id = co_await _engine.create_upload(c.req.bucket, c.req.key, metadata, checksum_type);
+    if (!id) co_return co_await send_error(c, id.err());
+    xml_writer x;
+    x.open("InitiateMultipartUploadResult", s3_xmlns);
+    x.element("Bucket", c.req.bucket).element("Key", c.req.key).element("UploadId", *id);
+    x.close("InitiateMultipartUploadResult");
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/xml");
+    if (!metadata.checksum_algorithm.empty()) {
+        headers.emplace_back("x-amz-checksum-algorithm", metadata.checksum_algorithm);
+        headers.emplace_back("x-amz-checksum-type", checksum_type);
+    }
+    (void)co_await c.ex.send_all(200, headers, x.take());
+}
+
+io::task<void> service::upload_part(context& c) {
+    auto number = part_number_of(c.req);
+    if (!number) co_return co_await send_error(c, number.err());
+    std::string upload_id(c.req.param("uploadId"));
+    auto upload = co_await _engine.get_upload(c.req.bucket, c.req.key, upload_id);
+    if (!upload) co_return co_await send_error(c, upload.err());
+    auto expected = parse_checksum_algorithm(upload->object.checksum_algorithm).value_or(checksum_algorithm::none);
+    auto body = co_await receive_body(c, max_part_bytes, expected);
+    if (!body) co_return co_await send_error(c, body.err());
+    if (expected != checksum_algorithm::none && body->checksum != expected) {
+        co_await _engine.reclaim_segments({body->data});
+        co_return co_await send_error(c, {base::errc::invalid_request, "The part's checksum algorithm differs from the upload's"});
+    }
+    store::part_record part;
+    part.number = *number;
+    part.data = body->data;
+    part.etag = body->etag;
+    part.checksum_value = body->checksum_value;
+    part.modified_ms = base::unix_now_ms();
+    auto committed = co_await _engine.commit_part(c.req.bucket, c.req.key, upload_id, part);
+    if (!committed) {
+        co_await _engine.reclaim_segments({body->data});
+        co_return co_await send_error(c, committed.err());
+    }
+    if (*committed) co_await _engine.reclaim_segments({(*committed)->data});
+    auto headers = c.common_headers();
+    headers.emplace_back("ETag", "\"" + body->etag + "\"");
+    if (body->checksum != checksum_algorithm::none)
+        headers.emplace_back(checksum_header_name(body->checksum), body->checksum_value);
+    (void)co_await c.ex.send_all(200, headers, "");
+}
+
+io::task<void> service::complete_multipart_upload(context& c) {
+    std::string upload_id(c.req.param("uploadId"));
+    auto conditions = write_conditions_of(c.ex.head());
+    if (!conditions) co_return co_await send_error(c, conditions.err());
+    auto body = co_await read_small_body(c.ex, max_complete_body_bytes);
+    if (!body) co_return co_await send_error(c, body.err());
+    auto wanted = parse_complete_body(*body);
+    if (!wanted) co_return co_await send_error(c, wanted.err());
+    std::vector<requested_part> parts = std::move(*wanted);
+    store::upload_finalizer finalize = [parts](const store::upload_record& u) { return build_object(u, parts); };
+    auto done = co_await _engine.complete_upload(c.req.bucket, c.req.key, upload_id, finalize, *conditions);
+    if (!done) co_return co_await send_error(c, done.err());
+    if (!done->unused_parts.empty()) co_await _engine.reclaim_segments(std::move(done->unused_parts));
+    if (done->replaced) co_await _engine.reclaim(std::move(*done->replaced));
+    const store::object_record& r = done->object;
+    xml_writer x;
+    x.open("CompleteMultipartUploadResult", s3_xmlns);
+    std::string host(c.ex.head().value_of("host"));
+    x.element("Location", "http://" + host + "/" + c.req.bucket + "/" + base::uri_encode(c.req.key, true));
+    x.element("Bucket", c.req.bucket).element("Key", c.req.key).element("ETag", "\"" + r.etag + "\"");
+    if (auto alg = parse_checksum_algorithm(r.checksum_algorithm)) {
+        x.element("Checksum" + std::string(checksum_name(*alg)), r.checksum_value);
+        x.element("ChecksumType", r.checksum_value.find('-') == std::string::npos ? "FULL_OBJECT" : "COMPOSITE");
+    }
+    x.close("CompleteMultipartUploadResult");
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/xml");
+    (void)co_await c.ex.send_all(200, headers, x.take());
+}
+
+io::task<void> service::abort_multipart_upload(context& c) {
+    auto removed = co_await _engine.abort_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
+    if (!removed) co_return co_await send_error(c, removed.err());
+    std::vector<store::segment> data;
+    for (const auto& [number, part] : removed->parts) data.push_back(part.data);
+    co_await _engine.reclaim_segments(std::move(data));
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+}
+
+io::task<void> service::list_parts(context& c) {
+    auto upload = co_await _engine.get_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
+    if (!upload) co_return co_await send_error(c, upload.err());
+    std::uint64_t max_parts = 1000, marker = 0;
+    if (c.req.has("max-parts")) {
+        auto n = base::parse_u64(c.req.param("max-parts"));
+        if (!n) co_return co_await send_error(c, {base::errc::invalid_argument, "max-parts must be an integer"});
+        max_parts = std::min<std::uint64_t>(*n, 1000);
+    }
+    if (c.req.has("part-number-marker")) {
+        auto n = base::parse_u64(c.req.param("part-number-marker"));
+        if (!n) co_return co_await send_error(c, {base::errc::invalid_argument, "part-number-marker must be an integer"});
+        marker = *n;
+    }
+    xml_writer x;
+    x.open("ListPartsResult", s3_xmlns);
+    x.element("Bucket", c.req.bucket).element("Key", c.req.key).element("UploadId", upload->upload_id);
+    x.element("PartNumberMarker", marker);
+    x.open("Initiator").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Initiator");
+    x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
+    x.element("StorageClass", "STANDARD");
+    if (!upload->object.checksum_algorithm.empty()) {
+        x.element("ChecksumAlgorithm", upload->object.checksum_algorithm);
+        x.element("ChecksumType", upload->checksum_type);
+    }
+    std::uint64_t listed = 0, last = marker;
+    bool truncated = false;
+    for (auto it = upload->parts.upper_bound(static_cast<std::uint32_t>(std::min<std::uint64_t>(marker, max_part_number)));
+         it != upload->parts.end(); ++it) {
+        if (listed == max_parts) {
+            truncated = true;
+            break;
+        }
+        const store::part_record& p = it->second;
+        x.open("Part").element("PartNumber", p.number);
+        x.element("LastModified", base::format_iso8601_ms(p.modified_ms));
+        x.element("ETag", "\"" + p.etag + "\"").element("Size", p.data.size_bytes);
+        if (auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm))
+            x.element("Checksum" + std::string(checksum_name(*alg)), p.checksum_value);
+        x.close("Part");
+        last = p.number;
+        ++listed;
+    }
+    x.element("NextPartNumberMarker", last).element("MaxParts", max_parts).element_bool("IsTruncated", truncated);
+    x.close("ListPartsResult");
+    co_await send_xml(c, 200, x.take());
+}
+
+io::task<void> service::list_multipart_uploads(context& c) {
+    const s3_request& r = c.req;
+    std::uint64_t max_uploads = 1000;
+    if (r.has("max-uploads")) {
+        auto n = base::parse_u64(r.param("max-uploads"));
+        if (!n) co_return co_await send_error(c, {base::errc::invalid_argument, "max-uploads must be an integer"});
+        max_uploads = std::min<std::uint64_t>(*n, 1000);
+    }
+    std::string prefix(r.param("prefix")), key_marker(r.param("key-marker")), id_marker(r.param("upload-id-marker"));
+    std::string delimiter(r.param("delimiter"));
+    if (id_marker.empty() && !key_marker.empty()) id_marker = std::string(64, '\xff');  // skip every upload of key_marker
+    auto uploads = co_await _engine.list_uploads(r.bucket, prefix, key_marker, id_marker, static_cast<std::uint32_t>(max_uploads));
+    if (!uploads) co_return co_await send_error(c, uploads.err());
+    bool truncated = uploads->size() > max_uploads;
+    if (truncated) uploads->resize(max_uploads);
+    bool url = r.param("encoding-type") == "url";
+    auto enc = [url](const std::string& s) { return url ? base::uri_encode(s, true) : s; };
+    xml_writer x;
+    x.open("ListMultipartUploadsResult", s3_xmlns);
+    x.element("Bucket", r.bucket).element("KeyMarker", enc(std::string(r.param("key-marker"))));
+    x.element("UploadIdMarker", std::string(r.param("upload-id-marker")));
+    if (truncated && !uploads->empty()) {
+        x.element("NextKeyMarker", enc(uploads->back().key)).element("NextUploadIdMarker", uploads->back().upload_id);
+    }
+    x.element("Prefix", enc(prefix));
+    if (!delimiter.empty()) x.element("Delimiter", enc(delimiter));
+    if (url) x.element("EncodingType", "url");
+    x.element("MaxUploads", max_uploads).element_bool("IsTruncated", truncated);
+    std::vector<std::string> common;
+    for (const auto& u : *uploads) {
+        if (!delimiter.empty()) {
+            auto pos = u.key.find(delimiter, prefix.size());
+            if (pos != std::string::npos) {
+                std::string cp = u.key.substr(0, pos + delimiter.size());
+                if (common.empty() || common.back() != cp) common.push_back(cp);
+                continue;
+            }
+        }
+        x.open("Upload").element("Key", enc(u.key)).element("UploadId", u.upload_id);
+        x.open("Initiator").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Initiator");
+        x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
+        x.element("StorageClass", "STANDARD").element("Initiated", base::format_iso8601_ms(u.initiated_ms));
+        if (!u.object.checksum_algorithm.empty()) x.element("ChecksumAlgorithm", u.object.checksum_algorithm);
+        x.close("Upload");
+    }
+    for (const auto& cp : common) x.open("CommonPrefixes").element("Prefix", enc(cp)).close("CommonPrefixes");
+    x.close("ListMultipartUploadsResult");
+    co_await send_xml(c, 200, x.take());
+}
+
+}  // namespace fjord::s3
