@@ -39,7 +39,9 @@ void print_usage() {
         "  --etag-md5            compute an MD5 ETag for every object (costs ~1.4 core-s per GiB)\n"
         "  --etag-md5-max-bytes N  MD5 ETags for objects up to N bytes (default 0)\n"
         "  --max-connections N   connections per core (default 4096)\n"
-        "  --buffers N           1 MiB I/O buffers per core (default 64)\n"
+        "  --buffers N           I/O buffers per core (default 64)\n"
+        "  --io-size-kib N       size of one disk I/O and buffer, a multiple of 64 (default 1024)\n"
+        "  --io-depth N          disk I/Os in flight per request (default 4)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n",
         stderr);
@@ -80,6 +82,12 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--etag-md5") cfg.service.etag_md5 = true;
         else if (arg == "--etag-md5-max-bytes") { if (!need(parse_number(value, n))) return 2; cfg.service.etag_md5_max_bytes = n; ++i; }
         else if (arg == "--max-connections") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.max_connections_per_core = n; ++i; }
+        else if (arg == "--io-depth") { if (!need(parse_number(value, n) && n >= 1 && n <= 64)) return 2; cfg.engine.data_files.pipeline_depth = n; ++i; }
+        else if (arg == "--io-size-kib") {
+            if (!need(parse_number(value, n) && n >= 64 && n <= 8192 && n % 64 == 0)) return 2;
+            cfg.engine.buffers.buffer_bytes = n * 1024;
+            ++i;
+        }
         else if (arg == "--buffers") { if (!need(parse_number(value, n) && n >= 8 && n <= 16384)) return 2; cfg.engine.buffers.buffer_count = n; ++i; }
         else if (arg == "--log-level") {
             if (!need(value)) return 2;
