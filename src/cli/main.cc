@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "base/encoding.h"
+#include "base/clock.h"
 #include "base/log.h"
+#include "io/ops.h"
 #include "base/units.h"
 #include "cli/bench.h"
 #include "http/server.h"
@@ -40,14 +42,18 @@ void print_usage() {
         "  --etag-md5-max-bytes N  MD5 ETags for objects up to N bytes (default 0)\n"
         "  --max-connections N   connections per core (default 4096)\n"
         "  --buffers N           I/O buffers per core (default 64)\n"
-        "  --io-size-kib N       size of one disk I/O and buffer, a multiple of 64 (default 1024)\n"
+        "  --io-size-kib N       size of one disk I/O and buffer, 512 or more, a multiple of 64 (default 1024)\n"
         "  --io-depth N          disk I/Os in flight per request (default 4)\n"
+        "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
+        "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n",
         stderr);
 }
 
 struct serve_config {
+    std::int64_t multipart_expiry_s = 7 * 24 * 3600;
+    std::int64_t multipart_expiry_interval_s = 3600;
     store::engine_options engine;
     s3::service_options service;
     http::server_options server;
@@ -82,9 +88,11 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--etag-md5") cfg.service.etag_md5 = true;
         else if (arg == "--etag-md5-max-bytes") { if (!need(parse_number(value, n))) return 2; cfg.service.etag_md5_max_bytes = n; ++i; }
         else if (arg == "--max-connections") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.max_connections_per_core = n; ++i; }
+        else if (arg == "--multipart-expiry-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_s = static_cast<std::int64_t>(n); ++i; }
+        else if (arg == "--multipart-expiry-interval-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--io-depth") { if (!need(parse_number(value, n) && n >= 1 && n <= 64)) return 2; cfg.engine.data_files.pipeline_depth = n; ++i; }
         else if (arg == "--io-size-kib") {
-            if (!need(parse_number(value, n) && n >= 64 && n <= 8192 && n % 64 == 0)) return 2;
+            if (!need(parse_number(value, n) && n >= 512 && n <= 8192 && n % 64 == 0)) return 2;
             cfg.engine.buffers.buffer_bytes = n * 1024;
             ++i;
         }
@@ -118,6 +126,16 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
     cfg.service.credentials.add({cfg.default_credentials ? default_access_key : access,
                                  cfg.default_credentials ? default_secret_key : secret});
     return 0;
+}
+
+// Aborts this core's stale multipart uploads now and then. It holds no reactor reference, so shutdown
+// does not wait for its sleep.
+io::task<void> expire_uploads(store::engine* engine, std::int64_t max_age_s, std::int64_t interval_s) {
+    while (!io::reactor::current().stopping()) {
+        co_await io::sleep_for(interval_s * 1000);
+        if (io::reactor::current().stopping()) break;
+        (void)co_await engine->expire_local_uploads(base::unix_now_ms() - max_age_s * 1000);
+    }
 }
 
 int serve(int argc, char** argv) {
@@ -163,6 +181,7 @@ int serve(int argc, char** argv) {
             return;
         }
         io::spawn(servers[core]->run());
+        io::spawn(expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
         if (core == 0) {
             LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
                      cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,

@@ -30,11 +30,7 @@ std::string etag_raw(const std::string& etag) {
     return raw ? *raw : std::string(16, '\0');
 }
 
-struct requested_part {
-    std::uint32_t number = 0;
-    std::string etag;
-    std::string checksum;  // as sent, base64, may be empty
-};
+}  // namespace
 
 base::result<std::vector<requested_part>> parse_complete_body(const std::string& body) {
     std::string lowered = base::to_lower(body);
@@ -62,6 +58,8 @@ base::result<std::vector<requested_part>> parse_complete_body(const std::string&
         return base::fail(base::errc::malformed_xml, "You must specify at least one part");
     return parts;
 }
+
+namespace {
 
 // The final object's checksum from its parts' checksums: COMPOSITE is a checksum of the concatenated part
 // checksums with a "-N" suffix; FULL_OBJECT (CRCs only) combines the part CRCs into the CRC of the whole.

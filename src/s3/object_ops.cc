@@ -8,6 +8,7 @@
 #include "base/encoding.h"
 #include "base/log.h"
 #include "s3/checksum.h"
+#include "s3/http_conditions.h"
 #include "s3/payload.h"
 #include "s3/service.h"
 #include "s3/service_internal.h"
@@ -19,15 +20,6 @@ namespace {
 // Headers stored with an object and returned on GET/HEAD, besides x-amz-meta-*.
 constexpr std::string_view stored_headers[] = {"content-encoding", "content-disposition", "content-language",
                                                "cache-control", "expires"};
-
-// The ETag of an object written without MD5: derived from its size and block CRCs (so it changes when the
-// content does), with a "-1" suffix that tells every S3 tool it is not an MD5 of the content.
-std::string derived_etag(std::uint64_t size, const std::vector<std::uint32_t>& crcs) {
-    base::digest d(base::digest_kind::sha256);
-    d.update(base::as_bytes(&size, sizeof size));
-    d.update(base::as_bytes(crcs.data(), crcs.size() * sizeof(std::uint32_t)));
-    return base::hex_encode(d.finish().substr(0, 16)) + "-1";
-}
 
 std::string strip_aws_chunked(std::string_view content_encoding) {
     std::string out;
@@ -41,6 +33,43 @@ std::string strip_aws_chunked(std::string_view content_encoding) {
         out += token;
     }
     return out;
+}
+
+}  // namespace
+
+base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
+                                    store::object_record& record) {
+    std::size_t meta_bytes = 0;
+    for (const auto& h : head.headers) {
+        std::string name = base::to_lower(h.name);
+        if (name.starts_with("x-amz-meta-")) {
+            meta_bytes += name.size() - 11 + h.value.size();
+            record.headers.emplace_back(std::move(name), std::string(h.value));
+        } else if (name == "content-encoding") {
+            std::string kept = strip_aws_chunked(h.value);
+            if (!kept.empty()) record.headers.emplace_back(name, kept);
+        } else if (std::find(std::begin(stored_headers), std::end(stored_headers), name) != std::end(stored_headers)) {
+            record.headers.emplace_back(std::move(name), std::string(h.value));
+        }
+    }
+    if (meta_bytes > max_meta_bytes)
+        return base::fail(base::errc::metadata_too_large, "Your metadata headers exceed the maximum allowed metadata size.");
+    record.content_type = std::string(head.value_of("content-type"));
+    if (const http::header* tagging = head.find("x-amz-tagging")) {
+        auto tags = parse_tagging_header(tagging->value);
+        if (!tags) return tags.as_failure();
+        record.tags = std::move(*tags);
+    }
+    return {};
+}
+
+// The ETag of an object written without MD5: derived from its size and block CRCs (so it changes when the
+// content does), with a "-1" suffix that tells every S3 tool it is not an MD5 of the content.
+std::string derived_etag(std::uint64_t size, const std::vector<std::uint32_t>& crcs) {
+    base::digest d(base::digest_kind::sha256);
+    d.update(base::as_bytes(&size, sizeof size));
+    d.update(base::as_bytes(crcs.data(), crcs.size() * sizeof(std::uint32_t)));
+    return base::hex_encode(d.finish().substr(0, 16)) + "-1";
 }
 
 // Reads the checksum headers of a PUT into payload options.
@@ -76,29 +105,6 @@ base::result<void> checksum_options(const http::request_head& head, payload_opti
     return {};
 }
 
-}  // namespace
-
-base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
-                                    store::object_record& record) {
-    std::size_t meta_bytes = 0;
-    for (const auto& h : head.headers) {
-        std::string name = base::to_lower(h.name);
-        if (name.starts_with("x-amz-meta-")) {
-            meta_bytes += name.size() - 11 + h.value.size();
-            record.headers.emplace_back(std::move(name), std::string(h.value));
-        } else if (name == "content-encoding") {
-            std::string kept = strip_aws_chunked(h.value);
-            if (!kept.empty()) record.headers.emplace_back(name, kept);
-        } else if (std::find(std::begin(stored_headers), std::end(stored_headers), name) != std::end(stored_headers)) {
-            record.headers.emplace_back(std::move(name), std::string(h.value));
-        }
-    }
-    if (meta_bytes > max_meta_bytes)
-        return base::fail(base::errc::metadata_too_large, "Your metadata headers exceed the maximum allowed metadata size.");
-    record.content_type = std::string(head.value_of("content-type"));
-    return {};
-}
-
 std::optional<std::string> unquote_etag(std::string_view v) {
     v = base::trim(v);
     if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
@@ -118,18 +124,6 @@ base::result<store::write_conditions> write_conditions_of(const http::request_he
 
 namespace {
 
-// True if the comma-separated ETag list in a header contains the object's ETag (or "*").
-bool etag_list_matches(std::string_view list, const std::string& etag) {
-    while (!list.empty()) {
-        auto comma = list.find(',');
-        std::string_view item = base::trim(list.substr(0, comma));
-        list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-        if (item == "*") return true;
-        if (auto u = unquote_etag(item); u && *u == etag) return true;
-    }
-    return false;
-}
-
 // RFC 9110 section 13.2.2 order: If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since.
 base::result<void> check_read_conditions(const http::request_head& head, const store::object_record& r) {
     std::int64_t modified_s = r.modified_ms / 1000;
@@ -147,41 +141,6 @@ base::result<void> check_read_conditions(const http::request_head& head, const s
         return base::fail(base::errc::not_modified, "Not Modified");
     }
     return {};
-}
-
-struct byte_range {
-    std::uint64_t first = 0;
-    std::uint64_t length = 0;
-};
-
-// Parses a single "bytes=" range. nullopt: serve the whole object (absent or unparseable, as S3 does);
-// invalid_range: syntactically fine but unsatisfiable.
-base::result<std::optional<byte_range>> parse_range(std::string_view header, std::uint64_t size) {
-    header = base::trim(header);
-    if (!header.starts_with("bytes=")) return std::optional<byte_range>{};
-    std::string_view spec = header.substr(6);
-    if (spec.find(',') != std::string_view::npos) return std::optional<byte_range>{};
-    auto dash = spec.find('-');
-    if (dash == std::string_view::npos) return std::optional<byte_range>{};
-    std::string_view a = base::trim(spec.substr(0, dash)), b = base::trim(spec.substr(dash + 1));
-    auto unsatisfiable = base::fail(base::errc::invalid_range, "The requested range is not satisfiable");
-    if (a.empty()) {
-        auto n = base::parse_u64(b);
-        if (!n) return std::optional<byte_range>{};
-        if (*n == 0 || size == 0) return unsatisfiable;
-        std::uint64_t len = std::min(*n, size);
-        return std::optional<byte_range>{byte_range{size - len, len}};
-    }
-    auto first = base::parse_u64(a);
-    if (!first) return std::optional<byte_range>{};
-    std::uint64_t last = size == 0 ? 0 : size - 1;
-    if (!b.empty()) {
-        auto l = base::parse_u64(b);
-        if (!l || *l < *first) return std::optional<byte_range>{};
-        last = std::min(*l, last);
-    }
-    if (*first >= size) return unsatisfiable;
-    return std::optional<byte_range>{byte_range{*first, last - *first + 1}};
 }
 
 // Sends the response head lazily with the first verified bytes, so a read that fails before any byte
@@ -341,6 +300,21 @@ io::task<void> service::get_object(context& c, bool head_only) {
             co_return co_await send_error(c, ok.err());
         }
         auto range = parse_range(head.value_of("range"), r.size_bytes);
+        std::optional<std::uint64_t> part_number;
+        if (c.req.has("partNumber")) {
+            auto n = base::parse_u64(c.req.param("partNumber"));
+            if (!n || *n < 1 || *n > 10000)
+                co_return co_await send_error(c, {base::errc::invalid_argument, "Part number must be an integer between 1 and 10000, inclusive"});
+            if (!head.value_of("range").empty())
+                co_return co_await send_error(c, {base::errc::invalid_request, "Cannot specify both Range header and partNumber query parameter"});
+            if (*n > r.segments.size() && !(r.segments.empty() && *n == 1))
+                co_return co_await send_error(c, {base::errc::invalid_part_number, "The requested partnumber is not satisfiable"});
+            std::uint64_t start = 0;
+            for (std::uint64_t i = 0; i + 1 < *n; ++i) start += r.segments[i].size_bytes;
+            std::uint64_t len = r.segments.empty() ? 0 : r.segments[*n - 1].size_bytes;
+            range = len == 0 ? std::optional<byte_range>{} : std::optional<byte_range>{byte_range{start, len}};
+            part_number = n;
+        }
         if (!range) {
             auto headers = c.common_headers();
             headers.emplace_back("Content-Range", "bytes */" + std::to_string(r.size_bytes));
@@ -351,6 +325,8 @@ io::task<void> service::get_object(context& c, bool head_only) {
         auto headers = c.common_headers();
         bool checksum_mode = base::iequals(head.value_of("x-amz-checksum-mode"), "ENABLED") && !*range;
         add_object_headers(headers, r, c.req, checksum_mode);
+        if (!r.tags.empty()) headers.emplace_back("x-amz-tagging-count", std::to_string(r.tags.size()));
+        if (part_number) headers.emplace_back("x-amz-mp-parts-count", std::to_string(std::max<std::size_t>(r.segments.size(), 1)));
         std::uint64_t first = 0, length = r.size_bytes;
         int status = 200;
         if (*range) {

@@ -8,6 +8,7 @@
 #include "base/encoding.h"
 #include "base/log.h"
 #include "io/reactor.h"
+#include "s3/payload.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -186,6 +187,7 @@ io::task<void> service::dispatch(context& c) {
     }
     if (r.key.empty()) {
         if (r.has("uploads") && verb == method::get) co_return co_await list_multipart_uploads(c);
+        if (r.has("delete") && verb == method::post) co_return co_await delete_objects(c);
         static constexpr std::string_view unsupported[] = {"uploads", "delete", "versioning", "acl", "policy", "lifecycle",
                                                            "cors", "tagging", "encryption", "object-lock", "replication",
                                                            "website", "logging", "notification", "versions", "accelerate",
@@ -211,7 +213,7 @@ io::task<void> service::dispatch(context& c) {
     if (r.has("uploadId")) {
         switch (verb) {
             case method::put:
-                if (!c.ex.head().value_of("x-amz-copy-source").empty()) break;
+                if (!c.ex.head().value_of("x-amz-copy-source").empty()) co_return co_await upload_part_copy(c);
                 co_return co_await upload_part(c);
             case method::post: co_return co_await complete_multipart_upload(c);
             case method::delete_: co_return co_await abort_multipart_upload(c);
@@ -219,14 +221,22 @@ io::task<void> service::dispatch(context& c) {
             default: break;
         }
     }
+    if (r.has("tagging")) {
+        switch (verb) {
+            case method::put: co_return co_await put_object_tagging(c);
+            case method::get: co_return co_await get_object_tagging(c);
+            case method::delete_: co_return co_await delete_object_tagging(c);
+            default: break;
+        }
+    }
+    if (r.has("attributes") && verb == method::get) co_return co_await get_object_attributes(c);
     static constexpr std::string_view unsupported_object[] = {"uploads", "uploadId", "tagging", "acl", "retention",
                                                               "legal-hold", "attributes", "restore", "torrent",
                                                               "select"};
     for (auto sub : unsupported_object)
         if (r.has(sub))
             co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
-    if (!c.ex.head().value_of("x-amz-copy-source").empty())
-        co_return co_await send_error(c, {base::errc::not_implemented, "CopyObject is not implemented yet"});
+    if (!c.ex.head().value_of("x-amz-copy-source").empty() && verb == method::put) co_return co_await copy_object(c);
     switch (verb) {
         case method::put: co_return co_await put_object(c);
         case method::get: co_return co_await get_object(c, false);
@@ -369,6 +379,38 @@ io::task<void> service::list_objects(context& c, bool v2) {
         if (e.is_prefix) x.open("CommonPrefixes").element("Prefix", enc(e.name)).close("CommonPrefixes");
     x.close("ListBucketResult");
     co_await send_xml(c, 200, x.take());
+}
+
+}  // namespace fjord::s3
+
+namespace fjord::s3 {
+
+io::task<base::result<std::string>> service::read_verified_body(context& c, std::size_t limit) {
+    const http::request_head& head = c.ex.head();
+    payload_options po;
+    po.aws_chunked = c.auth.mode == payload_mode::streaming_signed ||
+                     c.auth.mode == payload_mode::streaming_signed_trailer ||
+                     c.auth.mode == payload_mode::streaming_unsigned_trailer;
+    if (po.aws_chunked) po.decoded_length = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
+    FJORD_CO_TRY(checksum_options(head, po));
+    std::string_view content_md5 = head.value_of("content-md5");
+    if (!content_md5.empty()) {
+        auto raw = base::base64_decode(content_md5);
+        if (!raw || raw->size() != 16) co_return base::fail(base::errc::invalid_digest, "The Content-MD5 you specified is not valid.");
+        po.content_md5 = *raw;
+    }
+    payload_source source(c.ex.body(), c.auth, po);
+    std::string body;
+    std::vector<std::byte> chunk(16 * 1024);
+    for (;;) {
+        auto n = co_await source.read(chunk.data(), chunk.size());
+        if (!n) co_return n.as_failure();
+        if (*n == 0) break;
+        if (body.size() + *n > limit) co_return base::fail(base::errc::malformed_xml, "request body too large");
+        body.append(reinterpret_cast<const char*>(chunk.data()), *n);
+    }
+    FJORD_CO_TRY(source.verify());
+    co_return body;
 }
 
 }  // namespace fjord::s3

@@ -63,6 +63,18 @@ private:
     // Streams the request body into a new data file and verifies every digest the request carries.
     io::task<base::result<received_body>> receive_body(context& c, std::uint64_t max_bytes,
                                                               checksum_algorithm expected_algorithm);
+    // Copies [first, first + length) of an object into a new, durable data file (server side).
+    io::task<base::result<received_body>> copy_data(const store::object_record& source, std::uint64_t first,
+                                                    std::uint64_t length, checksum_algorithm alg);
+    // A request body of at most `limit` bytes, with every digest it carries verified.
+    io::task<base::result<std::string>> read_verified_body(context& c, std::size_t limit);
+    io::task<void> copy_object(context& c);
+    io::task<void> upload_part_copy(context& c);
+    io::task<void> delete_objects(context& c);
+    io::task<void> put_object_tagging(context& c);
+    io::task<void> get_object_tagging(context& c);
+    io::task<void> delete_object_tagging(context& c);
+    io::task<void> get_object_attributes(context& c);
     io::task<void> create_multipart_upload(context& c);
     io::task<void> upload_part(context& c);
     io::task<void> complete_multipart_upload(context& c);

@@ -2,11 +2,14 @@
 
 // Private to the S3 service's .cc files: the per-request context and shared response helpers.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/connection.h"
 #include "s3/checksum.h"
+#include "s3/payload.h"
 #include "s3/service.h"
 
 namespace fjord::s3 {
@@ -30,10 +33,28 @@ struct received_body {
 };
 
 std::optional<std::string> unquote_etag(std::string_view v);
+// Reads the x-amz-checksum-*, x-amz-trailer and x-amz-sdk-checksum-algorithm headers of a request.
+base::result<void> checksum_options(const http::request_head& head, payload_options& o);
+// The non-MD5 ETag of data written without an MD5 (see docs/ARCHITECTURE.md, ETag policy).
+std::string derived_etag(std::uint64_t size, const std::vector<std::uint32_t>& crcs);
+// Parses x-amz-tagging ("k1=v1&k2=v2", URL-encoded) with S3's limits.
+base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(std::string_view text);
 base::result<store::write_conditions> write_conditions_of(const http::request_head& head);
 // Content-Type, the stored headers and x-amz-meta-* of a PUT or CreateMultipartUpload.
 base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
                                     store::object_record& record);
+
+// One <Part> of a CompleteMultipartUpload body.
+struct requested_part {
+    std::uint32_t number = 0;  // 1..10000
+    std::string etag;          // unquoted
+    std::string checksum;      // as sent, base64, may be empty
+};
+
+// Parses a CompleteMultipartUpload body (the caller bounds its size). Refuses DTDs and documents
+// that are not well-formed; on success there are 1..10000 parts, each numbered 1..10000, in the
+// order sent (the caller checks that they ascend).
+base::result<std::vector<requested_part>> parse_complete_body(const std::string& body);
 
 // The S3 <Error> document for an error.
 std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id);

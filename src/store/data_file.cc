@@ -97,6 +97,40 @@ io::task<base::result<void>> object_writer::drain(std::vector<slot>& slots) {
     co_return outcome;
 }
 
+io::task<base::result<object_writer::slot*>> object_writer::next_slot(std::vector<slot>& slots,
+                                                                      std::deque<std::size_t>& submitted) {
+    for (auto& x : slots)
+        if (x.buf && !x.op.in_flight()) co_return &x;
+    for (auto& x : slots) {
+        if (x.buf) continue;
+        // Wait for a buffer only while holding none: waiting for a second one while holding one could
+        // deadlock the pool across requests.
+        if (submitted.empty()) x.buf = co_await _pool.acquire();
+        else if (auto b = _pool.try_acquire()) x.buf = std::move(*b);
+        if (x.buf) co_return &x;
+        break;
+    }
+    slot* s = &slots[submitted.front()];
+    submitted.pop_front();
+    int rc = co_await s->op;
+    if (rc < 0) co_return errno_failure(-rc, "write data file");
+    if (static_cast<unsigned>(rc) != s->length) co_return base::fail(base::errc::io_error, "short write to data file");
+    co_return s;
+}
+
+void object_writer::submit(slot& s, std::size_t fill) {
+    const std::uint32_t block = _options.block_bytes;
+    for (std::size_t off = 0; off < fill; off += block) {
+        std::size_t len = std::min<std::size_t>(block, fill - off);
+        _block_crcs.push_back(base::crc32c({s.buf.data() + off, len}));
+    }
+    std::size_t padded = base::align_up(fill, align);
+    std::memset(s.buf.data() + fill, 0, padded - fill);
+    s.length = static_cast<unsigned>(padded);
+    start_write(s.op, _fd, s.buf, s.length, _size_bytes);
+    _size_bytes += fill;
+}
+
 io::task<base::result<std::uint64_t>> object_writer::write_from(byte_source& source, std::uint64_t max_size_bytes) {
     FJORD_ASSERT(_fd >= 0);
     std::vector<slot> slots(_options.pipeline_depth);
@@ -104,33 +138,13 @@ io::task<base::result<std::uint64_t>> object_writer::write_from(byte_source& sou
     base::result<void> status;
     bool eof = false;
     while (!eof && status) {
-        slot* s = nullptr;
-        for (auto& x : slots)
-            if (x.buf && !x.op.in_flight()) { s = &x; break; }
-        for (auto& x : slots) {
-            if (s || x.buf) continue;
-            // Wait for a buffer only while holding none: waiting for a second one while holding one could
-            // deadlock the pool across requests.
-            if (submitted.empty()) x.buf = co_await _pool.acquire();
-            else if (auto b = _pool.try_acquire()) x.buf = std::move(*b);
-            if (x.buf) s = &x;
-            break;
-        }
-        if (!s) {
-            s = &slots[submitted.front()];
-            submitted.pop_front();
-            int rc = co_await s->op;
-            if (rc < 0 || static_cast<unsigned>(rc) != s->length) {
-                status = rc < 0 ? errno_failure(-rc, "write data file")
-                                : base::fail(base::errc::io_error, "short write to data file");
-                break;
-            }
-        }
-        auto filled = co_await fill_and_submit(*s, source, max_size_bytes);
+        auto s = co_await next_slot(slots, submitted);
+        if (!s) { status = s.as_failure(); break; }
+        auto filled = co_await fill_and_submit(**s, source, max_size_bytes);
         if (!filled) { status = filled.as_failure(); break; }
         if (*filled == 0) break;
-        submitted.push_back(static_cast<std::size_t>(s - slots.data()));
-        if (*filled < s->buf.capacity()) eof = true;
+        submitted.push_back(static_cast<std::size_t>(*s - slots.data()));
+        if (*filled < (*s)->buf.capacity()) eof = true;
     }
     auto drained = co_await drain(slots);
     if (!status) co_return status.as_failure();
@@ -150,18 +164,42 @@ io::task<base::result<std::size_t>> object_writer::fill_and_submit(slot& s, byte
         if (_size_bytes + fill > max_size_bytes)
             co_return base::fail(base::errc::entity_too_large, "object larger than the allowed maximum");
     }
-    if (fill == 0) co_return std::size_t{0};
-    const std::uint32_t block = _options.block_bytes;
-    for (std::size_t off = 0; off < fill; off += block) {
-        std::size_t len = std::min<std::size_t>(block, fill - off);
-        _block_crcs.push_back(base::crc32c({s.buf.data() + off, len}));
-    }
-    std::size_t padded = base::align_up(fill, align);
-    std::memset(s.buf.data() + fill, 0, padded - fill);
-    s.length = static_cast<unsigned>(padded);
-    start_write(s.op, _fd, s.buf, s.length, _size_bytes);
-    _size_bytes += fill;
+    if (fill > 0) submit(s, fill);
     co_return fill;
+}
+
+io::task<base::result<void>> object_writer::append(std::span<const std::byte> data) {
+    FJORD_ASSERT(_fd >= 0);
+    if (_push_slots.empty()) std::vector<slot>(_options.pipeline_depth).swap(_push_slots);
+    while (!data.empty()) {
+        if (!_push_current) {
+            auto s = co_await next_slot(_push_slots, _push_submitted);
+            if (!s) co_return s.as_failure();
+            _push_current = *s;
+            _push_fill = 0;
+        }
+        slot& s = *_push_current;
+        std::size_t n = std::min(data.size(), s.buf.capacity() - _push_fill);
+        std::memcpy(s.buf.data() + _push_fill, data.data(), n);
+        _push_fill += n;
+        data = data.subspan(n);
+        if (_push_fill == s.buf.capacity()) {
+            submit(s, _push_fill);
+            _push_submitted.push_back(static_cast<std::size_t>(&s - _push_slots.data()));
+            _push_current = nullptr;
+        }
+    }
+    co_return base::result<void>{};
+}
+
+io::task<base::result<std::uint64_t>> object_writer::finish_appends() {
+    if (_push_current && _push_fill > 0) submit(*_push_current, _push_fill);
+    _push_current = nullptr;
+    auto drained = co_await drain(_push_slots);
+    _push_slots.clear();
+    _push_submitted.clear();
+    if (!drained) co_return drained.as_failure();
+    co_return _size_bytes;
 }
 
 io::task<base::result<segment>> object_writer::seal() {

@@ -58,6 +58,10 @@ public:
     io::task<base::result<void>> open(std::optional<std::uint64_t> expected_size_bytes);
     // Streams `source` to the file until it ends. Fails with entity_too_large past max_size_bytes.
     io::task<base::result<std::uint64_t>> write_from(byte_source& source, std::uint64_t max_size_bytes);
+    // Push interface, for server-side copies: append() copies bytes into the writer's buffers and writes
+    // each full one; finish_appends() writes the rest and waits for every write. Then seal().
+    io::task<base::result<void>> append(std::span<const std::byte> data);
+    io::task<base::result<std::uint64_t>> finish_appends();
     // Writes the footer, makes the file durable (fdatasync) and closes it.
     io::task<base::result<segment>> seal();
     // Closes and removes the file (an aborted or failed upload).
@@ -75,6 +79,10 @@ private:
         unsigned length = 0;
     };
     io::task<base::result<void>> drain(std::vector<slot>& slots);
+    // A slot whose buffer is free to fill: an idle one, a new buffer, or the oldest write awaited.
+    io::task<base::result<slot*>> next_slot(std::vector<slot>& slots, std::deque<std::size_t>& submitted);
+    // CRCs the filled bytes, pads to 4 KiB and starts the write.
+    void submit(slot& s, std::size_t fill);
     // Fills s.buf from the source and starts its write; returns the bytes taken (0 at the end).
     io::task<base::result<std::size_t>> fill_and_submit(slot& s, byte_source& source, std::uint64_t max_size_bytes);
 
@@ -88,6 +96,10 @@ private:
     std::uint64_t _size_bytes = 0;
     std::vector<std::uint32_t> _block_crcs;
     std::string _name;
+    std::vector<slot> _push_slots;
+    std::deque<std::size_t> _push_submitted;
+    slot* _push_current = nullptr;
+    std::size_t _push_fill = 0;
 };
 
 // Streams bytes [offset, offset + length) of an object to `sink`, verifying every block read. Errors:

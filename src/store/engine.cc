@@ -452,6 +452,48 @@ io::task<base::result<object_record>> engine::shard_lookup(unsigned shard_id, st
     co_return base::fail(base::errc::no_such_key, "The specified key does not exist.");
 }
 
+io::task<base::result<object_record>> engine::update(std::string bucket, std::string key, record_editor edit,
+                                                     write_conditions conditions) {
+    unsigned shard_id = shard_of(bucket, key);
+    auto call = [=, this] { return shard_update(shard_id, bucket, key, edit, conditions); };
+    co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
+}
+
+io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, std::string bucket, std::string key,
+                                                           record_editor edit, write_conditions conditions) {
+    shard& s = *_shards[shard_id];
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    std::string lock = lock_name(bucket, key);
+    ++s.commits_in_flight[bucket];
+    co_await lock_key(s.locks, lock);
+    base::result<object_record> outcome = base::fail(base::errc::no_such_key, "The specified key does not exist.");
+    const object_record* existing = nullptr;
+    if (auto b = s.index.find(bucket); b != s.index.end())
+        if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
+    if (existing) {
+        object_record changed = *existing;
+        auto ok = check_conditions(existing, conditions);
+        if (ok) ok = edit(changed);
+        FJORD_ASSERT(!ok || changed.segments.size() == existing->segments.size(), "update must keep the data");
+        if (!ok) {
+            outcome = ok.as_failure();
+        } else {
+            std::string payload;
+            encoder e(payload);
+            e.str(bucket);
+            e.str(key);
+            encode(e, changed);
+            auto appended = co_await s.log->append(record_put_object, std::move(payload), {},
+                                                   [&] { s.index[bucket][key] = changed; });
+            if (appended) outcome = std::move(changed);
+            else outcome = appended.as_failure();
+        }
+    }
+    unlock_key(s.locks, lock);
+    if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
+    co_return outcome;
+}
+
 io::task<void> engine::reclaim(object_record record) {
     for (const auto& seg : record.segments) {
         std::string name = drive_set::file_name(seg.id);

@@ -133,6 +133,11 @@ public:
     io::task<base::result<std::optional<object_record>>> commit_put(std::string bucket, std::string key,
                                                                      object_record record, write_conditions conditions);
     io::task<base::result<object_record>> lookup(std::string bucket, std::string key);
+    // Changes an existing object's record in place (metadata, tags) under its key lock; the change must
+    // keep the segments. Returns the new record.
+    using record_editor = std::function<base::result<void>(object_record&)>;
+    io::task<base::result<object_record>> update(std::string bucket, std::string key, record_editor edit,
+                                                 write_conditions conditions);
     // Removes a key; deleting a missing key succeeds with nullopt (S3 semantics).
     io::task<base::result<std::optional<object_record>>> remove(std::string bucket, std::string key,
                                                                  write_conditions conditions);
@@ -181,6 +186,8 @@ private:
     io::task<base::result<std::optional<object_record>>> shard_remove(unsigned shard_id, std::string bucket,
                                                                        std::string key, write_conditions conditions);
     io::task<base::result<object_record>> shard_lookup(unsigned shard_id, std::string bucket, std::string key);
+    io::task<base::result<object_record>> shard_update(unsigned shard_id, std::string bucket, std::string key,
+                                                       record_editor edit, write_conditions conditions);
     io::task<base::result<list_page>> core_list(list_request request);
     io::task<base::result<void>> core0_create_bucket(std::string name);
     io::task<base::result<void>> core0_delete_bucket(std::string name);

@@ -32,6 +32,11 @@ void encode(encoder& e, const object_record& r) {
         e.u32(s.block_bytes);
         e.u32(s.table_crc);
     }
+    e.u32(static_cast<std::uint32_t>(r.tags.size()));
+    for (const auto& [key, value] : r.tags) {
+        e.str(key);
+        e.str(value);
+    }
 }
 
 bool decode(decoder& d, object_record& r) {
@@ -61,6 +66,16 @@ bool decode(decoder& d, object_record& r) {
         s.block_bytes = d.u32();
         s.table_crc = d.u32();
         r.segments.push_back(s);
+    }
+    r.tags.clear();
+    if (d.ok() && !d.at_end()) {  // records written before tags existed end here
+        std::uint32_t tags = d.u32();
+        if (!d.ok() || tags > 64) return false;
+        for (std::uint32_t i = 0; i < tags && d.ok(); ++i) {
+            std::string key = d.str();
+            std::string value = d.str();
+            r.tags.emplace_back(std::move(key), std::move(value));
+        }
     }
     return d.ok();
 }

@@ -40,6 +40,7 @@ struct object_record {
     std::string checksum_algorithm;  // "CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256" or empty
     std::string checksum_value;      // base64, as S3 returns it
     std::vector<segment> segments;
+    std::vector<std::pair<std::string, std::string>> tags;  // object tagging (at most 10)
 };
 
 void encode(encoder& e, const object_record& r);

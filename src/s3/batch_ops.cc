@@ -1,0 +1,194 @@
+// DeleteObjects, object tagging and GetObjectAttributes.
+
+#include <pugixml.hpp>
+
+#include "base/clock.h"
+#include "base/encoding.h"
+#include "io/wait_group.h"
+#include "s3/service.h"
+#include "s3/service_internal.h"
+#include "s3/xml.h"
+
+namespace fjord::s3 {
+
+namespace {
+constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
+constexpr std::size_t max_delete_keys = 1000;
+constexpr std::size_t max_tags = 10;
+constexpr std::size_t deletes_in_flight = 64;  // enough for group commit to batch the journal writes
+
+base::result<pugi::xml_document*> parse_xml(pugi::xml_document& doc, const std::string& body) {
+    std::string lowered = base::to_lower(body);
+    if (lowered.find("<!doctype") != std::string::npos || lowered.find("<!entity") != std::string::npos)
+        return base::fail(base::errc::malformed_xml, "XML with a document type declaration is not accepted");
+    if (!doc.load_buffer(body.data(), body.size(), pugi::parse_default & ~pugi::parse_doctype))
+        return base::fail(base::errc::malformed_xml,
+                          "The XML you provided was not well-formed or did not validate against our published schema.");
+    return &doc;
+}
+
+base::result<void> check_tag(const std::string& key, const std::string& value) {
+    if (key.empty() || key.size() > 128 || value.size() > 256 || !base::is_valid_utf8(key) || !base::is_valid_utf8(value))
+        return base::fail(base::errc::invalid_argument, "The TagKey or TagValue you have provided is invalid");
+    return {};
+}
+
+struct delete_outcome {
+    std::string key;
+    base::errc code = base::errc::ok;
+    std::string message;
+};
+
+io::task<void> delete_one(store::engine* engine, std::string bucket, delete_outcome* out) {
+    auto removed = co_await engine->remove(bucket, out->key, {});
+    if (!removed) {
+        out->code = removed.code();
+        out->message = removed.err().message;
+        co_return;
+    }
+    if (*removed) co_await engine->reclaim(std::move(**removed));
+}
+}  // namespace
+
+base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(std::string_view text) {
+    std::vector<std::pair<std::string, std::string>> tags;
+    while (!text.empty()) {
+        auto amp = text.find('&');
+        std::string_view item = text.substr(0, amp);
+        text = amp == std::string_view::npos ? std::string_view{} : text.substr(amp + 1);
+        if (item.empty()) continue;
+        auto eq = item.find('=');
+        auto key = base::uri_decode(item.substr(0, eq), true);
+        auto value = base::uri_decode(eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1), true);
+        if (!key || !value) return base::fail(base::errc::invalid_argument, "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates.");
+        FJORD_TRY(check_tag(*key, *value));
+        for (const auto& t : tags)
+            if (t.first == *key) return base::fail(base::errc::invalid_argument, "Cannot provide multiple Tags with the same key");
+        tags.emplace_back(std::move(*key), std::move(*value));
+    }
+    if (tags.size() > max_tags) return base::fail(base::errc::invalid_argument, "Object tags cannot be greater than 10");
+    return tags;
+}
+
+io::task<void> service::delete_objects(context& c) {
+    auto body = co_await read_verified_body(c, 2 * 1024 * 1024);
+    if (!body) co_return co_await send_error(c, body.err());
+    pugi::xml_document doc;
+    if (auto parsed = parse_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
+    pugi::xml_node root = doc.child("Delete");
+    if (!root) co_return co_await send_error(c, {base::errc::malformed_xml, "expected a Delete document"});
+    bool quiet = base::iequals(base::trim(root.child_value("Quiet")), "true");
+    std::vector<delete_outcome> outcomes;
+    for (pugi::xml_node o : root.children("Object")) {
+        if (outcomes.size() == max_delete_keys)
+            co_return co_await send_error(c, {base::errc::malformed_xml, "A DeleteObjects request may name at most 1000 keys"});
+        outcomes.push_back({o.child_value("Key"), base::errc::ok, {}});
+    }
+    if (outcomes.empty()) co_return co_await send_error(c, {base::errc::malformed_xml, "No keys to delete"});
+    if (!_engine.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    io::wait_group group(deletes_in_flight);
+    for (auto& o : outcomes) {
+        if (o.key.empty() || o.key.size() > 1024) {
+            o.code = o.key.empty() ? base::errc::invalid_argument : base::errc::key_too_long;
+            o.message = o.key.empty() ? "The key is empty" : "Your key is too long";
+            continue;
+        }
+        co_await group.spawn(delete_one(&_engine, c.req.bucket, &o));
+    }
+    co_await group.wait();
+    xml_writer x;
+    x.open("DeleteResult", s3_xmlns);
+    for (const auto& o : outcomes) {
+        if (o.code == base::errc::ok) {
+            if (!quiet) x.open("Deleted").element("Key", o.key).close("Deleted");
+        } else {
+            x.open("Error").element("Key", o.key).element("Code", base::errc_s3_code(o.code));
+            x.element("Message", o.message).close("Error");
+        }
+    }
+    x.close("DeleteResult");
+    co_await send_xml(c, 200, x.take());
+}
+
+io::task<void> service::put_object_tagging(context& c) {
+    auto body = co_await read_verified_body(c, 64 * 1024);
+    if (!body) co_return co_await send_error(c, body.err());
+    pugi::xml_document doc;
+    if (auto parsed = parse_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
+    pugi::xml_node set = doc.child("Tagging").child("TagSet");
+    if (!set) co_return co_await send_error(c, {base::errc::malformed_xml, "expected Tagging/TagSet"});
+    std::vector<std::pair<std::string, std::string>> tags;
+    for (pugi::xml_node t : set.children("Tag")) {
+        std::string key = t.child_value("Key"), value = t.child_value("Value");
+        if (auto ok = check_tag(key, value); !ok) co_return co_await send_error(c, ok.err());
+        for (const auto& existing : tags)
+            if (existing.first == key)
+                co_return co_await send_error(c, {base::errc::invalid_argument, "Cannot provide multiple Tags with the same key"});
+        tags.emplace_back(std::move(key), std::move(value));
+    }
+    if (tags.size() > max_tags) co_return co_await send_error(c, {base::errc::invalid_argument, "Object tags cannot be greater than 10"});
+    auto edit = [tags](store::object_record& r) -> base::result<void> {
+        r.tags = tags;
+        return {};
+    };
+    auto updated = co_await _engine.update(c.req.bucket, c.req.key, edit, {});
+    if (!updated) co_return co_await send_error(c, updated.err());
+    (void)co_await c.ex.send_all(200, c.common_headers(), "");
+}
+
+io::task<void> service::get_object_tagging(context& c) {
+    auto found = co_await _engine.lookup(c.req.bucket, c.req.key);
+    if (!found) co_return co_await send_error(c, found.err());
+    xml_writer x;
+    x.open("Tagging", s3_xmlns).open("TagSet");
+    for (const auto& [key, value] : found->tags) x.open("Tag").element("Key", key).element("Value", value).close("Tag");
+    x.close("TagSet").close("Tagging");
+    co_await send_xml(c, 200, x.take());
+}
+
+io::task<void> service::delete_object_tagging(context& c) {
+    auto edit = [](store::object_record& r) -> base::result<void> {
+        r.tags.clear();
+        return {};
+    };
+    auto updated = co_await _engine.update(c.req.bucket, c.req.key, edit, {});
+    if (!updated) co_return co_await send_error(c, updated.err());
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+}
+
+io::task<void> service::get_object_attributes(context& c) {
+    auto found = co_await _engine.lookup(c.req.bucket, c.req.key);
+    if (!found) co_return co_await send_error(c, found.err());
+    const store::object_record& r = *found;
+    std::string wanted = base::to_lower(c.ex.head().value_of("x-amz-object-attributes"));
+    if (wanted.empty())
+        co_return co_await send_error(c, {base::errc::invalid_argument, "The x-amz-object-attributes header specifying the attributes to be retrieved is either missing or empty"});
+    auto asked = [&](std::string_view name) { return wanted.find(name) != std::string::npos; };
+    xml_writer x;
+    x.open("GetObjectAttributesResponse", s3_xmlns);
+    if (asked("etag")) x.element("ETag", r.etag);
+    if (asked("checksum")) {
+        if (auto alg = parse_checksum_algorithm(r.checksum_algorithm)) {
+            x.open("Checksum").element("Checksum" + std::string(checksum_name(*alg)), r.checksum_value);
+            x.element("ChecksumType", r.checksum_value.find('-') == std::string::npos ? "FULL_OBJECT" : "COMPOSITE");
+            x.close("Checksum");
+        }
+    }
+    if (asked("objectparts") && r.segments.size() > 1) {
+        x.open("ObjectParts").element("TotalPartsCount", r.segments.size()).element("PartNumberMarker", 0);
+        x.element("NextPartNumberMarker", r.segments.size()).element("MaxParts", 1000).element_bool("IsTruncated", false);
+        for (std::size_t i = 0; i < r.segments.size(); ++i)
+            x.open("Part").element("PartNumber", i + 1).element("Size", r.segments[i].size_bytes).close("Part");
+        x.close("ObjectParts");
+    }
+    if (asked("storageclass")) x.element("StorageClass", "STANDARD");
+    if (asked("objectsize")) x.element("ObjectSize", r.size_bytes);
+    x.close("GetObjectAttributesResponse");
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/xml");
+    headers.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
+    (void)co_await c.ex.send_all(200, headers, x.take());
+}
+
+}  // namespace fjord::s3
