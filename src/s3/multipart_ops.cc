@@ -127,18 +127,6 @@ base::result<store::object_record> build_object(const store::upload_record& u, c
     return r;
 }
 
-io::task<base::result<std::string>> read_small_body(http::exchange& ex, std::size_t limit) {
-    std::string body;
-    std::vector<std::byte> chunk(16 * 1024);
-    for (;;) {
-        auto n = co_await ex.body().read(chunk.data(), chunk.size());
-        if (!n) co_return n.as_failure();
-        if (*n == 0) break;
-        if (body.size() + *n > limit) co_return base::fail(base::errc::malformed_xml, "request body too large");
-        body.append(reinterpret_cast<const char*>(chunk.data()), *n);
-    }
-    co_return body;
-}
 
 base::result<std::uint32_t> part_number_of(const s3_request& r) {
     auto n = base::parse_u64(r.param("partNumber"));
@@ -218,7 +206,7 @@ io::task<void> service::complete_multipart_upload(context& c) {
     std::string upload_id(c.req.param("uploadId"));
     auto conditions = write_conditions_of(c.ex.head());
     if (!conditions) co_return co_await send_error(c, conditions.err());
-    auto body = co_await read_small_body(c.ex, max_complete_body_bytes);
+    auto body = co_await read_verified_body(c, max_complete_body_bytes);
     if (!body) co_return co_await send_error(c, body.err());
     auto wanted = parse_complete_body(*body);
     if (!wanted) co_return co_await send_error(c, wanted.err());
