@@ -29,18 +29,21 @@ base::result<pugi::xml_document*> parse_xml(pugi::xml_document& doc, const std::
 
 base::result<void> check_tag(const std::string& key, const std::string& value) {
     if (key.empty() || key.size() > 128 || value.size() > 256 || !base::is_valid_utf8(key) || !base::is_valid_utf8(value))
-        return base::fail(base::errc::invalid_argument, "The TagKey or TagValue you have provided is invalid");
+        return base::fail(base::errc::invalid_tag, "The TagKey or TagValue you have provided is invalid");
     return {};
 }
 
 struct delete_outcome {
     std::string key;
+    std::string if_match;  // the optional per-object <ETag> condition
     base::errc code = base::errc::ok;
     std::string message;
 };
 
 io::task<void> delete_one(store::engine* engine, std::string bucket, delete_outcome* out) {
-    auto removed = co_await engine->remove(bucket, out->key, {});
+    store::write_conditions conditions;
+    if (!out->if_match.empty()) conditions.if_match_etag = unquote_etag(out->if_match);
+    auto removed = co_await engine->remove(bucket, out->key, conditions);
     if (!removed) {
         out->code = removed.code();
         out->message = removed.err().message;
@@ -63,14 +66,21 @@ base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_hea
         if (!key || !value) return base::fail(base::errc::invalid_argument, "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates.");
         FJORD_TRY(check_tag(*key, *value));
         for (const auto& t : tags)
-            if (t.first == *key) return base::fail(base::errc::invalid_argument, "Cannot provide multiple Tags with the same key");
+            if (t.first == *key) return base::fail(base::errc::invalid_tag, "Cannot provide multiple Tags with the same key");
         tags.emplace_back(std::move(*key), std::move(*value));
     }
-    if (tags.size() > max_tags) return base::fail(base::errc::invalid_argument, "Object tags cannot be greater than 10");
+    if (tags.size() > max_tags) return base::fail(base::errc::invalid_tag, "Object tags cannot be greater than 10");
     return tags;
 }
 
 io::task<void> service::delete_objects(context& c) {
+    const http::request_head& head = c.ex.head();
+    bool has_integrity = head.find("content-md5") != nullptr || !head.value_of("x-amz-trailer").empty();
+    for (const auto& h : head.headers)
+        if (base::to_lower(h.name).starts_with("x-amz-checksum-") && !base::iequals(h.name, "x-amz-checksum-type"))
+            has_integrity = true;
+    if (!has_integrity)
+        co_return co_await send_error(c, {base::errc::invalid_request, "Missing required header for this request: Content-MD5"});
     auto body = co_await read_verified_body(c, 2 * 1024 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     pugi::xml_document doc;
@@ -82,7 +92,7 @@ io::task<void> service::delete_objects(context& c) {
     for (pugi::xml_node o : root.children("Object")) {
         if (outcomes.size() == max_delete_keys)
             co_return co_await send_error(c, {base::errc::malformed_xml, "A DeleteObjects request may name at most 1000 keys"});
-        outcomes.push_back({o.child_value("Key"), base::errc::ok, {}});
+        outcomes.push_back({o.child_value("Key"), base::trim(o.child_value("ETag")).data() ? std::string(base::trim(o.child_value("ETag"))) : std::string{}, base::errc::ok, {}});
     }
     if (outcomes.empty()) co_return co_await send_error(c, {base::errc::malformed_xml, "No keys to delete"});
     if (!_engine.bucket_exists(c.req.bucket))
@@ -124,10 +134,10 @@ io::task<void> service::put_object_tagging(context& c) {
         if (auto ok = check_tag(key, value); !ok) co_return co_await send_error(c, ok.err());
         for (const auto& existing : tags)
             if (existing.first == key)
-                co_return co_await send_error(c, {base::errc::invalid_argument, "Cannot provide multiple Tags with the same key"});
+                co_return co_await send_error(c, {base::errc::invalid_tag, "Cannot provide multiple Tags with the same key"});
         tags.emplace_back(std::move(key), std::move(value));
     }
-    if (tags.size() > max_tags) co_return co_await send_error(c, {base::errc::invalid_argument, "Object tags cannot be greater than 10"});
+    if (tags.size() > max_tags) co_return co_await send_error(c, {base::errc::invalid_tag, "Object tags cannot be greater than 10"});
     auto edit = [tags](store::object_record& r) -> base::result<void> {
         r.tags = tags;
         return {};
@@ -175,11 +185,22 @@ io::task<void> service::get_object_attributes(context& c) {
             x.close("Checksum");
         }
     }
-    if (asked("objectparts") && r.segments.size() > 1) {
-        x.open("ObjectParts").element("TotalPartsCount", r.segments.size()).element("PartNumberMarker", 0);
-        x.element("NextPartNumberMarker", r.segments.size()).element("MaxParts", 1000).element_bool("IsTruncated", false);
-        for (std::size_t i = 0; i < r.segments.size(); ++i)
-            x.open("Part").element("PartNumber", i + 1).element("Size", r.segments[i].size_bytes).close("Part");
+    if (asked("objectparts") && !r.part_checksums.empty()) {
+        std::uint64_t max_parts = base::parse_u64(c.ex.head().value_of("x-amz-max-parts")).value_or(1000);
+        std::uint64_t marker = base::parse_u64(c.ex.head().value_of("x-amz-part-number-marker")).value_or(0);
+        max_parts = std::min<std::uint64_t>(max_parts, 1000);
+        auto alg = parse_checksum_algorithm(r.checksum_algorithm);
+        x.open("ObjectParts").element("PartsCount", r.segments.size()).element("PartNumberMarker", marker);
+        std::uint64_t listed = 0, last = marker;
+        for (std::uint64_t i = marker; i < r.segments.size() && listed < max_parts; ++i, ++listed) {
+            x.open("Part").element("PartNumber", i + 1).element("Size", r.segments[i].size_bytes);
+            if (alg && !r.part_checksums[i].empty())
+                x.element("Checksum" + std::string(checksum_name(*alg)), r.part_checksums[i]);
+            x.close("Part");
+            last = i + 1;
+        }
+        x.element("NextPartNumberMarker", last).element("MaxParts", max_parts);
+        x.element_bool("IsTruncated", last < r.segments.size());
         x.close("ObjectParts");
     }
     if (asked("storageclass")) x.element("StorageClass", "STANDARD");

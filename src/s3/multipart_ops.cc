@@ -116,6 +116,7 @@ base::result<store::object_record> build_object(const store::upload_record& u, c
             return base::fail(base::errc::entity_too_small, "Your proposed upload is smaller than the minimum allowed object size.");
         etag_md5.update(etag_raw(parts[i]->etag));
         r.segments.push_back(parts[i]->data);
+        r.part_checksums.push_back(parts[i]->checksum_value);
         r.size_bytes += parts[i]->data.size_bytes;
     }
     r.etag = base::hex_encode(etag_md5.finish()) + "-" + std::to_string(parts.size());

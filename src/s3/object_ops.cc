@@ -184,8 +184,11 @@ void add_object_headers(http::header_list& h, const store::object_record& r, con
     for (const auto& [name, param] : overrides)
         if (req.has(param)) h.emplace_back(std::string(name), std::string(req.param(param)));
     if (checksum_mode && !r.checksum_algorithm.empty()) {
-        if (auto alg = parse_checksum_algorithm(r.checksum_algorithm))
+        if (auto alg = parse_checksum_algorithm(r.checksum_algorithm)) {
             h.emplace_back(checksum_header_name(*alg), r.checksum_value);
+            h.emplace_back("x-amz-checksum-type",
+                           r.checksum_value.find('-') == std::string::npos ? "FULL_OBJECT" : "COMPOSITE");
+        }
     }
 }
 

@@ -159,8 +159,8 @@ struct record_applier {
             std::string id = d.str(), bucket = d.str(), key = d.str();
             object_record r;
             if (!decode(d, r)) return false;
-            uploads.erase(id);
-            index[bucket][key] = std::move(r);
+            // A completion journaled after an abort of the same upload did not happen (as when it ran).
+            if (uploads.erase(id) == 1) index[bucket][key] = std::move(r);
         } else if (type == record_abort_upload) {
             uploads.erase(d.str());
         } else {

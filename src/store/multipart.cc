@@ -190,24 +190,28 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned 
         e.str(key);
         encode(e, *built);
         completed_upload done;
+        bool upload_gone = false;
         auto appended = co_await s.log->append(record_complete_upload, std::move(payload), {}, [&] {
             upload_record* still = find_upload(s.uploads, upload_id, bucket, key);
-            if (still) {
-                for (const auto& entry : still->parts) {
-                    const segment& data = entry.second.data;
-                    bool used = std::any_of(built->segments.begin(), built->segments.end(),
-                                            [&](const segment& g) { return g.id == data.id; });
-                    if (!used) done.unused_parts.push_back(data);
-                }
-                s.uploads.erase(upload_id);
+            if (!still) {
+                upload_gone = true;  // aborted (or expired) while this completion was being written
+                return;
             }
+            for (const auto& entry : still->parts) {
+                const segment& data = entry.second.data;
+                bool used = std::any_of(built->segments.begin(), built->segments.end(),
+                                        [&](const segment& g) { return g.id == data.id; });
+                if (!used) done.unused_parts.push_back(data);
+            }
+            s.uploads.erase(upload_id);
             auto& slot = s.index[bucket][key];
             if (!slot.segments.empty() || !slot.etag.empty()) done.replaced = std::move(slot);
             slot = *built;
         });
         done.object = std::move(*built);
-        if (appended) outcome = std::move(done);
-        else outcome = appended.as_failure();
+        if (!appended) outcome = appended.as_failure();
+        else if (upload_gone) outcome = no_such_upload();
+        else outcome = std::move(done);
     }
     unlock_key(s.locks, lock);
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
@@ -224,6 +228,9 @@ io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_
                                                                  std::string upload_id) {
     shard& s = *_shards[shard_id];
     if (!find_upload(s.uploads, upload_id, bucket, key)) co_return no_such_upload();
+    // Under the key lock, so an abort and a completion of the same upload never interleave.
+    std::string lock = lock_name(bucket, key);
+    co_await lock_key(s.locks, lock);
     std::string payload;
     encoder e(payload);
     e.str(upload_id);
@@ -234,6 +241,7 @@ io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_
         removed = std::move(it->second);
         s.uploads.erase(it);
     });
+    unlock_key(s.locks, lock);
     if (!appended) co_return appended.as_failure();
     if (!removed) co_return no_such_upload();
     co_return std::move(*removed);

@@ -37,6 +37,8 @@ void encode(encoder& e, const object_record& r) {
         e.str(key);
         e.str(value);
     }
+    e.u32(static_cast<std::uint32_t>(r.part_checksums.size()));
+    for (const auto& c : r.part_checksums) e.str(c);
 }
 
 bool decode(decoder& d, object_record& r) {
@@ -76,6 +78,12 @@ bool decode(decoder& d, object_record& r) {
             std::string value = d.str();
             r.tags.emplace_back(std::move(key), std::move(value));
         }
+    }
+    r.part_checksums.clear();
+    if (d.ok() && !d.at_end()) {
+        std::uint32_t parts = d.u32();
+        if (!d.ok() || parts > 10000) return false;
+        for (std::uint32_t i = 0; i < parts && d.ok(); ++i) r.part_checksums.push_back(d.str());
     }
     return d.ok();
 }

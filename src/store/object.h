@@ -41,6 +41,9 @@ struct object_record {
     std::string checksum_value;      // base64, as S3 returns it
     std::vector<segment> segments;
     std::vector<std::pair<std::string, std::string>> tags;  // object tagging (at most 10)
+    // For an object made by a multipart upload: each part's checksum (base64, may be empty), parallel to
+    // `segments`. Empty for an object written by one PUT.
+    std::vector<std::string> part_checksums;
 };
 
 void encode(encoder& e, const object_record& r);
