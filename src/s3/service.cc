@@ -191,7 +191,9 @@ io::task<void> service::dispatch(context& c) {
         static constexpr std::string_view unsupported[] = {"uploads", "delete", "versioning", "acl", "policy", "lifecycle",
                                                            "cors", "tagging", "encryption", "object-lock", "replication",
                                                            "website", "logging", "notification", "versions", "accelerate",
-                                                           "requestPayment", "ownershipControls", "publicAccessBlock"};
+                                                           "requestPayment", "ownershipControls", "publicAccessBlock",
+                                                           "analytics", "inventory", "metrics", "intelligent-tiering",
+                                                           "policyStatus", "session", "metadataTable"};
         for (auto sub : unsupported)
             if (r.has(sub))
                 co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
@@ -202,6 +204,8 @@ io::task<void> service::dispatch(context& c) {
             case method::get:
                 if (r.has("location")) co_return co_await bucket_location(c);
                 co_return co_await list_objects(c, r.param("list-type") == "2");
+            case method::post:
+                co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement browser POST uploads"});
             default: break;
         }
         co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
@@ -232,7 +236,7 @@ io::task<void> service::dispatch(context& c) {
     if (r.has("attributes") && verb == method::get) co_return co_await get_object_attributes(c);
     static constexpr std::string_view unsupported_object[] = {"uploads", "uploadId", "tagging", "acl", "retention",
                                                               "legal-hold", "attributes", "restore", "torrent",
-                                                              "select"};
+                                                              "select", "renameObject"};
     for (auto sub : unsupported_object)
         if (r.has(sub))
             co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
