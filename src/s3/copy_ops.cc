@@ -229,18 +229,9 @@ io::task<void> service::upload_part_copy(context& c) {
             if (body.code() == base::errc::not_found && attempt < 2) continue;
             co_return co_await send_error(c, body.err());
         }
-        store::part_record part;
-        part.number = static_cast<std::uint32_t>(*number);
-        part.data = body->data;
-        part.etag = body->etag;
-        part.checksum_value = body->checksum_value;
-        part.modified_ms = base::unix_now_ms();
-        auto committed = co_await _engine.commit_part(c.req.bucket, c.req.key, upload_id, part);
-        if (!committed) {
-            co_await _engine.reclaim_segments({body->data});
-            co_return co_await send_error(c, committed.err());
-        }
-        if (*committed) co_await _engine.reclaim_segments({(*committed)->data});
+        auto committed = co_await commit_received_part(c, upload_id, static_cast<std::uint32_t>(*number), *body);
+        if (!committed) co_return co_await send_error(c, committed.err());
+        const store::part_record& part = *committed;
         xml_writer x;
         x.open("CopyPartResult", s3_xmlns);
         x.element("LastModified", base::format_iso8601_ms(part.modified_ms));

@@ -184,23 +184,30 @@ io::task<void> service::upload_part(context& c) {
         co_await _engine.reclaim_segments({body->data});
         co_return co_await send_error(c, {base::errc::invalid_request, "The part's checksum algorithm differs from the upload's"});
     }
-    store::part_record part;
-    part.number = *number;
-    part.data = body->data;
-    part.etag = body->etag;
-    part.checksum_value = body->checksum_value;
-    part.modified_ms = base::unix_now_ms();
-    auto committed = co_await _engine.commit_part(c.req.bucket, c.req.key, upload_id, part);
-    if (!committed) {
-        co_await _engine.reclaim_segments({body->data});
-        co_return co_await send_error(c, committed.err());
-    }
-    if (*committed) co_await _engine.reclaim_segments({(*committed)->data});
+    auto committed = co_await commit_received_part(c, upload_id, *number, *body);
+    if (!committed) co_return co_await send_error(c, committed.err());
     auto headers = c.common_headers();
     headers.emplace_back("ETag", "\"" + body->etag + "\"");
     if (body->checksum != checksum_algorithm::none)
         headers.emplace_back(checksum_header_name(body->checksum), body->checksum_value);
     (void)co_await c.ex.send_all(200, headers, "");
+}
+
+io::task<base::result<store::part_record>> service::commit_received_part(context& c, std::string upload_id,
+                                                                         std::uint32_t number, received_body body) {
+    store::part_record part;
+    part.number = number;
+    part.data = body.data;
+    part.etag = body.etag;
+    part.checksum_value = body.checksum_value;
+    part.modified_ms = base::unix_now_ms();
+    auto committed = co_await _engine.commit_part(c.req.bucket, c.req.key, upload_id, part);
+    if (!committed) {
+        co_await _engine.reclaim_segments({body.data});
+        co_return committed.as_failure();
+    }
+    if (*committed) co_await _engine.reclaim_segments({(*committed)->data});  // an earlier upload of this part
+    co_return part;
 }
 
 io::task<void> service::complete_multipart_upload(context& c) {

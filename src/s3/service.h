@@ -68,6 +68,9 @@ private:
                                                     std::uint64_t length, checksum_algorithm alg);
     // A request body of at most `limit` bytes, with every digest it carries verified.
     io::task<base::result<std::string>> read_verified_body(context& c, std::size_t limit);
+    // Commits a stored part to its upload (reclaiming a replaced part, or this one on failure).
+    io::task<base::result<store::part_record>> commit_received_part(context& c, std::string upload_id,
+                                                                    std::uint32_t number, received_body body);
     io::task<void> copy_object(context& c);
     io::task<void> upload_part_copy(context& c);
     io::task<void> delete_objects(context& c);
