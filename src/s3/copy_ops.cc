@@ -162,6 +162,7 @@ io::task<void> service::copy_object(context& c) {
             auto body = co_await copy_data(*found, 0, found->size_bytes, alg);
             if (!body) {
                 if (body.code() == base::errc::not_found && attempt < 2) continue;  // source replaced meanwhile
+                if (body.code() == base::errc::not_found) body = base::fail(base::errc::data_corrupted, body.err().message);
                 co_return co_await send_error(c, body.err());
             }
             record.size_bytes = body->data.size_bytes;
@@ -227,6 +228,7 @@ io::task<void> service::upload_part_copy(context& c) {
         auto body = co_await copy_data(*found, first, length, alg);
         if (!body) {
             if (body.code() == base::errc::not_found && attempt < 2) continue;
+            if (body.code() == base::errc::not_found) body = base::fail(base::errc::data_corrupted, body.err().message);
             co_return co_await send_error(c, body.err());
         }
         auto committed = co_await commit_received_part(c, upload_id, static_cast<std::uint32_t>(*number), *body);

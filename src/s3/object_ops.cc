@@ -354,6 +354,8 @@ io::task<void> service::get_object(context& c, bool head_only) {
             co_return;
         }
         if (sent.code() == base::errc::not_found && attempt < 2) continue;
+        // A record whose data file is missing is damage, not a missing key.
+        if (sent.code() == base::errc::not_found) co_return co_await send_error(c, {base::errc::data_corrupted, sent.err().message});
         co_return co_await send_error(c, sent.err());
     }
 }

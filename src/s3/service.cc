@@ -137,10 +137,17 @@ io::task<void> service::send_error(context& c, const base::error& err) {
         (void)co_await c.ex.send_all(status, headers, "");
         co_return;
     }
-    if (status >= 500) LOG_WARN("%s %s -> %d %s", c.ex.head().method_text.data() ? std::string(c.ex.head().method_text).c_str() : "?",
-                               c.req.resource.c_str(), status, err.message.c_str());
+    base::error shown = err;
+    if (status >= 500 && status != 501) {
+        // The details (file names, errno text) are for the operator's log, not for the client.
+        std::string method(c.ex.head().method_text);
+        LOG_WARN("%s %s -> %d %s (request %s)", method.c_str(), c.req.resource.c_str(), status, err.message.c_str(),
+                 c.request_id.c_str());
+        if (status == 500) shown.message = "We encountered an internal error. Please try again.";
+        if (err.code == base::errc::storage_full) shown.message = "The server has no space left to store this object.";
+    }
     headers.emplace_back("Content-Type", "application/xml");
-    std::string body = error_xml(err, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource, c.request_id);
+    std::string body = error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource, c.request_id);
     (void)co_await c.ex.send_all(status, headers, body);
 }
 
