@@ -17,6 +17,23 @@ TEST(checksum, crc32c_check_value) { EXPECT_EQ(crc32c(bytes_of("123456789")), 0x
 TEST(checksum, crc32_check_value) { EXPECT_EQ(crc32(bytes_of("123456789")), 0xCBF43926u); }
 TEST(checksum, crc64nvme_check_value) { EXPECT_EQ(crc64nvme(bytes_of("123456789")), 0xAE8B14860A799888ull); }
 
+TEST(checksum, crc64nvme_fast_paths_match_the_definition) {
+    // Every length around the folding thresholds (256 bytes, 128-byte steps, 16-byte tail), several inits.
+    std::string data(5000, '\0');
+    std::uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (char& c : data) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        c = static_cast<char>(x);
+    }
+    for (size_t len = 0; len <= 1200; ++len) {
+        auto piece = as_bytes(data.data() + (len % 7), len);
+        for (std::uint64_t init : {0ull, 0x0123456789ABCDEFull})
+            ASSERT_EQ(crc64nvme(piece, init), crc64nvme_reference(piece, init)) << "length " << len;
+    }
+    auto whole = as_bytes(data.data(), data.size());
+    EXPECT_EQ(crc64nvme(whole), crc64nvme_reference(whole));
+}
+
 TEST(checksum, crcs_continue_across_pieces) {
     std::string data(100000, '\0');
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + 3);
