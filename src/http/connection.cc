@@ -35,6 +35,7 @@ public:
     std::size_t end = 0;
     std::string spill;      // bytes received past a chunked body (the next request), kept for later
     io::completion* idle_wait = nullptr;
+    std::int64_t head_deadline_ms = 0;  // monotonic; 0 while no byte of the next head has arrived
     bool broken = false;
 };
 
@@ -116,6 +117,7 @@ std::string format_response_head(int status, const header_list& headers, std::op
 // ---- connection_state ----
 
 io::task<base::result<std::size_t>> connection_state::read_head(request_head& head) {
+    head_deadline_ms = 0;
     for (;;) {
         if (end > start) {
             auto parsed = parse_request_head(std::string_view(in.data() + start, end - start), limits.parse, head);
@@ -138,7 +140,14 @@ io::task<base::result<std::size_t>> connection_state::read_head(request_head& he
             in.resize(std::min(in.size() * 2, limits.parse.max_head_bytes + 1));
         }
         bool idle = end == start;
-        auto op = io::recv(fd, in.data() + end, in.size() - end, idle ? limits.idle_timeout_ms : limits.header_timeout_ms);
+        // The head has one deadline from its first byte, so a client sending a byte at a time (slowloris)
+        // cannot hold the connection longer than header_timeout_ms.
+        std::int64_t now_ms = base::monotonic_now_ns() / 1'000'000;
+        if (idle) head_deadline_ms = 0;
+        else if (head_deadline_ms == 0) head_deadline_ms = now_ms + limits.header_timeout_ms;
+        std::int64_t timeout_ms = idle ? limits.idle_timeout_ms : head_deadline_ms - now_ms;
+        if (timeout_ms <= 0) co_return base::fail(base::errc::timed_out, "timed out reading a request head");
+        auto op = io::recv(fd, in.data() + end, in.size() - end, timeout_ms);
         if (idle) idle_wait = op.record();
         int n = co_await op;
         idle_wait = nullptr;
