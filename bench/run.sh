@@ -3,13 +3,17 @@
 #   1. raw O_DIRECT disk write/read on the file system the server stores its data on (`fjord bench disk`)
 #   2. loopback TCP (`fjord bench net`)
 #   3. S3 PUT, then GET, of 64 MiB objects with 8 concurrent clients against a fresh `fjord serve`
-# and a table of each S3 result as a fraction of its limit: PUT / disk write, GET / min(disk read, net).
+#   4. the MLPerf Storage v3.0 llama3-8b checkpoint workload at scale 1/32 (`fjord bench checkpoint`,
+#      8 ranks, no compute gap, BENCH_CHECKPOINTS checkpoints written then read back)
+# and a table of each result as a fraction of its limit: PUT / disk write, GET / min(disk read, net),
+# checkpoint write / disk write, checkpoint read / disk read.
 #
 # Knobs (environment): FJORD_BINARY (build/release/fjord), BENCH_DIR (build/bench: data, logs, results;
 # it must be on the file system you want to measure), BENCH_SIZE (64MiB), BENCH_CONCURRENCY (8),
 # BENCH_DURATION (10 s per S3 phase), BENCH_SERVER_CORES (all), BENCH_CLIENT_CORES (2),
 # BENCH_DISK_MIB (1024), BENCH_DISK_SHAPES ("32:1024 4:1024 8:256", depth:block-KiB pairs),
-# BENCH_DISK_PASSES (2), BENCH_NET_SECONDS (3), BENCH_NET_STREAMS (1), BENCH_KEEP_DATA (unset: the
+# BENCH_DISK_PASSES (2), BENCH_NET_SECONDS (3), BENCH_NET_STREAMS (1), BENCH_CHECKPOINTS (3; 0 skips
+# the checkpoint phase), BENCH_CHECKPOINT_SCALE (1/32), BENCH_KEEP_DATA (unset: the
 # server's data directory is removed at the end; results and the server log stay).
 #
 # The disk limit is the best pass over a few queue depths and block sizes: on a shared virtual disk one
@@ -29,6 +33,8 @@ DISK_SHAPES=${BENCH_DISK_SHAPES:-32:1024 4:1024 8:256}
 DISK_PASSES=${BENCH_DISK_PASSES:-2}
 NET_SECONDS=${BENCH_NET_SECONDS:-3}
 NET_STREAMS=${BENCH_NET_STREAMS:-1}
+CHECKPOINTS=${BENCH_CHECKPOINTS:-3}
+CHECKPOINT_SCALE=${BENCH_CHECKPOINT_SCALE:-1/32}
 BUCKET=bench
 
 [[ -x "$FJORD" ]] || { echo "bench/run.sh: $FJORD not found (run make build)" >&2; exit 1; }
@@ -87,6 +93,11 @@ snapshot_top put
 echo "== s3 get (reuses the objects of the put phase)"
 snapshot_top get
 "$FJORD" bench s3 --op get "${S3_ARGS[@]}" --json "$RESULTS/get.json"
+if (( CHECKPOINTS > 0 )); then
+    echo "== checkpoint (llama3-8b, scale $CHECKPOINT_SCALE, $CHECKPOINTS checkpoints, no compute gap)"
+    "$FJORD" bench checkpoint --endpoint "$ENDPOINT" --bucket checkpoint --scale "$CHECKPOINT_SCALE" \
+        --checkpoints "$CHECKPOINTS" --compute-seconds 0 --cores "$CLIENT_CORES" --json "$RESULTS/checkpoint.json"
+fi
 wait "${SNAPSHOT_PIDS[@]}" || true  # a snapshot is a diagnostic, not a result
 stop_server
 [[ -n "${BENCH_KEEP_DATA:-}" ]] || rm -rf "$DATA"  # about 1 GiB of objects; BENCH_KEEP_DATA=1 keeps them
@@ -102,6 +113,8 @@ shape = lambda r: f"depth {r['depth']}, {r['block_bytes'] >> 10} KiB"
 disk = {"write_gib_s": best_write["write_gib_s"], "write_shape": shape(best_write),
         "read_gib_s": best_read["read_gib_s"], "read_shape": shape(best_read), "runs": disks}
 read_limit = min(disk["read_gib_s"], net["gib_s"])
+ckpt_path = d / "checkpoint.json"
+ckpt = json.loads(ckpt_path.read_text()) if ckpt_path.exists() else None
 rows = [
     (f"disk write ({disk['write_shape']})", disk["write_gib_s"], "", None),
     (f"disk read ({disk['read_shape']})", disk["read_gib_s"], "", None),
@@ -111,6 +124,12 @@ rows = [
     (f"S3 GET {get['size_bytes'] >> 20} MiB x{get['concurrency']}", get["throughput_gib_s"],
      "min(disk read, net)", get["throughput_gib_s"] / read_limit),
 ]
+if ckpt:
+    label = f"ckpt 1/{ckpt['scale']} x{ckpt['ranks']} ranks"
+    rows += [
+        (f"{label} write", ckpt["write"]["mean_gib_s"], "disk write", ckpt["write"]["mean_gib_s"] / disk["write_gib_s"]),
+        (f"{label} read", ckpt["read"]["mean_gib_s"], "disk read", ckpt["read"]["mean_gib_s"] / disk["read_gib_s"]),
+    ]
 print()
 print(f"{'measure':36} {'GiB/s':>7}  {'limit':20} {'ratio':>6}")
 for name, value, limit, ratio in rows:
@@ -123,9 +142,19 @@ for r in (put, get):
         cpu += f", server {r['server_cpu_s'] / gib:.2f} cpu-s/GiB ({r['server_cpu_s'] / r['seconds']:.2f} cores)"
     print(f"{r['op'].upper()}: {r['ops_per_s']:.1f} ops/s, latency ms p50 {lat['p50']:.0f} p90 {lat['p90']:.0f} "
           f"p99 {lat['p99']:.0f} p99.9 {lat['p999']:.0f}; {cpu}; errors {r['errors']}")
+if ckpt:
+    for phase in ("write", "read"):
+        p = ckpt[phase]
+        print(f"CHECKPOINT {phase}: mean {p['mean_gib_s']:.3f} GiB/s (stdev {p['stdev_gib_s']:.3f}), "
+              f"{p['mean_s']:.2f} s per {ckpt['checkpoint_bytes'] / 2**30:.2f} GiB checkpoint (stdev {p['stdev_s']:.2f}); "
+              f"rank-0 view {p['mean_rank0_gib_s']:.3f} GiB/s")
 summary = {"disk": disk, "net": net, "put": put, "get": get,
            "put_ratio_to_disk_write": put["throughput_gib_s"] / disk["write_gib_s"],
            "get_ratio_to_read_limit": get["throughput_gib_s"] / read_limit}
+if ckpt:
+    summary.update({"checkpoint": ckpt,
+                    "checkpoint_write_ratio_to_disk_write": ckpt["write"]["mean_gib_s"] / disk["write_gib_s"],
+                    "checkpoint_read_ratio_to_disk_read": ckpt["read"]["mean_gib_s"] / disk["read_gib_s"]})
 (d / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 print(f"\nresults: {d}/ (summary.json, top-*.txt); server log: {d.parent}/server.log")
 PY

@@ -3,7 +3,8 @@
 // `fjord bench`: programs that report figures, never tests with time limits. `disk` and `net` measure
 // the physical limits of this machine (raw O_DIRECT I/O through io_uring, loopback TCP); `s3` measures
 // Fjord itself through the native client, so that every result can be given as a ratio to a limit
-// measured in the same run (design principle 7).
+// measured in the same run (design principle 7); `checkpoint` runs the MLPerf Storage v3.0 llama3-8b
+// checkpoint workload (scaled) against any S3 endpoint.
 
 #include <cstdint>
 #include <map>
@@ -13,6 +14,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "io/socket.h"
 
 namespace fjord::cli {
 
@@ -20,6 +22,12 @@ int bench_main(int argc, char** argv);
 int bench_disk_main(int argc, char** argv);
 int bench_net_main(int argc, char** argv);
 int bench_s3_main(int argc, char** argv);
+int bench_checkpoint_main(int argc, char** argv);
+// `fjord client`: one request or transfer through the native client (client_command.cc).
+int client_main(int argc, char** argv);
+
+// "http://host:port" (or "host:port") -> endpoint; https is refused.
+base::result<io::endpoint> parse_http_endpoint(std::string text);
 
 // "--name value" options and "--flag" switches, checked against the names a subcommand knows.
 class bench_options {

@@ -20,6 +20,10 @@ void print_bench_usage() {
         "       fjord bench s3 --bucket B --op put|get|mixed [--endpoint http://127.0.0.1:9000]\n"
         "                      [--size 64MiB] [--concurrency 8] [--duration 10 | --count N] [--cores 2]\n"
         "                      [--objects N] [--verify] [--server-pid PID] [--json FILE]\n"
+        "       fjord bench checkpoint [--endpoint URL] [--bucket checkpoint] [--ranks 8] [--scale 1/32]\n"
+        "                      [--checkpoints 10] [--compute-seconds 5] [--part-size 5MiB] [--read-size 128MiB]\n"
+        "                      [--uploads-in-flight 2] [--reads-in-flight 2] [--cores 2] [--verify-every 4]\n"
+        "                      [--prefix P] [--trailer] [--keep] [--json FILE]\n"
         "disk and net measure the physical limits; s3 measures a running Fjord (or any S3) server.\n"
         "s3 credentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY (default fjordadmin / fjordadmin-secret)\n",
         stderr);
@@ -32,6 +36,7 @@ int bench_main(int argc, char** argv) {
     if (what == "disk") return bench_disk_main(argc - 1, argv + 1);
     if (what == "net") return bench_net_main(argc - 1, argv + 1);
     if (what == "s3") return bench_s3_main(argc - 1, argv + 1);
+    if (what == "checkpoint") return bench_checkpoint_main(argc - 1, argv + 1);
     print_bench_usage();
     return what == "-h" || what == "--help" ? 0 : 2;
 }

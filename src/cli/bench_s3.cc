@@ -200,16 +200,6 @@ void run_phase(shared_run& run, unsigned workers, worker_function fn) {
 
 // ---- configuration ----
 
-base::result<io::endpoint> parse_http_endpoint(std::string text) {
-    constexpr std::string_view scheme = "http://";
-    if (text.rfind("https://", 0) == 0)
-        return base::fail(base::errc::invalid_argument, "https endpoints are not supported by the bench client");
-    if (text.rfind(scheme, 0) == 0) text = text.substr(scheme.size());
-    while (!text.empty() && text.back() == '/') text.pop_back();
-    if (text.find(':') == std::string::npos) text += ":80";
-    return io::parse_endpoint(text);
-}
-
 base::result<s3_config> parse_s3_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"endpoint", "bucket", "op",      "size",       "concurrency",
                                                       "duration", "count",  "cores",   "objects",    "server-pid",
@@ -415,6 +405,16 @@ void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
 }
 
 }  // namespace
+
+base::result<io::endpoint> parse_http_endpoint(std::string text) {
+    constexpr std::string_view scheme = "http://";
+    if (text.rfind("https://", 0) == 0)
+        return base::fail(base::errc::invalid_argument, "https endpoints are not supported by the bench client");
+    if (text.rfind(scheme, 0) == 0) text = text.substr(scheme.size());
+    while (!text.empty() && text.back() == '/') text.pop_back();
+    if (text.find(':') == std::string::npos) text += ":80";
+    return io::parse_endpoint(text);
+}
 
 int bench_s3_main(int argc, char** argv) {
     auto cfg = parse_s3_args(argc, argv);

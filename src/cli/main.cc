@@ -1,6 +1,7 @@
 // The `fjord` binary. `fjord serve` runs the S3 server; later subcommands (cp, ls, bench) join it here.
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -41,13 +42,18 @@ void print_usage() {
         "  --etag-md5            compute an MD5 ETag for every object (costs ~1.4 core-s per GiB)\n"
         "  --etag-md5-max-bytes N  MD5 ETags for objects up to N bytes (default 0)\n"
         "  --max-connections N   connections per core (default 4096)\n"
+        "  --idle-timeout-ms N   close a keep-alive connection idle this long (default 60000)\n"
+        "  --header-timeout-ms N time allowed for a request head once it started (default 30000)\n"
+        "  --io-timeout-ms N     time allowed for any one body receive or send (default 60000)\n"
         "  --buffers N           I/O buffers per core (default 64)\n"
         "  --io-size-kib N       size of one disk I/O and buffer, 512 or more, a multiple of 64 (default 1024)\n"
         "  --io-depth N          disk I/Os in flight per request (default 4)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
-        "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n",
+        "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
+        "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
+        "       fjord client put|get|head|delete|mb ...  (one request through the native client)\n",
         stderr);
 }
 
@@ -87,6 +93,9 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--cores") { if (!need(parse_number(value, n) && n >= 1 && n <= 256)) return 2; cores = static_cast<unsigned>(n); ++i; }
         else if (arg == "--etag-md5") cfg.service.etag_md5 = true;
         else if (arg == "--etag-md5-max-bytes") { if (!need(parse_number(value, n))) return 2; cfg.service.etag_md5_max_bytes = n; ++i; }
+        else if (arg == "--idle-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); ++i; }
+        else if (arg == "--header-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); ++i; }
+        else if (arg == "--io-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.io_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--max-connections") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.max_connections_per_core = n; ++i; }
         else if (arg == "--multipart-expiry-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_s = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--multipart-expiry-interval-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); ++i; }
@@ -153,6 +162,12 @@ int serve(int argc, char** argv) {
     sigaddset(&signals, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
+    // Every connection and data file is a descriptor: take the whole hard limit, not the soft default.
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &files);
+    }
 
     auto opened = store::engine::open(cfg.engine);
     if (!opened) {
@@ -202,6 +217,7 @@ int serve(int argc, char** argv) {
 int main(int argc, char** argv) {
     if (argc >= 2 && std::string(argv[1]) == "serve") return serve(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "bench") return fjord::cli::bench_main(argc - 2, argv + 2);
+    if (argc >= 2 && std::string(argv[1]) == "client") return fjord::cli::client_main(argc - 2, argv + 2);
     print_usage();
     return argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") ? 0 : 2;
 }

@@ -34,6 +34,7 @@ public:
 
     bool is_open() const { return _fd >= 0; }
     const connection_options& options() const { return _options; }
+    void set_io_timeout_ms(std::int64_t timeout_ms) { _options.io_timeout_ms = timeout_ms; }
 
     // Opens a new socket and connects it (IORING_OP_CONNECT). Closes the old one first.
     io::task<base::result<void>> connect();

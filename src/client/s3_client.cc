@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "base/clock.h"
+#include "base/checksum.h"
 #include "base/encoding.h"
 
 namespace fjord::client {
@@ -15,6 +17,27 @@ namespace {
 constexpr int max_informational_responses = 4;  // 1xx heads skipped before the final one
 
 bool is_success(int status) { return status >= 200 && status < 300; }
+
+// "bytes 0-99/1234" -> 1234; nullopt when absent or malformed ("*" totals included).
+std::optional<std::uint64_t> parse_content_range_total(std::string_view value) {
+    auto slash = value.rfind('/');
+    if (value.substr(0, 6) != "bytes " || slash == std::string_view::npos) return std::nullopt;
+    return base::parse_u64(value.substr(slash + 1));
+}
+
+// The text of the first <name> element in a small XML result (the values we read, upload ids and
+// ETags, never need entity decoding beyond &quot;).
+std::optional<std::string> xml_element(std::string_view xml, std::string_view name) {
+    std::string open = "<" + std::string(name) + ">", close = "</" + std::string(name) + ">";
+    auto begin = xml.find(open);
+    if (begin == std::string_view::npos) return std::nullopt;
+    begin += open.size();
+    auto end = xml.find(close, begin);
+    if (end == std::string_view::npos) return std::nullopt;
+    std::string text(xml.substr(begin, end - begin));
+    for (std::size_t at; (at = text.find("&quot;")) != std::string::npos;) text.replace(at, 6, "\"");
+    return text;
+}
 
 std::string unquote(std::string_view etag) {
     if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
@@ -39,27 +62,38 @@ s3_client::s3_client(client_options options)
         _host_header = "[" + _options.endpoint.host + "]:" + std::to_string(_options.endpoint.port);
 }
 
-std::string s3_client::format_head(std::string_view method, std::string_view raw_path,
-                                   std::uint64_t body_bytes) const {
+std::string s3_client::format_head(const request& req, std::uint64_t content_length) const {
     std::string amz_date = base::format_amz_date(static_cast<std::time_t>(base::unix_now_ms() / 1000));
-    const std::array<s3::header_view, 3> signed_headers = {{
+    std::string decoded_length = std::to_string(req.body.size());
+    std::vector<s3::header_view> signed_headers = {
         {"host", _host_header},
-        {"x-amz-content-sha256", s3::unsigned_payload_value},
+        {"x-amz-content-sha256",
+         req.crc32c_trailer ? s3::streaming_unsigned_trailer_value : s3::unsigned_payload_value},
         {"x-amz-date", amz_date},
-    }};
-    s3::request_view view{method, raw_path, "", signed_headers};
-    std::string authorization =
-        s3::sign_authorization(view, _options.credentials, _options.region, amz_date, s3::unsigned_payload_value);
+    };
+    if (req.crc32c_trailer) {
+        signed_headers.push_back({"x-amz-decoded-content-length", decoded_length});
+        signed_headers.push_back({"x-amz-trailer", "x-amz-checksum-crc32c"});
+    }
+    s3::request_view view{req.method, req.raw_path, req.raw_query, signed_headers};
+    std::string authorization = s3::sign_authorization(view, _options.credentials, _options.region, amz_date,
+                                                       signed_headers[1].value);
     std::string head;
-    head.reserve(512);
-    head.append(method).append(" ").append(raw_path).append(" HTTP/1.1\r\n");
+    head.reserve(640);
+    head.append(req.method).append(" ").append(req.raw_path);
+    if (!req.raw_query.empty()) head.append("?").append(req.raw_query);
+    head.append(" HTTP/1.1\r\n");
     for (const auto& h : signed_headers) head.append(h.name).append(": ").append(h.value).append("\r\n");
-    if (method == "PUT") head.append("Content-Length: ").append(std::to_string(body_bytes)).append("\r\n");
+    if (req.crc32c_trailer) head.append("Content-Encoding: aws-chunked\r\n");
+    if (!req.range.empty()) head.append("Range: ").append(req.range).append("\r\n");
+    if (req.method == "PUT" || req.method == "POST")
+        head.append("Content-Length: ").append(std::to_string(content_length)).append("\r\n");
     head.append("Authorization: ").append(authorization).append("\r\n\r\n");
     return head;
 }
 
 io::task<base::result<s3_client::response>> s3_client::perform(request req) {
+    _last_status = 0;
     for (int round = 0; round < 2; ++round) {
         bool reused = _connection.is_open();
         if (!reused) FJORD_CO_TRY(co_await _connection.connect());
@@ -71,12 +105,30 @@ io::task<base::result<s3_client::response>> s3_client::perform(request req) {
 }
 
 io::task<base::result<s3_client::response>> s3_client::attempt(const request& req, bool& response_started) {
-    std::string head = format_head(req.method, req.raw_path, req.body.size());
-    std::array<iovec, 2> parts = {{
-        {head.data(), head.size()},
-        {const_cast<std::byte*>(req.body.data()), req.body.size()},  // sendmsg only reads it
-    }};
-    auto sent = co_await _connection.send_all(std::span(parts.data(), req.body.empty() ? 1 : 2));
+    // aws-chunked framing: the whole body as one chunk, then the final chunk and the CRC32C trailer.
+    // The framing is two small strings around the caller's buffer, so the body is still sent in place.
+    std::string chunk_open, chunk_close;
+    if (req.crc32c_trailer) {
+        char size_hex[24];
+        std::snprintf(size_hex, sizeof size_hex, "%zx", req.body.size());
+        chunk_open = req.body.empty() ? "" : std::string(size_hex) + "\r\n";
+        std::uint32_t crc = base::crc32c(req.body);
+        const char crc_bytes[4] = {static_cast<char>(crc >> 24), static_cast<char>(crc >> 16),
+                                   static_cast<char>(crc >> 8), static_cast<char>(crc)};
+        chunk_close = std::string(req.body.empty() ? "" : "\r\n") + "0\r\nx-amz-checksum-crc32c:" +
+                      base::base64_encode(std::string_view(crc_bytes, 4)) + "\r\n\r\n";
+    }
+    std::string head = format_head(req, chunk_open.size() + req.body.size() + chunk_close.size());
+    std::array<iovec, 4> parts;
+    std::size_t count = 0;
+    auto add = [&parts, &count](const void* data, std::size_t size) {
+        if (size > 0) parts[count++] = iovec{const_cast<void*>(data), size};  // sendmsg only reads them
+    };
+    add(head.data(), head.size());
+    add(chunk_open.data(), chunk_open.size());
+    add(req.body.data(), req.body.size());
+    add(chunk_close.data(), chunk_close.size());
+    auto sent = co_await _connection.send_all(std::span(parts.data(), count));
     if (!sent) co_return sent.as_failure();
     co_return co_await read_response(req, response_started);
 }
@@ -114,8 +166,10 @@ io::task<base::result<s3_client::response>> s3_client::read_response(const reque
     }
     response out;
     out.status = _head.status;
+    _last_status = _head.status;
     out.etag = unquote(_head.value_of("etag"));
     out.content_length = _head.content_length.value_or(0);
+    out.range_total_bytes = parse_content_range_total(_head.value_of("content-range"));
     bool keep_alive = _head.keep_alive;
     FJORD_CO_TRY(co_await read_body(req, _head_bytes - _head_consumed, out));
     if (!keep_alive) _connection.close();
@@ -150,7 +204,7 @@ io::task<base::result<void>> s3_client::read_body(const request& req, std::size_
         _connection.close();
         co_return base::fail(base::errc::bad_request, "bytes after the response (the client never pipelines)");
     }
-    if (is_success(out.status) && !req.destination.empty()) {
+    if (is_success(out.status) && !req.destination.empty() && !req.capture_body) {
         if (body_bytes > req.destination.size()) {
             _connection.close();
             co_return base::fail(base::errc::entity_too_large,
@@ -161,7 +215,7 @@ io::task<base::result<void>> s3_client::read_body(const request& req, std::size_
         co_return co_await _connection.receive_exact(req.destination.data() + prefix_bytes, body_bytes - prefix_bytes);
     }
     // A small body we do not keep (success) or keep as the error document, through the head buffer.
-    bool keep = !is_success(out.status);
+    bool keep = !is_success(out.status) || req.capture_body;
     std::uint64_t keep_limit = keep ? _options.max_error_body_bytes : 0;
     if (keep) out.error_body.assign(reinterpret_cast<const char*>(prefix), std::min<std::uint64_t>(prefix_bytes, keep_limit));
     std::uint64_t remaining = body_bytes - prefix_bytes;
@@ -181,7 +235,8 @@ io::task<base::result<void>> s3_client::read_body(const request& req, std::size_
 }
 
 io::task<base::result<void>> s3_client::create_bucket(std::string bucket) {
-    auto r = co_await perform(request{"PUT", object_path(bucket, ""), {}, {}, true});
+    request req{.method = "PUT", .raw_path = object_path(bucket, "")};
+    auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (is_success(r->status)) co_return base::result<void>{};
     base::error err = error_from_response(r->status, r->error_body);
@@ -190,8 +245,10 @@ io::task<base::result<void>> s3_client::create_bucket(std::string bucket) {
 }
 
 io::task<base::result<put_result>> s3_client::put_object(std::string bucket, std::string key,
-                                                          std::span<const std::byte> body) {
-    auto r = co_await perform(request{"PUT", object_path(bucket, key), body, {}, true});
+                                                          std::span<const std::byte> body, put_options how) {
+    request req{.method = "PUT", .raw_path = object_path(bucket, key), .body = body,
+                .crc32c_trailer = how.crc32c_trailer};
+    auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
     co_return put_result{std::move(r->etag)};
@@ -199,20 +256,107 @@ io::task<base::result<put_result>> s3_client::put_object(std::string bucket, std
 
 io::task<base::result<get_result>> s3_client::get_object(std::string bucket, std::string key,
                                                           std::span<std::byte> destination) {
-    auto r = co_await perform(request{"GET", object_path(bucket, key), {}, destination, true});
+    request req{.method = "GET", .raw_path = object_path(bucket, key), .destination = destination};
+    auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
     if (destination.empty() && r->content_length > 0)
         co_return base::fail(base::errc::entity_too_large, "GET into an empty destination of a non-empty object");
-    co_return get_result{r->content_length, std::move(r->etag)};
+    co_return get_result{r->content_length, r->content_length, std::move(r->etag)};
+}
+
+io::task<base::result<get_result>> s3_client::get_object_range(std::string bucket, std::string key,
+                                                                std::uint64_t offset,
+                                                                std::span<std::byte> destination) {
+    FJORD_ASSERT(!destination.empty(), "a range GET needs at least one byte of destination");
+    std::string range = "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + destination.size() - 1);
+    request req{.method = "GET", .raw_path = object_path(bucket, key), .destination = destination,
+                .range = std::move(range)};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    if (r->status == 200) {
+        // The server ignored the range and sent the whole object; only right if that is what we asked.
+        if (offset != 0) co_return base::fail(base::errc::invalid_range, "range ignored by the server");
+        co_return get_result{r->content_length, r->content_length, std::move(r->etag)};
+    }
+    if (!r->range_total_bytes)
+        co_return base::fail(base::errc::bad_request, "206 response without a Content-Range total");
+    co_return get_result{r->content_length, *r->range_total_bytes, std::move(r->etag)};
 }
 
 io::task<base::result<std::optional<head_result>>> s3_client::head_object(std::string bucket, std::string key) {
-    auto r = co_await perform(request{"HEAD", object_path(bucket, key), {}, {}, false});
+    request req{.method = "HEAD", .raw_path = object_path(bucket, key), .body_expected = false};
+    auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (r->status == 404) co_return std::optional<head_result>{};
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
     co_return std::optional<head_result>{head_result{r->content_length, std::move(r->etag)}};
+}
+
+io::task<base::result<void>> s3_client::delete_object(std::string bucket, std::string key) {
+    request req{.method = "DELETE", .raw_path = object_path(bucket, key)};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    co_return base::result<void>{};
+}
+
+io::task<base::result<std::string>> s3_client::create_multipart_upload(std::string bucket, std::string key) {
+    request req{.method = "POST", .raw_path = object_path(bucket, key), .raw_query = "uploads",
+                .capture_body = true};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    auto id = xml_element(r->error_body, "UploadId");
+    if (!id || id->empty()) co_return base::fail(base::errc::malformed_xml, "no UploadId in the response");
+    co_return std::move(*id);
+}
+
+io::task<base::result<std::string>> s3_client::upload_part(std::string bucket, std::string key,
+                                                            std::string upload_id, unsigned part_number,
+                                                            std::span<const std::byte> body, put_options how) {
+    FJORD_ASSERT(part_number >= 1 && part_number <= 10'000);
+    request req{.method = "PUT", .raw_path = object_path(bucket, key),
+                .raw_query = "partNumber=" + std::to_string(part_number) +
+                             "&uploadId=" + base::uri_encode(upload_id, false),
+                .body = body, .crc32c_trailer = how.crc32c_trailer};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    if (r->etag.empty()) co_return base::fail(base::errc::bad_request, "UploadPart response without an ETag");
+    co_return std::move(r->etag);
+}
+
+io::task<base::result<put_result>> s3_client::complete_multipart_upload(std::string bucket, std::string key,
+                                                                         std::string upload_id,
+                                                                         std::vector<completed_part> parts) {
+    std::string xml = "<CompleteMultipartUpload>";
+    xml.reserve(64 + parts.size() * 96);
+    for (const completed_part& p : parts)
+        xml.append("<Part><PartNumber>").append(std::to_string(p.part_number)).append("</PartNumber><ETag>\"")
+            .append(p.etag).append("\"</ETag></Part>");
+    xml += "</CompleteMultipartUpload>";
+    request req{.method = "POST", .raw_path = object_path(bucket, key),
+                .raw_query = "uploadId=" + base::uri_encode(upload_id, false),
+                .body = base::as_bytes(xml.data(), xml.size()), .capture_body = true};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    // S3 may answer 200 and put an <Error> in the body (the failure came after the head was sent).
+    if (!is_success(r->status) || r->error_body.find("<Error>") != std::string::npos)
+        co_return base::fail(error_from_response(is_success(r->status) ? 500 : r->status, r->error_body));
+    auto etag = xml_element(r->error_body, "ETag");
+    co_return put_result{etag ? unquote(*etag) : std::string()};
+}
+
+io::task<base::result<void>> s3_client::abort_multipart_upload(std::string bucket, std::string key,
+                                                                std::string upload_id) {
+    request req{.method = "DELETE", .raw_path = object_path(bucket, key),
+                .raw_query = "uploadId=" + base::uri_encode(upload_id, false)};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    co_return base::result<void>{};
 }
 
 }  // namespace fjord::client

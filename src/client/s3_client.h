@@ -9,7 +9,9 @@
 // Lifecycle and threading: owned by one core and used by one coroutine at a time (one request in
 // flight; no pipelining). The connection opens on the first request and is re-opened after the server
 // closes it or after any error. A request on a reused connection that fails before any response byte
-// arrived is retried once on a new connection (the server may have closed it while idle).
+// arrived is retried once on a new connection (the server may have closed it while idle). Every other
+// retry (backoff, deadlines) belongs to object_client, which pools s3_clients; last_status() tells it
+// whether a failure came with an HTTP status.
 
 #include <cstddef>
 #include <cstdint>
@@ -41,8 +43,22 @@ struct put_result {
 };
 
 struct get_result {
-    std::uint64_t size_bytes = 0;
+    std::uint64_t size_bytes = 0;         // bytes received into the destination
+    std::uint64_t object_size_bytes = 0;  // the whole object's size (from Content-Range for a range)
     std::string etag;
+};
+
+// How a PUT or UploadPart body travels.
+struct put_options {
+    // false: UNSIGNED-PAYLOAD, the body as it is. true: STREAMING-UNSIGNED-PAYLOAD-TRAILER, the body in
+    // aws-chunked framing (one chunk) followed by an x-amz-checksum-crc32c trailer, so the server checks
+    // a CRC32C of every byte it stores (end-to-end integrity at the cost of a CRC, not a SHA-256).
+    bool crc32c_trailer = false;
+};
+
+struct completed_part {
+    unsigned part_number = 0;  // 1..10000
+    std::string etag;          // without quotes
 };
 
 struct head_result {
@@ -59,33 +75,64 @@ public:
     // Succeeds when the bucket exists afterwards, including when this account already owned it.
     io::task<base::result<void>> create_bucket(std::string bucket);
     io::task<base::result<put_result>> put_object(std::string bucket, std::string key,
-                                                  std::span<const std::byte> body);
+                                                  std::span<const std::byte> body, put_options how = {});
     // Whole-object GET into `destination`; an object larger than it fails with entity_too_large (and
     // the connection is dropped rather than drained).
     io::task<base::result<get_result>> get_object(std::string bucket, std::string key,
                                                   std::span<std::byte> destination);
+    // GET of the bytes [offset, offset + destination.size()) (Range: bytes=a-b). The server may send
+    // fewer when the object ends first (size_bytes says how many); object_size_bytes comes from
+    // Content-Range. A range that starts at or past the end fails with invalid_range.
+    io::task<base::result<get_result>> get_object_range(std::string bucket, std::string key,
+                                                        std::uint64_t offset, std::span<std::byte> destination);
     // nullopt when the key does not exist.
     io::task<base::result<std::optional<head_result>>> head_object(std::string bucket, std::string key);
+    // Succeeds when the key does not exist afterwards (S3 answers 204 for a missing key too).
+    io::task<base::result<void>> delete_object(std::string bucket, std::string key);
+
+    // Multipart upload, one request each: returns the upload id / the part's ETag / the object's ETag.
+    io::task<base::result<std::string>> create_multipart_upload(std::string bucket, std::string key);
+    io::task<base::result<std::string>> upload_part(std::string bucket, std::string key, std::string upload_id,
+                                                    unsigned part_number, std::span<const std::byte> body,
+                                                    put_options how = {});
+    // `parts` in ascending part-number order.
+    io::task<base::result<put_result>> complete_multipart_upload(std::string bucket, std::string key,
+                                                                 std::string upload_id,
+                                                                 std::vector<completed_part> parts);
+    io::task<base::result<void>> abort_multipart_upload(std::string bucket, std::string key, std::string upload_id);
 
     const client_options& options() const { return _options; }
+    // The HTTP status of the last request's final response; 0 when it failed before one arrived (a
+    // transport error: refused, reset, timed out).
+    int last_status() const { return _last_status; }
+    // Bounds each later connect / send / receive (object_client shortens it to fit a deadline).
+    void set_io_timeout_ms(std::int64_t timeout_ms) { _connection.set_io_timeout_ms(timeout_ms); }
+    bool connection_open() const { return _connection.is_open(); }
+    void close_connection() { _connection.close(); }
 
 private:
     struct response {
         int status = 0;
         std::string etag;
         std::uint64_t content_length = 0;
-        std::string error_body;  // the body of a non-2xx response, up to max_error_body_bytes
+        std::optional<std::uint64_t> range_total_bytes;  // the "/total" of Content-Range
+        // The body of a non-2xx response (or of a 2xx one when capture_body), up to max_error_body_bytes.
+        std::string error_body;
     };
     // What one request sends and where a 2xx body goes.
     struct request {
         std::string_view method;
         std::string raw_path;
+        std::string raw_query;  // after '?', already encoded; may be empty
         std::span<const std::byte> body;
         std::span<std::byte> destination;  // empty: a 2xx body (if any) is read and dropped
         bool body_expected = true;         // false for HEAD
+        bool capture_body = false;         // keep a small 2xx body (an XML result) in error_body
+        std::string range;                 // a Range header value, or empty
+        bool crc32c_trailer = false;       // aws-chunked body with a CRC32C trailer
     };
 
-    std::string format_head(std::string_view method, std::string_view raw_path, std::uint64_t body_bytes) const;
+    std::string format_head(const request& req, std::uint64_t content_length) const;
     io::task<base::result<response>> perform(request req);
     io::task<base::result<response>> attempt(const request& req, bool& response_started);
     io::task<base::result<response>> read_response(const request& req, bool& response_started);
@@ -98,6 +145,7 @@ private:
     std::size_t _head_bytes = 0;     // bytes in _head_buffer
     std::size_t _head_consumed = 0;  // of which the parsed head
     response_head _head;
+    int _last_status = 0;
 };
 
 // "/bucket/key" percent-encoded as SigV4 expects (the key keeps its '/').
