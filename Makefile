@@ -1,5 +1,5 @@
 # Fjord: the two commands that matter are `make serve` and `make test`.
-.PHONY: all bootstrap build build-debug serve test unit integration bench clean
+.PHONY: all bootstrap build build-debug serve test unit integration bench crash-test clean
 
 JOBS ?= 2
 BUILD_RELEASE := build/release
@@ -33,6 +33,12 @@ integration: build
 test: build
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
 	.venv/bin/python -m pytest -q -p no:cacheprovider tests/integration
+	.venv/bin/python tests/crash/crash_test.py --cycles 5 --max-put-bytes 1048576 --max-parts 2
+
+# SIGKILL under concurrent load, restart, check every key; see docs/reliability.md ("Crash test").
+CRASH_CYCLES ?= 50
+crash-test: build
+	.venv/bin/python tests/crash/crash_test.py --cycles $(CRASH_CYCLES)
 
 bench: build
 	bench/run.sh

@@ -330,12 +330,9 @@ base::result<void> verify_chunk(const read_slot& s, const segment& seg, const op
     return {};
 }
 
-io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_pool& pool, const segment& seg,
+io::task<base::result<void>> read_segment(io::buffer_pool& pool, const segment& seg, open_segment file,
                                           std::uint64_t begin, std::uint64_t end, byte_sink& sink,
                                           const data_file_options& options) {
-    auto opened = co_await open_and_check(drives, pool, seg);
-    if (!opened) co_return opened.as_failure();
-    open_segment file = std::move(*opened);
     const std::uint64_t chunk = pool.buffer_bytes();
     std::vector<read_slot> slots(options.pipeline_depth);
     std::deque<std::size_t> order;
@@ -393,24 +390,53 @@ io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_po
 
 }  // namespace
 
+// Up to this many data files of one object are opened before the first byte is sent, so an overwrite or
+// delete that unlinks them meanwhile cannot cut the response short (an open file outlives its name).
+// Objects with more parts open the rest as the read reaches them.
+constexpr std::size_t max_files_opened_ahead = 1024;
+
 io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_pool& pool, object_record record,
                                          std::uint64_t offset, std::uint64_t length, byte_sink& sink,
                                          data_file_options options) {
     std::uint64_t end = offset + length;
     FJORD_ASSERT(end <= record.size_bytes);
+    struct piece {
+        const segment* seg;
+        std::uint64_t begin, end;
+        std::optional<open_segment> file;
+    };
+    std::vector<piece> pieces;
     std::uint64_t segment_start = 0;
     for (const segment& seg : record.segments) {
         std::uint64_t segment_end = segment_start + seg.size_bytes;
-        if (segment_end > offset && segment_start < end) {
-            std::uint64_t begin_in = std::max(offset, segment_start) - segment_start;
-            std::uint64_t end_in = std::min(end, segment_end) - segment_start;
-            auto r = co_await read_segment(drives, pool, seg, begin_in, end_in, sink, options);
-            if (!r) co_return r;
-        }
+        if (segment_end > offset && segment_start < end)
+            pieces.push_back({&seg, std::max(offset, segment_start) - segment_start,
+                              std::min(end, segment_end) - segment_start, std::nullopt});
         segment_start = segment_end;
         if (segment_start >= end) break;
     }
-    co_return base::result<void>{};
+    base::result<void> status;
+    for (std::size_t i = 0; i < pieces.size() && i < max_files_opened_ahead && status; ++i) {
+        auto opened = co_await open_and_check(drives, pool, *pieces[i].seg);
+        if (opened) pieces[i].file = std::move(*opened);
+        else status = opened.as_failure();
+    }
+    for (std::size_t i = 0; i < pieces.size() && status; ++i) {
+        if (!pieces[i].file) {
+            auto opened = co_await open_and_check(drives, pool, *pieces[i].seg);
+            if (!opened) {
+                status = opened.as_failure();
+                break;
+            }
+            pieces[i].file = std::move(*opened);
+        }
+        open_segment file = std::move(*pieces[i].file);
+        pieces[i].file.reset();
+        status = co_await read_segment(pool, *pieces[i].seg, std::move(file), pieces[i].begin, pieces[i].end, sink, options);
+    }
+    for (auto& p : pieces)  // files opened ahead but not read (an earlier piece failed)
+        if (p.file) co_await io::close(p.file->fd);
+    co_return status;
 }
 
 }  // namespace fjord::store
