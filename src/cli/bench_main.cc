@@ -19,7 +19,7 @@ void print_bench_usage() {
         "       fjord bench net [--seconds 3] [--streams 1] [--buffer-kib 1024] [--json FILE]\n"
         "       fjord bench s3 --bucket B --op put|get|mixed [--endpoint http://127.0.0.1:9000]\n"
         "                      [--size 64MiB] [--concurrency 8] [--duration 10 | --count N] [--cores 2]\n"
-        "                      [--objects N] [--verify] [--server-pid PID] [--json FILE]\n"
+        "                      [--objects N] [--verify] [--trailer crc32c|crc64nvme] [--server-pid PID] [--json FILE]\n"
         "       fjord bench checkpoint [--endpoint URL] [--bucket checkpoint] [--ranks 8] [--scale 1/32]\n"
         "                      [--checkpoints 10] [--compute-seconds 5] [--part-size 5MiB] [--read-size 128MiB]\n"
         "                      [--uploads-in-flight 2] [--reads-in-flight 2] [--cores 2] [--verify-every 4]\n"

@@ -56,6 +56,7 @@ struct s3_config {
     unsigned cores = 2;
     std::uint64_t objects = 0;  // a multiple of concurrency
     bool verify = false;
+    client::put_options put;  // --trailer crc32c|crc64nvme: aws-chunked bodies with a checksum trailer
     long server_pid = 0;
     std::string json_path;
     s3::credentials credentials;
@@ -136,7 +137,7 @@ io::task<void> prepare_worker(shared_run* run, unsigned worker) {
             ++st.reused;
             continue;
         }
-        auto put = co_await client.put_object(cfg.bucket, key, run->data);
+        auto put = co_await client.put_object(cfg.bucket, key, run->data, cfg.put);
         if (!put) note_error(st, "PUT " + key, put.err());
         else ++st.prepared;
     }
@@ -156,7 +157,7 @@ io::task<void> measure_worker(shared_run* run, unsigned worker) {
         std::int64_t start_ns = base::monotonic_now_ns();
         bool ok = false;
         if (is_put) {
-            auto r = co_await client.put_object(cfg.bucket, key, run->data);
+            auto r = co_await client.put_object(cfg.bucket, key, run->data, cfg.put);
             if (!r) note_error(st, "PUT " + key, r.err());
             ok = r.has_value();
         } else {
@@ -203,7 +204,7 @@ void run_phase(shared_run& run, unsigned workers, worker_function fn) {
 base::result<s3_config> parse_s3_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"endpoint", "bucket", "op",      "size",       "concurrency",
                                                       "duration", "count",  "cores",   "objects",    "server-pid",
-                                                      "json"};
+                                                      "json", "trailer"};
     static constexpr std::string_view flags[] = {"verify"};
     auto opts = bench_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
@@ -238,6 +239,10 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     cfg.duration_s = *duration;
     cfg.cores = static_cast<unsigned>(*cores);
     cfg.verify = opts->has("verify");
+    std::string trailer = opts->text("trailer");
+    if (trailer == "crc32c") cfg.put.crc32c_trailer = true;
+    else if (trailer == "crc64nvme") cfg.put.crc64nvme_trailer = true;
+    else if (!trailer.empty()) return base::fail(base::errc::invalid_argument, "--trailer must be crc32c or crc64nvme");
     cfg.server_pid = static_cast<long>(*pid);
     cfg.json_path = opts->text("json");
     // The object set: about 1 GiB (at least one object per worker, at most 1024 per worker), rounded up

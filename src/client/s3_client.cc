@@ -65,15 +65,16 @@ s3_client::s3_client(client_options options)
 std::string s3_client::format_head(const request& req, std::uint64_t content_length) const {
     std::string amz_date = base::format_amz_date(static_cast<std::time_t>(base::unix_now_ms() / 1000));
     std::string decoded_length = std::to_string(req.body.size());
+    const bool trailer = req.crc32c_trailer || req.crc64nvme_trailer;
     std::vector<s3::header_view> signed_headers = {
         {"host", _host_header},
         {"x-amz-content-sha256",
-         req.crc32c_trailer ? s3::streaming_unsigned_trailer_value : s3::unsigned_payload_value},
+         trailer ? s3::streaming_unsigned_trailer_value : s3::unsigned_payload_value},
         {"x-amz-date", amz_date},
     };
-    if (req.crc32c_trailer) {
+    if (trailer) {
         signed_headers.push_back({"x-amz-decoded-content-length", decoded_length});
-        signed_headers.push_back({"x-amz-trailer", "x-amz-checksum-crc32c"});
+        signed_headers.push_back({"x-amz-trailer", req.crc64nvme_trailer ? "x-amz-checksum-crc64nvme" : "x-amz-checksum-crc32c"});
     }
     s3::request_view view{req.method, req.raw_path, req.raw_query, signed_headers};
     std::string authorization = s3::sign_authorization(view, _options.credentials, _options.region, amz_date,
@@ -84,7 +85,7 @@ std::string s3_client::format_head(const request& req, std::uint64_t content_len
     if (!req.raw_query.empty()) head.append("?").append(req.raw_query);
     head.append(" HTTP/1.1\r\n");
     for (const auto& h : signed_headers) head.append(h.name).append(": ").append(h.value).append("\r\n");
-    if (req.crc32c_trailer) head.append("Content-Encoding: aws-chunked\r\n");
+    if (trailer) head.append("Content-Encoding: aws-chunked\r\n");
     if (!req.range.empty()) head.append("Range: ").append(req.range).append("\r\n");
     if (req.method == "PUT" || req.method == "POST")
         head.append("Content-Length: ").append(std::to_string(content_length)).append("\r\n");
@@ -108,15 +109,20 @@ io::task<base::result<s3_client::response>> s3_client::attempt(const request& re
     // aws-chunked framing: the whole body as one chunk, then the final chunk and the CRC32C trailer.
     // The framing is two small strings around the caller's buffer, so the body is still sent in place.
     std::string chunk_open, chunk_close;
-    if (req.crc32c_trailer) {
+    if (req.crc32c_trailer || req.crc64nvme_trailer) {
         char size_hex[24];
         std::snprintf(size_hex, sizeof size_hex, "%zx", req.body.size());
         chunk_open = req.body.empty() ? "" : std::string(size_hex) + "\r\n";
-        std::uint32_t crc = base::crc32c(req.body);
-        const char crc_bytes[4] = {static_cast<char>(crc >> 24), static_cast<char>(crc >> 16),
-                                   static_cast<char>(crc >> 8), static_cast<char>(crc)};
-        chunk_close = std::string(req.body.empty() ? "" : "\r\n") + "0\r\nx-amz-checksum-crc32c:" +
-                      base::base64_encode(std::string_view(crc_bytes, 4)) + "\r\n\r\n";
+        std::string crc_bytes;  // big-endian, as S3 encodes checksums
+        if (req.crc64nvme_trailer) {
+            std::uint64_t crc = base::crc64nvme(req.body);
+            for (int shift = 56; shift >= 0; shift -= 8) crc_bytes.push_back(static_cast<char>(crc >> shift));
+        } else {
+            std::uint32_t crc = base::crc32c(req.body);
+            for (int shift = 24; shift >= 0; shift -= 8) crc_bytes.push_back(static_cast<char>(crc >> shift));
+        }
+        chunk_close = std::string(req.body.empty() ? "" : "\r\n") + "0\r\nx-amz-checksum-" +
+                      (req.crc64nvme_trailer ? "crc64nvme:" : "crc32c:") + base::base64_encode(crc_bytes) + "\r\n\r\n";
     }
     std::string head = format_head(req, chunk_open.size() + req.body.size() + chunk_close.size());
     std::array<iovec, 4> parts;
@@ -247,7 +253,7 @@ io::task<base::result<void>> s3_client::create_bucket(std::string bucket) {
 io::task<base::result<put_result>> s3_client::put_object(std::string bucket, std::string key,
                                                           std::span<const std::byte> body, put_options how) {
     request req{.method = "PUT", .raw_path = object_path(bucket, key), .body = body,
-                .crc32c_trailer = how.crc32c_trailer};
+                .crc32c_trailer = how.crc32c_trailer, .crc64nvme_trailer = how.crc64nvme_trailer};
     auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
@@ -320,7 +326,7 @@ io::task<base::result<std::string>> s3_client::upload_part(std::string bucket, s
     request req{.method = "PUT", .raw_path = object_path(bucket, key),
                 .raw_query = "partNumber=" + std::to_string(part_number) +
                              "&uploadId=" + base::uri_encode(upload_id, false),
-                .body = body, .crc32c_trailer = how.crc32c_trailer};
+                .body = body, .crc32c_trailer = how.crc32c_trailer, .crc64nvme_trailer = how.crc64nvme_trailer};
     auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));

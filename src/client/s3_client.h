@@ -54,6 +54,8 @@ struct put_options {
     // aws-chunked framing (one chunk) followed by an x-amz-checksum-crc32c trailer, so the server checks
     // a CRC32C of every byte it stores (end-to-end integrity at the cost of a CRC, not a SHA-256).
     bool crc32c_trailer = false;
+    // The same framing with an x-amz-checksum-crc64nvme trailer instead (the SDKs' multipart default).
+    bool crc64nvme_trailer = false;
 };
 
 struct completed_part {
@@ -130,6 +132,7 @@ private:
         bool capture_body = false;         // keep a small 2xx body (an XML result) in error_body
         std::string range;                 // a Range header value, or empty
         bool crc32c_trailer = false;       // aws-chunked body with a CRC32C trailer
+        bool crc64nvme_trailer = false;    // ... or with a CRC64NVME trailer
     };
 
     std::string format_head(const request& req, std::uint64_t content_length) const;
