@@ -1,0 +1,92 @@
+"""Security properties seen from a client: hostile keys never reach the file system and round-trip
+exactly, XML tricks are refused, presigned URLs are scoped to their method, bucket and key."""
+
+import os
+import urllib.parse
+
+import pytest
+import requests
+
+import s3util
+from conftest import make_client
+from multipart_support import error_code, signed_request
+
+HOSTILE_KEYS = [
+    "../../../../etc/passwd",
+    "a/../../b",
+    "/leading/slash",
+    "..",
+    "./.",
+    "dir//double//slash",
+    "nul\x00inside",
+    "percent%2F%00encoded",
+    "unicode-\u00e9\u20ac\U0001F600",
+    "k" * 1024,
+]
+
+
+def test_hostile_keys_round_trip_and_never_touch_the_file_system(fjord_server, bucket):
+    s3 = make_client(fjord_server)
+    for i, key in enumerate(HOSTILE_KEYS):
+        s3.put_object(Bucket=bucket, Key=key, Body=f"body {i}".encode())
+    for i, key in enumerate(HOSTILE_KEYS):
+        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == f"body {i}".encode(), repr(key)
+    listed = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):  # botocore asks for url encoding
+        listed += [o["Key"] for o in page.get("Contents", [])]
+    assert sorted(listed) == sorted(HOSTILE_KEYS)
+    # Data files are named by generated ids: no path outside the data directory, no name from a key.
+    data_dir = fjord_server.data_dirs[0]
+    for root, _dirs, files in os.walk(data_dir):
+        assert os.path.realpath(root).startswith(os.path.realpath(data_dir))
+        for name in files:
+            assert "passwd" not in name and "unicode" not in name and "k" * 64 not in name
+    assert not os.path.exists("/etc/passwd.fjord")
+
+
+def test_invalid_utf8_key_is_stored_and_listed_url_encoded(fjord_server, bucket):
+    raw_key = b"bad-\xff\xfe-utf8"
+    path = "/" + bucket + "/" + urllib.parse.quote(raw_key, safe="")
+    signed = s3util.sign_headers(fjord_server.credentials, "PUT", fjord_server.host, path,
+                                 payload_hash=s3util.sha256_hex(b"x"))
+    put = requests.put(fjord_server.endpoint + path, headers=signed.headers, data=b"x", timeout=10)
+    assert put.status_code == 200, put.text
+    query = [("encoding-type", "url"), ("list-type", "2")]
+    listed = signed_request(fjord_server, "GET", bucket, query=query)
+    assert listed.status_code == 200
+    keys = [urllib.parse.unquote_to_bytes(k) for k in s3util.xml_find_all(listed.content, "Contents/Key")]
+    assert raw_key in keys
+
+
+@pytest.mark.parametrize("body", [
+    b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY x "boom">]><Delete><Object><Key>&x;</Key></Object></Delete>',
+    b'<?xml version="1.0"?><!DOCTYPE d SYSTEM "file:///etc/passwd"><Delete><Object><Key>k</Key></Object></Delete>',
+])
+def test_xml_with_a_dtd_is_refused(fjord_server, bucket, body):
+    response = signed_request(fjord_server, "POST", bucket, query=[("delete", "")],
+                              headers={"Content-MD5": s3util.md5_b64(body)}, body=body)
+    assert response.status_code == 400 and error_code(response) == "MalformedXML"
+
+
+def test_presigned_url_is_scoped_to_method_bucket_and_key(fjord_server, bucket):
+    s3 = make_client(fjord_server, signature_version="s3v4")
+    s3.put_object(Bucket=bucket, Key="secret", Body=b"secret")
+    s3.put_object(Bucket=bucket, Key="other", Body=b"other")
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "secret"}, ExpiresIn=300)
+    assert requests.get(url, timeout=10).content == b"secret"
+    # Same signature, other key / other method: refused.
+    assert requests.get(url.replace("/secret?", "/other?"), timeout=10).status_code == 403
+    assert requests.put(url, data=b"overwrite", timeout=10).status_code == 403
+    assert requests.delete(url, timeout=10).status_code == 403
+    assert s3.get_object(Bucket=bucket, Key="secret")["Body"].read() == b"secret"
+
+
+def test_every_endpoint_but_health_needs_authentication(fjord_server, bucket):
+    base = fjord_server.endpoint
+    for method, path in [("GET", "/"), ("GET", f"/{bucket}"), ("PUT", f"/{bucket}/k"), ("DELETE", f"/{bucket}"),
+                         ("POST", f"/{bucket}?delete"), ("GET", f"/{bucket}?uploads"), ("HEAD", f"/{bucket}/k")]:
+        response = requests.request(method, base + path, timeout=10)
+        assert response.status_code == 403, (method, path, response.status_code)
+    for path in ("/health/live", "/health/ready"):
+        response = requests.get(base + path, timeout=10)
+        assert response.status_code == 200 and response.content == b""
