@@ -5,6 +5,8 @@
 #   3. S3 PUT, then GET, of 64 MiB objects with 8 concurrent clients against a fresh `fjord serve`
 #   4. the MLPerf Storage v3.0 llama3-8b checkpoint workload at scale 1/32 (`fjord bench checkpoint`,
 #      8 ranks, no compute gap, BENCH_CHECKPOINTS checkpoints written then read back)
+# Each S3 and checkpoint phase also leaves a report in build/bench/results/<phase>/ (results.json,
+# report.md, chart.svg: open it in a browser),
 # and a table of each result as a fraction of its limit: PUT / disk write, GET / min(disk read, net),
 # checkpoint write / disk write, checkpoint read / disk read.
 #
@@ -89,14 +91,15 @@ S3_ARGS=(--endpoint "$ENDPOINT" --bucket "$BUCKET" --size "$SIZE" --concurrency 
          --duration "$DURATION" --cores "$CLIENT_CORES" --server-pid "$SERVER_PID")
 echo "== s3 put"
 snapshot_top put
-"$FJORD" bench s3 --op put "${S3_ARGS[@]}" --json "$RESULTS/put.json"
+"$FJORD" bench s3 --op put "${S3_ARGS[@]}" --json "$RESULTS/put.json" --report "$RESULTS/put"
 echo "== s3 get (reuses the objects of the put phase)"
 snapshot_top get
-"$FJORD" bench s3 --op get "${S3_ARGS[@]}" --json "$RESULTS/get.json"
+"$FJORD" bench s3 --op get "${S3_ARGS[@]}" --json "$RESULTS/get.json" --report "$RESULTS/get"
 if (( CHECKPOINTS > 0 )); then
     echo "== checkpoint (llama3-8b, scale $CHECKPOINT_SCALE, $CHECKPOINTS checkpoints, no compute gap)"
     "$FJORD" bench checkpoint --endpoint "$ENDPOINT" --bucket checkpoint --scale "$CHECKPOINT_SCALE" \
-        --checkpoints "$CHECKPOINTS" --compute-seconds 0 --cores "$CLIENT_CORES" --json "$RESULTS/checkpoint.json"
+        --checkpoints "$CHECKPOINTS" --compute-seconds 0 --cores "$CLIENT_CORES" --json "$RESULTS/checkpoint.json" \
+        --report "$RESULTS/checkpoint"
 fi
 wait "${SNAPSHOT_PIDS[@]}" || true  # a snapshot is a diagnostic, not a result
 stop_server

@@ -25,6 +25,8 @@ int bench_s3_main(int argc, char** argv);
 int bench_checkpoint_main(int argc, char** argv);
 // `fjord client`: one request or transfer through the native client (client_command.cc).
 int client_main(int argc, char** argv);
+// `fjord cp|ls|rm|mb|rb` (object_commands.cc); `name` is the subcommand.
+int object_command_main(const std::string& name, int argc, char** argv);
 
 // "http://host:port" (or "host:port") -> endpoint; https is refused.
 base::result<io::endpoint> parse_http_endpoint(std::string text);

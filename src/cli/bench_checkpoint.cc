@@ -32,6 +32,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "cli/bench.h"
+#include "cli/bench_report.h"
 #include "client/object_client.h"
 #include "io/cross_core.h"
 #include "io/ops.h"
@@ -59,6 +60,7 @@ struct checkpoint_config {
     unsigned uploads_in_flight = 2, reads_in_flight = 2, verify_every = 4;
     bool trailer = false, keep = false;
     std::string json_path;
+    std::string report_dir;
     s3::credentials credentials;
     std::uint64_t file_bytes[files_per_rank] = {};
 };
@@ -255,7 +257,7 @@ base::result<double> non_negative_seconds(const bench_options& opts, std::string
 base::result<checkpoint_config> parse_checkpoint_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
         "endpoint", "bucket", "prefix", "ranks", "scale", "checkpoints", "compute-seconds", "part-size",
-        "read-size", "uploads-in-flight", "reads-in-flight", "cores", "verify-every", "json"};
+        "read-size", "uploads-in-flight", "reads-in-flight", "cores", "verify-every", "json", "report"};
     static constexpr std::string_view flags[] = {"trailer", "keep"};
     auto opts = bench_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
@@ -292,6 +294,7 @@ base::result<checkpoint_config> parse_checkpoint_args(int argc, char** argv) {
     cfg.compute_s = *compute;
     cfg.trailer = opts->has("trailer"), cfg.keep = opts->has("keep");
     cfg.json_path = opts->text("json");
+    cfg.report_dir = opts->text("report");
     cfg.file_bytes[0] = model_bytes_full / cfg.scale;
     cfg.file_bytes[1] = optim_bytes_full / cfg.scale;
     const char* access = std::getenv("FJORD_ACCESS_KEY");
@@ -402,6 +405,32 @@ std::string results_json(const checkpoint_config& cfg, const checkpoint_run& run
     return json;
 }
 
+// A row per checkpoint (slowest-rank duration and GiB/s of the write and the read) and a bar chart.
+bool write_checkpoint_report(const checkpoint_config& cfg, const std::string& json, const phase_summary& w,
+                             const phase_summary& r, double checkpoint_gib) {
+    bar_chart chart{format_text("fjord bench checkpoint: llama3-8b 1/%llu, %u ranks, %.2f GiB per checkpoint",
+                                static_cast<unsigned long long>(cfg.scale), cfg.ranks, checkpoint_gib),
+                    "GiB/s", {"write", "read"}, {}};
+    std::vector<std::vector<std::string>> rows;
+    auto rate = [checkpoint_gib](double s) { return s > 0 ? checkpoint_gib / s : 0.0; };
+    for (unsigned i = 0; i < cfg.checkpoints; ++i) {
+        const auto &a = w.checkpoints[i], &b = r.checkpoints[i];
+        chart.groups.push_back({"ckpt " + std::to_string(i + 1), {rate(a.slowest_s), rate(b.slowest_s)}});
+        rows.push_back({std::to_string(i + 1), format_text("%.3f", a.slowest_s), format_text("%.3f", rate(a.slowest_s)),
+                        format_text("%.3f", b.slowest_s), format_text("%.3f", rate(b.slowest_s))});
+    }
+    rows.push_back({"**mean**", format_text("%.3f", w.mean_s), format_text("**%.3f** (stdev %.3f)", w.mean_gib_s, w.stdev_gib_s),
+                    format_text("%.3f", r.mean_s), format_text("**%.3f** (stdev %.3f)", r.mean_gib_s, r.stdev_gib_s)});
+    std::string md = "# fjord bench checkpoint\n\n";
+    md += format_text("llama3-8b at scale 1/%llu against %s (bucket %s): %u ranks, %.3f GiB per checkpoint, %u checkpoints, "
+                      "compute %.1f s.\n\n",
+                      static_cast<unsigned long long>(cfg.scale), cfg.endpoint_text.c_str(), cfg.bucket.c_str(), cfg.ranks,
+                      checkpoint_gib, cfg.checkpoints, cfg.compute_s);
+    md += markdown_table({"checkpoint", "write s", "write GiB/s", "read s", "read GiB/s"}, rows);
+    md += "\n![write and read GiB/s per checkpoint](chart.svg)\n";
+    return write_report(cfg.report_dir, json, md, chart);
+}
+
 std::span<std::byte> map_random_pool(std::uint64_t size) {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     FJORD_ASSERT(p != MAP_FAILED, "cannot map the checkpoint data pool");
@@ -479,6 +508,9 @@ int bench_checkpoint_main(int argc, char** argv) {
                 run.first_error.empty() ? "" : " (first: ", run.first_error.empty() ? "" : (run.first_error + ")").c_str());
     if (!cfg->json_path.empty() &&
         !write_json_file(cfg->json_path, results_json(*cfg, run, w, r, checkpoint_bytes, slot_bytes)))
+        return 1;
+    if (!cfg->report_dir.empty() &&
+        !write_checkpoint_report(*cfg, results_json(*cfg, run, w, r, checkpoint_bytes, slot_bytes), w, r, checkpoint_gib))
         return 1;
     munmap(pool.data(), pool.size());
     for (auto s : slot_memory) munmap(s.data(), s.size());

@@ -1,4 +1,6 @@
-// `fjord bench s3`: PUT / GET / mixed throughput and latency of an S3 server through the native client.
+// `fjord bench s3`: PUT / GET / mixed throughput and latency of an S3 server through the native client,
+// and the latency of the small requests: HEAD, DELETE (each after an untimed PUT of its key) and
+// ListObjectsV2 pages of 1000 keys over the prepared object set.
 //
 // Workers are coroutines, `concurrency` of them, worker w on reactor w % cores; each owns one
 // keep-alive connection and does one request at a time. PUT bodies come from one pre-filled random pool
@@ -31,6 +33,8 @@
 #include "base/units.h"
 #include "cli/bench.h"
 #include "cli/bench_histogram.h"
+#include "cli/bench_report.h"
+#include "cli/progress.h"
 #include "client/s3_client.h"
 #include "io/reactor.h"
 #include "io/task.h"
@@ -39,10 +43,14 @@ namespace fjord::cli {
 
 namespace {
 
-enum class op_kind { put, get, mixed };
+enum class op_kind { put, get, mixed, head, del, list };
 
 constexpr unsigned max_consecutive_errors = 10;  // a worker gives up after this many failures in a row
 constexpr std::uint64_t default_set_bytes = 1 * base::GiB;  // GET object set, unless --objects says otherwise
+constexpr std::uint64_t default_small_size_bytes = 4 * base::KiB;  // head, delete, list
+constexpr std::uint64_t default_small_objects = 1000;              // head, delete
+constexpr std::uint64_t default_list_objects = 2000;               // list: two full pages
+constexpr unsigned list_page_keys = 1000;
 
 struct s3_config {
     io::endpoint endpoint;
@@ -59,8 +67,12 @@ struct s3_config {
     client::put_options put;  // --trailer crc32c|crc64nvme: aws-chunked bodies with a checksum trailer
     long server_pid = 0;
     std::string json_path;
+    std::string report_dir;
     s3::credentials credentials;
 };
+
+// The ops that need the object set to exist before the clock starts.
+bool needs_objects(op_kind op) { return op != op_kind::put && op != op_kind::del; }
 
 struct op_stats {
     std::uint64_t operations = 0;
@@ -72,6 +84,8 @@ struct op_stats {
 struct worker_stats {
     op_stats put;
     op_stats get;
+    op_stats small;  // head, delete or list
+    std::uint64_t listed_keys = 0;
     std::uint64_t errors = 0;
     std::uint64_t verify_failures = 0;
     std::uint64_t prepared = 0;
@@ -88,6 +102,7 @@ struct shared_run {
     std::vector<std::span<std::byte>> destinations;  // one GET buffer per worker
     std::vector<worker_stats> stats;                 // one per worker
     io::reactor_group* group = nullptr;
+    progress_line* progress = nullptr;  // during the measured phase
     std::atomic<unsigned> workers_left{0};
     std::atomic<std::uint64_t> next_operation{0};
     std::int64_t deadline_ns = 0;
@@ -143,42 +158,108 @@ io::task<void> prepare_worker(shared_run* run, unsigned worker) {
     }
 }
 
+// What one measured operation did: its timed interval, and which statistics it counts in.
+struct op_outcome {
+    bool ok = false;
+    std::int64_t start_ns = 0, end_ns = 0;
+    std::uint64_t bytes = 0;
+    op_stats worker_stats::*into = &worker_stats::put;
+};
+
+io::task<op_outcome> transfer_op(shared_run* run, unsigned worker, client::s3_client* client, std::string key,
+                                 bool is_put) {
+    const s3_config& cfg = *run->config;
+    worker_stats& st = run->stats[worker];
+    op_outcome out{false, base::monotonic_now_ns(), 0, cfg.size_bytes, is_put ? &worker_stats::put : &worker_stats::get};
+    if (is_put) {
+        auto r = co_await client->put_object(cfg.bucket, key, run->data, cfg.put);
+        if (!r) note_error(st, "PUT " + key, r.err());
+        out.ok = r.has_value();
+    } else {
+        auto r = co_await client->get_object(cfg.bucket, key, run->destinations[worker]);
+        if (!r) note_error(st, "GET " + key, r.err());
+        else if (r->size_bytes != cfg.size_bytes)
+            note_error(st, "GET " + key, {base::errc::internal, "size " + std::to_string(r->size_bytes)});
+        else if (cfg.verify && std::memcmp(run->destinations[worker].data(), run->data.data(), cfg.size_bytes) != 0) {
+            ++st.verify_failures;
+            note_error(st, "GET " + key, {base::errc::data_corrupted, "content differs from what was PUT"});
+        } else out.ok = true;
+    }
+    out.end_ns = base::monotonic_now_ns();
+    co_return out;
+}
+
+// HEAD of an existing key, or DELETE of a key PUT just before (the PUT is not timed).
+io::task<op_outcome> head_or_delete_op(shared_run* run, unsigned worker, client::s3_client* client, std::string key) {
+    const s3_config& cfg = *run->config;
+    worker_stats& st = run->stats[worker];
+    op_outcome out{false, 0, 0, 0, &worker_stats::small};
+    if (cfg.op == op_kind::head) {
+        out.start_ns = base::monotonic_now_ns();
+        auto r = co_await client->head_object(cfg.bucket, key);
+        out.end_ns = base::monotonic_now_ns();
+        if (!r) note_error(st, "HEAD " + key, r.err());
+        else if (!*r) note_error(st, "HEAD " + key, {base::errc::no_such_key, "missing"});
+        else out.ok = true;
+        co_return out;
+    }
+    auto put = co_await client->put_object(cfg.bucket, key, run->data, cfg.put);
+    if (!put) {
+        note_error(st, "PUT " + key, put.err());
+        co_return out;
+    }
+    out.start_ns = base::monotonic_now_ns();
+    auto r = co_await client->delete_object(cfg.bucket, key);
+    out.end_ns = base::monotonic_now_ns();
+    if (!r) note_error(st, "DELETE " + key, r.err());
+    out.ok = r.has_value();
+    co_return out;
+}
+
+// One ListObjectsV2 page of the object set; `token` carries the worker's place between pages.
+io::task<op_outcome> list_op(shared_run* run, unsigned worker, client::s3_client* client, std::string* token) {
+    const s3_config& cfg = *run->config;
+    worker_stats& st = run->stats[worker];
+    op_outcome out{false, base::monotonic_now_ns(), 0, 0, &worker_stats::small};
+    auto page = co_await client->list_objects(cfg.bucket, {"bench/", "", *token, list_page_keys});
+    out.end_ns = base::monotonic_now_ns();
+    if (!page) {
+        note_error(st, "LIST", page.err());
+        co_return out;
+    }
+    st.listed_keys += page->objects.size();
+    *token = page->truncated ? page->next_continuation_token : std::string();
+    out.ok = true;
+    co_return out;
+}
+
 io::task<void> measure_worker(shared_run* run, unsigned worker) {
     const s3_config& cfg = *run->config;
     worker_stats& st = run->stats[worker];
     client::s3_client client(run->client);
     std::uint64_t keys_per_worker = cfg.objects / cfg.concurrency;
     std::uint64_t rng = 0x9E3779B97F4A7C15ULL * (worker + 1);
+    std::string list_token;
     unsigned consecutive_errors = 0;
     for (std::uint64_t n = 0; consecutive_errors < max_consecutive_errors && run->claim_operation(); ++n) {
-        bool is_put = cfg.op == op_kind::put || (cfg.op == op_kind::mixed && (next_random(rng) & 1) != 0);
         std::uint64_t index = worker + (n % keys_per_worker) * cfg.concurrency;  // one of this worker's keys
         std::string key = object_key(cfg, index);
-        std::int64_t start_ns = base::monotonic_now_ns();
-        bool ok = false;
-        if (is_put) {
-            auto r = co_await client.put_object(cfg.bucket, key, run->data, cfg.put);
-            if (!r) note_error(st, "PUT " + key, r.err());
-            ok = r.has_value();
-        } else {
-            auto r = co_await client.get_object(cfg.bucket, key, run->destinations[worker]);
-            if (!r) note_error(st, "GET " + key, r.err());
-            else if (r->size_bytes != cfg.size_bytes)
-                note_error(st, "GET " + key, {base::errc::internal, "size " + std::to_string(r->size_bytes)});
-            else if (cfg.verify && std::memcmp(run->destinations[worker].data(), run->data.data(), cfg.size_bytes) != 0) {
-                ++st.verify_failures;
-                note_error(st, "GET " + key, {base::errc::data_corrupted, "content differs from what was PUT"});
-            } else ok = true;
+        op_outcome r;
+        if (cfg.op == op_kind::list) r = co_await list_op(run, worker, &client, &list_token);
+        else if (cfg.op == op_kind::head || cfg.op == op_kind::del) r = co_await head_or_delete_op(run, worker, &client, key);
+        else {
+            bool is_put = cfg.op == op_kind::put || (cfg.op == op_kind::mixed && (next_random(rng) & 1) != 0);
+            r = co_await transfer_op(run, worker, &client, key, is_put);
         }
-        std::int64_t end_ns = base::monotonic_now_ns();
-        consecutive_errors = ok ? 0 : consecutive_errors + 1;
-        if (!ok) continue;
-        op_stats& s = is_put ? st.put : st.get;
+        consecutive_errors = r.ok ? 0 : consecutive_errors + 1;
+        if (!r.ok) continue;
+        op_stats& s = st.*r.into;
         ++s.operations;
-        s.bytes += cfg.size_bytes;
-        s.latency.record(static_cast<std::uint64_t>((end_ns - start_ns) / 1000));
-        st.first_start_ns = std::min(st.first_start_ns, start_ns);
-        st.last_end_ns = std::max(st.last_end_ns, end_ns);
+        s.bytes += r.bytes;
+        s.latency.record(static_cast<std::uint64_t>((r.end_ns - r.start_ns) / 1000));
+        st.first_start_ns = std::min(st.first_start_ns, r.start_ns);
+        st.last_end_ns = std::max(st.last_end_ns, r.end_ns);
+        if (run->progress) run->progress->add(1, r.bytes);
     }
 }
 
@@ -204,7 +285,7 @@ void run_phase(shared_run& run, unsigned workers, worker_function fn) {
 base::result<s3_config> parse_s3_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"endpoint", "bucket", "op",      "size",       "concurrency",
                                                       "duration", "count",  "cores",   "objects",    "server-pid",
-                                                      "json", "trailer"};
+                                                      "json", "trailer", "report"};
     static constexpr std::string_view flags[] = {"verify"};
     auto opts = bench_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
@@ -219,10 +300,14 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     if (op == "put") cfg.op = op_kind::put;
     else if (op == "get") cfg.op = op_kind::get;
     else if (op == "mixed") cfg.op = op_kind::mixed;
-    else return base::fail(base::errc::invalid_argument, "--op must be put, get or mixed");
+    else if (op == "head") cfg.op = op_kind::head;
+    else if (op == "delete") cfg.op = op_kind::del;
+    else if (op == "list") cfg.op = op_kind::list;
+    else return base::fail(base::errc::invalid_argument, "--op must be put, get, mixed, head, delete or list");
+    const bool small_op = cfg.op == op_kind::head || cfg.op == op_kind::del || cfg.op == op_kind::list;
     if (opts->has("duration") && opts->has("count"))
         return base::fail(base::errc::invalid_argument, "give --duration or --count, not both");
-    auto size = opts->size("size", 64 * base::MiB);
+    auto size = opts->size("size", small_op ? default_small_size_bytes : 64 * base::MiB);
     auto concurrency = opts->number("concurrency", 8), count = opts->number("count", 0),
          cores = opts->number("cores", 2), objects = opts->number("objects", 0), pid = opts->number("server-pid", 0);
     auto duration = opts->seconds("duration", 10);
@@ -245,9 +330,11 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     else if (!trailer.empty()) return base::fail(base::errc::invalid_argument, "--trailer must be crc32c or crc64nvme");
     cfg.server_pid = static_cast<long>(*pid);
     cfg.json_path = opts->text("json");
+    cfg.report_dir = opts->text("report");
     // The object set: about 1 GiB (at least one object per worker, at most 1024 per worker), rounded up
     // to a multiple of the concurrency so that every worker owns the same number of keys.
     std::uint64_t set = *objects ? *objects : std::clamp<std::uint64_t>(default_set_bytes / cfg.size_bytes, 1, 1024ULL * cfg.concurrency);
+    if (small_op && !*objects) set = cfg.op == op_kind::list ? default_list_objects : default_small_objects;
     cfg.objects = base::align_up(std::max<std::uint64_t>(set, cfg.concurrency), cfg.concurrency);
     const char* access = std::getenv("FJORD_ACCESS_KEY");
     const char* secret = std::getenv("FJORD_SECRET_KEY");
@@ -287,7 +374,8 @@ double process_cpu_s(long pid) {
 // ---- results ----
 
 struct totals {
-    op_stats put, get, all;
+    op_stats put, get, small, all;
+    std::uint64_t listed_keys = 0;
     std::uint64_t errors = 0, verify_failures = 0, prepared = 0, reused = 0;
     std::string first_error;
     double seconds = 0;
@@ -305,7 +393,9 @@ totals merge(const shared_run& run) {
     totals t;
     std::int64_t first = INT64_MAX, last = 0;
     for (const worker_stats& st : run.stats) {
-        add(t.put, st.put), add(t.get, st.get), add(t.all, st.put), add(t.all, st.get);
+        add(t.put, st.put), add(t.get, st.get), add(t.small, st.small);
+        add(t.all, st.put), add(t.all, st.get), add(t.all, st.small);
+        t.listed_keys += st.listed_keys;
         t.errors += st.errors, t.verify_failures += st.verify_failures;
         t.prepared += st.prepared, t.reused += st.reused;
         if (t.first_error.empty()) t.first_error = st.first_error;
@@ -339,7 +429,17 @@ std::string op_json(const op_stats& s, double seconds) {
     return out;
 }
 
-const char* op_name(op_kind op) { return op == op_kind::put ? "put" : op == op_kind::get ? "get" : "mixed"; }
+const char* op_name(op_kind op) {
+    switch (op) {
+    case op_kind::put: return "put";
+    case op_kind::get: return "get";
+    case op_kind::mixed: return "mixed";
+    case op_kind::head: return "head";
+    case op_kind::del: return "delete";
+    case op_kind::list: return "list";
+    }
+    return "?";
+}
 
 std::string results_json(const s3_config& cfg, const totals& t) {
     std::string out = "{\"bench\": \"s3\", ";
@@ -356,7 +456,10 @@ std::string results_json(const s3_config& cfg, const totals& t) {
                   t.client_cpu_s, t.server_cpu_s);
     std::string all = op_json(t.all, t.seconds);
     out += all.substr(1, all.size() - 2);  // the totals at the top level
-    out += ", \"by_op\": {\"put\": " + op_json(t.put, t.seconds) + ", \"get\": " + op_json(t.get, t.seconds) + "}";
+    out += ", \"by_op\": {\"put\": " + op_json(t.put, t.seconds) + ", \"get\": " + op_json(t.get, t.seconds);
+    if (t.small.operations > 0) out += std::string(", \"") + op_name(cfg.op) + "\": " + op_json(t.small, t.seconds);
+    out += "}";
+    if (cfg.op == op_kind::list) out += ", \"listed_keys\": " + std::to_string(t.listed_keys);
     out += ", \"first_error\": " + json_string(t.first_error) + "}";
     return out;
 }
@@ -380,6 +483,9 @@ void print_results(const s3_config& cfg, const totals& t) {
                     static_cast<unsigned long long>(t.reused));
     print_op_line("total", t.all, t.seconds);
     if (cfg.op == op_kind::mixed) print_op_line("put", t.put, t.seconds), print_op_line("get", t.get, t.seconds);
+    if (cfg.op == op_kind::list)
+        std::printf("  listed %llu keys (%.0f keys/s)\n", static_cast<unsigned long long>(t.listed_keys),
+                    t.seconds > 0 ? static_cast<double>(t.listed_keys) / t.seconds : 0.0);
     double gib = static_cast<double>(t.all.bytes) / base::GiB;
     std::printf("  cpu: client %.2f s (%.2f cores, %.2f s/GiB)", t.client_cpu_s,
                 t.seconds > 0 ? t.client_cpu_s / t.seconds : 0.0, gib > 0 ? t.client_cpu_s / gib : 0.0);
@@ -389,6 +495,38 @@ void print_results(const s3_config& cfg, const totals& t) {
     std::printf("\n");
     if (t.errors > 0)
         std::printf("  errors: %llu (first: %s)\n", static_cast<unsigned long long>(t.errors), t.first_error.c_str());
+}
+
+// The latency percentiles of each op that ran, as a table and a chart.
+bool write_s3_report(const s3_config& cfg, const totals& t) {
+    std::vector<std::pair<std::string, const op_stats*>> ops;
+    if (t.put.operations > 0) ops.emplace_back("put", &t.put);
+    if (t.get.operations > 0) ops.emplace_back("get", &t.get);
+    if (t.small.operations > 0) ops.emplace_back(op_name(cfg.op), &t.small);
+    std::vector<std::vector<std::string>> rows;
+    bar_chart chart{format_text("fjord bench s3 --op %s: latency (%.0f KiB objects, %u workers)", op_name(cfg.op),
+                                static_cast<double>(cfg.size_bytes) / 1024, cfg.concurrency),
+                    "latency ms", {}, {}};
+    constexpr double fractions[] = {0.50, 0.90, 0.99, 0.999};
+    constexpr const char* labels[] = {"p50", "p90", "p99", "p99.9"};
+    for (const char* l : labels) chart.groups.push_back({l, {}});
+    for (const auto& [name, s] : ops) {
+        const latency_histogram& h = s->latency;
+        rows.push_back({name, std::to_string(s->operations), format_text("%.1f", static_cast<double>(s->operations) / std::max(t.seconds, 1e-9)),
+                        format_text("%.3f", gib_per_s(s->bytes, t.seconds)), format_text("%.3f", h.mean_us() / 1e3),
+                        format_text("%.3f", h.percentile_us(0.50) / 1e3), format_text("%.3f", h.percentile_us(0.90) / 1e3),
+                        format_text("%.3f", h.percentile_us(0.99) / 1e3), format_text("%.3f", h.percentile_us(0.999) / 1e3),
+                        format_text("%.3f", static_cast<double>(h.max_us()) / 1e3)});
+        chart.series.push_back(name);
+        for (std::size_t i = 0; i < std::size(fractions); ++i) chart.groups[i].values.push_back(h.percentile_us(fractions[i]) / 1e3);
+    }
+    std::string md = "# fjord bench s3 --op " + std::string(op_name(cfg.op)) + "\n\n";
+    md += format_text("Endpoint %s, bucket %s, %llu-byte objects, %u workers on %u cores, %.2f s, %llu errors.\n\n",
+                      cfg.endpoint_text.c_str(), cfg.bucket.c_str(), static_cast<unsigned long long>(cfg.size_bytes),
+                      cfg.concurrency, cfg.cores, t.seconds, static_cast<unsigned long long>(t.errors));
+    md += markdown_table({"op", "operations", "ops/s", "GiB/s", "mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"}, rows);
+    md += "\n![latency percentiles](chart.svg)\n";
+    return write_report(cfg.report_dir, results_json(cfg, t), md, chart);
 }
 
 // ---- memory ----
@@ -434,7 +572,7 @@ int bench_s3_main(int argc, char** argv) {
     std::span<std::byte> data = map_bytes(cfg->size_bytes);
     fill_random(data, 0x5EED0F0F1A2B3C4DULL);
     run.data = data;
-    if (cfg->op != op_kind::put) {
+    if (cfg->op == op_kind::get || cfg->op == op_kind::mixed) {
         for (unsigned w = 0; w < cfg->concurrency; ++w) {
             run.destinations.push_back(map_bytes(cfg->size_bytes));
             std::memset(run.destinations.back().data(), 0, cfg->size_bytes);  // fault the pages in now
@@ -443,7 +581,7 @@ int bench_s3_main(int argc, char** argv) {
     run.stats.resize(cfg->concurrency);
 
     run_phase(run, 1, create_bucket_worker);
-    if (cfg->op != op_kind::put && run.stats[0].errors == 0) run_phase(run, cfg->concurrency, prepare_worker);
+    if (needs_objects(cfg->op) && run.stats[0].errors == 0) run_phase(run, cfg->concurrency, prepare_worker);
     totals setup = merge(run);
     if (setup.errors > 0) {
         std::fprintf(stderr, "fjord bench s3: setup failed: %s\n", setup.first_error.c_str());
@@ -454,7 +592,12 @@ int bench_s3_main(int argc, char** argv) {
 
     double client_cpu_before = own_cpu_s(), server_cpu_before = process_cpu_s(cfg->server_pid);
     run.deadline_ns = base::monotonic_now_ns() + static_cast<std::int64_t>(cfg->duration_s * 1e9);
-    run_phase(run, cfg->concurrency, measure_worker);
+    {
+        progress_line progress({.label = op_name(cfg->op), .total_items = cfg->count, .interval_ms = 1000});
+        run.progress = &progress;
+        run_phase(run, cfg->concurrency, measure_worker);
+        run.progress = nullptr;
+    }
     double client_cpu_after = own_cpu_s(), server_cpu_after = process_cpu_s(cfg->server_pid);
 
     totals t = merge(run);
@@ -463,6 +606,7 @@ int bench_s3_main(int argc, char** argv) {
     if (server_cpu_before >= 0 && server_cpu_after >= 0) t.server_cpu_s = server_cpu_after - server_cpu_before;
     print_results(*cfg, t);
     if (!cfg->json_path.empty() && !write_json_file(cfg->json_path, results_json(*cfg, t))) return 1;
+    if (!cfg->report_dir.empty() && !write_s3_report(*cfg, t)) return 1;
     return t.errors == 0 && t.all.operations > 0 ? 0 : 1;
 }
 

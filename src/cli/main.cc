@@ -53,7 +53,8 @@ void print_usage() {
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
         "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
-        "       fjord client put|get|head|delete|mb ...  (one request through the native client)\n",
+        "       fjord client put|get|head|delete|mb ...  (one request through the native client)\n"
+        "       fjord cp|ls|rm|mb|rb ...                 (objects and buckets; fjord cp --help)\n",
         stderr);
 }
 
@@ -218,6 +219,8 @@ int main(int argc, char** argv) {
     if (argc >= 2 && std::string(argv[1]) == "serve") return serve(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "bench") return fjord::cli::bench_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "client") return fjord::cli::client_main(argc - 2, argv + 2);
+    for (const char* name : {"cp", "ls", "rm", "mb", "rb"})
+        if (argc >= 2 && std::string(argv[1]) == name) return fjord::cli::object_command_main(name, argc - 2, argv + 2);
     print_usage();
     return argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") ? 0 : 2;
 }

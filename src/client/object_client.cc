@@ -106,6 +106,25 @@ io::task<base::result<void>> object_client::delete_object(std::string bucket, st
     co_return co_await with_retries<void>([bucket, key](s3_client& c) { return c.delete_object(bucket, key); });
 }
 
+io::task<base::result<void>> object_client::delete_bucket(std::string bucket) {
+    co_return co_await with_retries<void>([bucket](s3_client& c) { return c.delete_bucket(bucket); });
+}
+
+io::task<base::result<std::vector<bucket_entry>>> object_client::list_buckets() {
+    co_return co_await with_retries<std::vector<bucket_entry>>([](s3_client& c) { return c.list_buckets(); });
+}
+
+io::task<base::result<list_page>> object_client::list_objects(std::string bucket, list_request what) {
+    co_return co_await with_retries<list_page>(
+        [bucket, what](s3_client& c) { return c.list_objects(bucket, what); });
+}
+
+io::task<base::result<std::vector<delete_failure>>> object_client::delete_objects(std::string bucket,
+                                                                                  std::vector<std::string> keys) {
+    co_return co_await with_retries<std::vector<delete_failure>>(
+        [bucket, keys](s3_client& c) { return c.delete_objects(bucket, keys); });
+}
+
 io::task<base::result<void>> object_client::abort_upload(std::string bucket, std::string key, std::string upload_id) {
     co_return co_await with_retries<void>(
         [bucket, key, upload_id](s3_client& c) { return c.abort_multipart_upload(bucket, key, upload_id); });

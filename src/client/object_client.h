@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "client/connection_pool.h"
@@ -72,6 +73,13 @@ public:
                                                  std::span<std::byte> destination);
     io::task<base::result<std::optional<head_result>>> head_object(std::string bucket, std::string key);
     io::task<base::result<void>> delete_object(std::string bucket, std::string key);
+    io::task<base::result<void>> delete_bucket(std::string bucket);
+    io::task<base::result<std::vector<bucket_entry>>> list_buckets();
+    // One ListObjectsV2 page; the caller follows next_continuation_token while truncated.
+    io::task<base::result<list_page>> list_objects(std::string bucket, list_request what);
+    // DeleteObjects of 1..1000 keys: the keys the server could not delete (empty when all were).
+    io::task<base::result<std::vector<delete_failure>>> delete_objects(std::string bucket,
+                                                                       std::vector<std::string> keys);
 
     // Multipart upload of `body` (at least one part, even for an empty body; at most 10,000 parts).
     io::task<base::result<put_result>> put_object_multipart(std::string bucket, std::string key,

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/checksum.h"
+#include "base/digest.h"
 #include "base/encoding.h"
 
 namespace fjord::client {
@@ -37,6 +38,88 @@ std::optional<std::string> xml_element(std::string_view xml, std::string_view na
     std::string text(xml.substr(begin, end - begin));
     for (std::size_t at; (at = text.find("&quot;")) != std::string::npos;) text.replace(at, 6, "\"");
     return text;
+}
+
+// Replaces the five predefined XML entities and numeric character references (&#N; &#xN;) with
+// their characters (UTF-8); anything else is kept as it is.
+std::string xml_decode(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        std::size_t semicolon = text[i] == '&' ? text.find(';', i) : std::string_view::npos;
+        if (semicolon == std::string_view::npos || semicolon - i > 10) {
+            out += text[i];
+            continue;
+        }
+        std::string_view entity = text.substr(i + 1, semicolon - i - 1);
+        std::uint32_t code = 0;
+        if (entity == "amp") code = '&';
+        else if (entity == "lt") code = '<';
+        else if (entity == "gt") code = '>';
+        else if (entity == "quot") code = '"';
+        else if (entity == "apos") code = '\'';
+        else if (entity.size() > 1 && entity[0] == '#') {
+            bool hex = entity[1] == 'x' || entity[1] == 'X';
+            std::string digits(entity.substr(hex ? 2 : 1));
+            char* end = nullptr;
+            unsigned long v = std::strtoul(digits.c_str(), &end, hex ? 16 : 10);
+            if (!digits.empty() && *end == '\0' && v > 0 && v <= 0x10FFFF) code = static_cast<std::uint32_t>(v);
+        }
+        if (code == 0) {
+            out += text[i];
+            continue;
+        }
+        if (code < 0x80) out += static_cast<char>(code);
+        else if (code < 0x800) out += static_cast<char>(0xC0 | (code >> 6)), out += static_cast<char>(0x80 | (code & 0x3F));
+        else if (code < 0x10000)
+            out += static_cast<char>(0xE0 | (code >> 12)), out += static_cast<char>(0x80 | ((code >> 6) & 0x3F)),
+                out += static_cast<char>(0x80 | (code & 0x3F));
+        else
+            out += static_cast<char>(0xF0 | (code >> 18)), out += static_cast<char>(0x80 | ((code >> 12) & 0x3F)),
+                out += static_cast<char>(0x80 | ((code >> 6) & 0x3F)), out += static_cast<char>(0x80 | (code & 0x3F));
+        i = semicolon;
+    }
+    return out;
+}
+
+std::string xml_escape(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        if (c == '&') out += "&amp;";
+        else if (c == '<') out += "&lt;";
+        else if (c == '>') out += "&gt;";
+        else if (c == '"') out += "&quot;";
+        else if (c == '\'') out += "&apos;";
+        else out += c;
+    }
+    return out;
+}
+
+// The contents of every <name>...</name> element of `xml`, in order (not nested in one another).
+std::vector<std::string_view> xml_blocks(std::string_view xml, std::string_view name) {
+    std::string open = "<" + std::string(name) + ">", close = "</" + std::string(name) + ">";
+    std::vector<std::string_view> out;
+    for (std::size_t at = 0;;) {  // bounded: every round moves past one element
+        auto begin = xml.find(open, at);
+        if (begin == std::string_view::npos) break;
+        begin += open.size();
+        auto end = xml.find(close, begin);
+        if (end == std::string_view::npos) break;
+        out.push_back(xml.substr(begin, end - begin));
+        at = end + close.size();
+    }
+    return out;
+}
+
+// The decoded text of the first <name> element of `xml`, or "" when absent.
+std::string xml_text(std::string_view xml, std::string_view name) {
+    auto blocks = xml_blocks(xml, name);
+    return blocks.empty() ? std::string() : xml_decode(blocks.front());
+}
+
+std::string query_pair(std::string_view name, std::string_view value) {
+    return std::string(name) + "=" + base::uri_encode(value, false);
 }
 
 std::string unquote(std::string_view etag) {
@@ -87,6 +170,7 @@ std::string s3_client::format_head(const request& req, std::uint64_t content_len
     for (const auto& h : signed_headers) head.append(h.name).append(": ").append(h.value).append("\r\n");
     if (trailer) head.append("Content-Encoding: aws-chunked\r\n");
     if (!req.range.empty()) head.append("Range: ").append(req.range).append("\r\n");
+    if (!req.content_md5.empty()) head.append("Content-MD5: ").append(req.content_md5).append("\r\n");
     if (req.method == "PUT" || req.method == "POST")
         head.append("Content-Length: ").append(std::to_string(content_length)).append("\r\n");
     head.append("Authorization: ").append(authorization).append("\r\n\r\n");
@@ -222,7 +306,8 @@ io::task<base::result<void>> s3_client::read_body(const request& req, std::size_
     }
     // A small body we do not keep (success) or keep as the error document, through the head buffer.
     bool keep = !is_success(out.status) || req.capture_body;
-    std::uint64_t keep_limit = keep ? _options.max_error_body_bytes : 0;
+    std::uint64_t keep_limit =
+        keep ? std::max(_options.max_error_body_bytes, req.capture_body ? req.capture_limit_bytes : 0) : 0;
     if (keep) out.error_body.assign(reinterpret_cast<const char*>(prefix), std::min<std::uint64_t>(prefix_bytes, keep_limit));
     std::uint64_t remaining = body_bytes - prefix_bytes;
     if (remaining > std::max<std::uint64_t>(keep_limit, _head_buffer.size() * 16)) {
@@ -306,6 +391,77 @@ io::task<base::result<void>> s3_client::delete_object(std::string bucket, std::s
     if (!r) co_return r.as_failure();
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
     co_return base::result<void>{};
+}
+
+io::task<base::result<void>> s3_client::delete_bucket(std::string bucket) {
+    request req{.method = "DELETE", .raw_path = object_path(bucket, "")};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    co_return base::result<void>{};
+}
+
+io::task<base::result<std::vector<bucket_entry>>> s3_client::list_buckets() {
+    request req{.method = "GET", .raw_path = "/", .capture_body = true,
+                .capture_limit_bytes = max_result_document_bytes};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    if (r->content_length > r->error_body.size())
+        co_return base::fail(base::errc::entity_too_large, "ListBuckets result larger than the client accepts");
+    std::vector<bucket_entry> out;
+    for (std::string_view b : xml_blocks(r->error_body, "Bucket"))
+        out.push_back(bucket_entry{xml_text(b, "Name"), xml_text(b, "CreationDate")});
+    co_return out;
+}
+
+io::task<base::result<list_page>> s3_client::list_objects(std::string bucket, list_request what) {
+    FJORD_ASSERT(what.max_keys >= 1 && what.max_keys <= 1000);
+    // The parameters in the canonical (sorted) order.
+    std::string query;
+    if (!what.continuation_token.empty()) query += query_pair("continuation-token", what.continuation_token) + "&";
+    if (!what.delimiter.empty()) query += query_pair("delimiter", what.delimiter) + "&";
+    query += "list-type=2&max-keys=" + std::to_string(what.max_keys);
+    if (!what.prefix.empty()) query += "&" + query_pair("prefix", what.prefix);
+    request req{.method = "GET", .raw_path = object_path(bucket, ""), .raw_query = std::move(query),
+                .capture_body = true, .capture_limit_bytes = max_result_document_bytes};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    if (r->content_length > r->error_body.size())
+        co_return base::fail(base::errc::entity_too_large, "ListObjectsV2 page larger than the client accepts");
+    const std::string& xml = r->error_body;
+    list_page page;
+    for (std::string_view c : xml_blocks(xml, "Contents")) {
+        object_entry e{xml_text(c, "Key"), 0, unquote(xml_text(c, "ETag")), xml_text(c, "LastModified")};
+        e.size_bytes = base::parse_u64(xml_text(c, "Size")).value_or(0);
+        page.objects.push_back(std::move(e));
+    }
+    for (std::string_view p : xml_blocks(xml, "CommonPrefixes")) page.common_prefixes.push_back(xml_text(p, "Prefix"));
+    page.truncated = xml_text(xml, "IsTruncated") == "true";
+    page.next_continuation_token = xml_text(xml, "NextContinuationToken");
+    if (page.truncated && page.next_continuation_token.empty())
+        co_return base::fail(base::errc::malformed_xml, "truncated ListObjectsV2 page without a continuation token");
+    co_return page;
+}
+
+io::task<base::result<std::vector<delete_failure>>> s3_client::delete_objects(std::string bucket,
+                                                                              std::vector<std::string> keys) {
+    FJORD_ASSERT(!keys.empty() && keys.size() <= 1000, "DeleteObjects takes 1..1000 keys");
+    std::string xml = "<Delete><Quiet>true</Quiet>";
+    for (const std::string& k : keys) xml.append("<Object><Key>").append(xml_escape(k)).append("</Key></Object>");
+    xml += "</Delete>";
+    request req{.method = "POST", .raw_path = object_path(bucket, ""), .raw_query = "delete",
+                .body = base::as_bytes(xml.data(), xml.size()), .capture_body = true,
+                .capture_limit_bytes = max_result_document_bytes,
+                .content_md5 = base::base64_encode(base::md5(xml))};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    std::vector<delete_failure> failures;
+    for (std::string_view e : xml_blocks(r->error_body, "Error"))
+        failures.push_back(delete_failure{xml_text(e, "Key"), xml_text(e, "Code"), xml_text(e, "Message")});
+    co_return failures;
 }
 
 io::task<base::result<std::string>> s3_client::create_multipart_upload(std::string bucket, std::string key) {

@@ -68,6 +68,41 @@ struct head_result {
     std::string etag;
 };
 
+struct bucket_entry {
+    std::string name;
+    std::string creation_date;  // ISO 8601, as the server sent it
+};
+
+struct object_entry {
+    std::string key;
+    std::uint64_t size_bytes = 0;
+    std::string etag;           // without quotes
+    std::string last_modified;  // ISO 8601, as the server sent it
+};
+
+// What one ListObjectsV2 request asks for.
+struct list_request {
+    std::string prefix;
+    std::string delimiter;           // empty: no grouping into common prefixes
+    std::string continuation_token;  // empty: the first page
+    unsigned max_keys = 1000;        // 1..1000
+};
+
+// One page of ListObjectsV2.
+struct list_page {
+    std::vector<object_entry> objects;
+    std::vector<std::string> common_prefixes;
+    bool truncated = false;
+    std::string next_continuation_token;  // set when truncated
+};
+
+// A key DeleteObjects could not delete.
+struct delete_failure {
+    std::string key;
+    std::string code;
+    std::string message;
+};
+
 class s3_client {
 public:
     explicit s3_client(client_options options);
@@ -91,6 +126,16 @@ public:
     io::task<base::result<std::optional<head_result>>> head_object(std::string bucket, std::string key);
     // Succeeds when the key does not exist afterwards (S3 answers 204 for a missing key too).
     io::task<base::result<void>> delete_object(std::string bucket, std::string key);
+
+    // Succeeds when the bucket is gone afterwards; BucketNotEmpty while it holds objects or uploads.
+    io::task<base::result<void>> delete_bucket(std::string bucket);
+    io::task<base::result<std::vector<bucket_entry>>> list_buckets();
+    // One ListObjectsV2 page (keys and common prefixes XML-decoded).
+    io::task<base::result<list_page>> list_objects(std::string bucket, list_request what);
+    // DeleteObjects of up to 1,000 keys in quiet mode (with the Content-MD5 S3 requires): the keys that
+    // could not be deleted; an empty vector when all were (a missing key counts as deleted).
+    io::task<base::result<std::vector<delete_failure>>> delete_objects(std::string bucket,
+                                                                       std::vector<std::string> keys);
 
     // Multipart upload, one request each: returns the upload id / the part's ETag / the object's ETag.
     io::task<base::result<std::string>> create_multipart_upload(std::string bucket, std::string key);
@@ -130,6 +175,8 @@ private:
         std::span<std::byte> destination;  // empty: a 2xx body (if any) is read and dropped
         bool body_expected = true;         // false for HEAD
         bool capture_body = false;         // keep a small 2xx body (an XML result) in error_body
+        std::size_t capture_limit_bytes = 0;  // ... up to this many bytes (0: max_error_body_bytes)
+        std::string content_md5;           // a Content-MD5 header value, or empty
         std::string range;                 // a Range header value, or empty
         bool crc32c_trailer = false;       // aws-chunked body with a CRC32C trailer
         bool crc64nvme_trailer = false;    // ... or with a CRC64NVME trailer
@@ -150,6 +197,9 @@ private:
     response_head _head;
     int _last_status = 0;
 };
+
+// Largest ListObjectsV2 / ListBuckets / DeleteObjects result document the client accepts.
+constexpr std::size_t max_result_document_bytes = 8 * 1024 * 1024;
 
 // "/bucket/key" percent-encoded as SigV4 expects (the key keeps its '/').
 std::string object_path(std::string_view bucket, std::string_view key);
