@@ -215,7 +215,12 @@ int serve(int argc, char** argv) {
 
 }  // namespace
 
+namespace fjord::cli {
+int scrub_main(int argc, char** argv);
+}
+
 int main(int argc, char** argv) {
+    if (argc >= 2 && std::string(argv[1]) == "scrub") return fjord::cli::scrub_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "serve") return serve(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "bench") return fjord::cli::bench_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "client") return fjord::cli::client_main(argc - 2, argv + 2);

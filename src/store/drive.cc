@@ -1,6 +1,7 @@
 #include "store/drive.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,20 +68,34 @@ base::result<drive_set> drive_set::open(const std::vector<std::string>& paths) {
         d.path = paths[i];
         d.object_dir_fds.fill(-1);
         FJORD_TRY(make_dir(d.path));
+        // Two processes on one directory would each remove the other's new files as orphans.
+        std::string lock_path = d.path + "/LOCK";
+        d.lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (d.lock_fd < 0) return io_failure("open " + lock_path);
+        if (::flock(d.lock_fd, LOCK_EX | LOCK_NB) < 0) {
+            int err = errno;
+            ::close(d.lock_fd);
+            if (err == EWOULDBLOCK)
+                return base::fail(base::errc::invalid_argument,
+                                  d.path + " is in use by another Fjord process (stop it first)");
+            errno = err;
+            return io_failure("lock " + lock_path);
+        }
+        set._drives.push_back(d);  // from here the set owns (and on failure closes) this drive's descriptors
+        drive& owned = set._drives.back();
         FJORD_TRY(check_identity(d.path, i, paths.size()));
-        FJORD_TRY(make_dir(d.path + "/objects"));
-        if (i == 0) FJORD_TRY(make_dir(d.path + "/meta"));
-        d.root_fd = ::open(d.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (d.root_fd < 0) return io_failure("open " + d.path);
+        FJORD_TRY(make_dir(owned.path + "/objects"));
+        if (i == 0) FJORD_TRY(make_dir(owned.path + "/meta"));
+        owned.root_fd = ::open(owned.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (owned.root_fd < 0) return io_failure("open " + owned.path);
         for (int b = 0; b < 256; ++b) {
             char name[8];
             std::snprintf(name, sizeof name, "%02x", b);
-            std::string sub = d.path + "/objects/" + name;
+            std::string sub = owned.path + "/objects/" + name;
             FJORD_TRY(make_dir(sub));
-            d.object_dir_fds[b] = ::open(sub.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (d.object_dir_fds[b] < 0) return io_failure("open " + sub);
+            owned.object_dir_fds[b] = ::open(sub.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (owned.object_dir_fds[b] < 0) return io_failure("open " + sub);
         }
-        set._drives.push_back(d);
     }
     return set;
 }
@@ -100,6 +115,7 @@ drive_set::~drive_set() {
         for (int fd : d.object_dir_fds)
             if (fd >= 0) ::close(fd);
         if (d.root_fd >= 0) ::close(d.root_fd);
+        if (d.lock_fd >= 0) ::close(d.lock_fd);
     }
     _drives.clear();
 }

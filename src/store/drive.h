@@ -20,6 +20,7 @@ namespace fjord::store {
 struct drive {
     std::string path;
     int root_fd = -1;
+    int lock_fd = -1;  // DIR/LOCK, flock()ed for the process lifetime: one process per data directory
     std::array<int, 256> object_dir_fds{};
 };
 

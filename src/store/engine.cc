@@ -773,6 +773,17 @@ io::task<void> engine::rotate(shard& s) {
     LOG_INFO("shard %u: snapshot %llu written (%zu bytes)", s.id, static_cast<unsigned long long>(next_gen), image.size());
 }
 
+std::vector<engine::stored_object> engine::local_objects() const {
+    unsigned core = io::reactor::current().core();
+    std::vector<stored_object> out;
+    for (const auto& s : _shards) {
+        if (owner_of(s->id) != core) continue;
+        for (const auto& [bucket, keys] : s->index)
+            for (const auto& [key, record] : keys) out.push_back({bucket, key, record});
+    }
+    return out;
+}
+
 io::task<void> engine::snapshot_local_shards() {
     unsigned core = io::reactor::current().core();
     for (auto& s : _shards)

@@ -165,6 +165,14 @@ public:
     // Aborts this core's uploads initiated before the cutoff; returns how many.
     io::task<std::uint64_t> expire_local_uploads(std::int64_t initiated_before_ms);
 
+    // Every object of the shards this core owns, as (bucket, key, record) copies (for the scrubber).
+    struct stored_object {
+        std::string bucket;
+        std::string key;
+        object_record record;
+    };
+    std::vector<stored_object> local_objects() const;
+
     // For tests: persist a snapshot of every shard owned by this core now.
     io::task<void> snapshot_local_shards();
 

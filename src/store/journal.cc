@@ -52,6 +52,25 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
     }
     scan.valid_bytes = pos;
     scan.torn_tail = pos != image.size();
+    if (scan.torn_tail) {
+        // A torn write damages at most the last batch (max_batch_bytes). A well-formed record with a later
+        // sequence number beyond that is proof of damage in the middle. Cheap filters first (length in
+        // bounds, plausible sequence) so a long garbage tail costs little.
+        for (std::size_t at = pos + max_batch_bytes; at + journal_record_header_bytes <= image.size(); ++at) {
+            const char* h = image.data() + at;
+            std::uint32_t len, crc;
+            std::uint64_t seq;
+            std::memcpy(&len, h, 4);
+            std::memcpy(&seq, h + 8, 8);
+            if (len > image.size() - at - journal_record_header_bytes) continue;
+            if (seq <= scan.last_seq || seq > scan.last_seq + (1ULL << 32)) continue;
+            std::memcpy(&crc, h + 4, 4);
+            if (base::crc32c(base::as_bytes(h + 8, 9 + len)) == crc) {
+                scan.corrupt_before_valid_records = true;
+                break;
+            }
+        }
+    }
     return scan;
 }
 
@@ -70,6 +89,13 @@ base::result<journal_scan> read_journal(const std::string& path, std::uint64_t f
     }
     image.resize(got);
     journal_scan scan = scan_journal(image, first_seq, visit);
+    if (scan.corrupt_before_valid_records) {
+        ::close(fd);
+        return base::fail(base::errc::data_corrupted,
+                          path + " is damaged at offset " + std::to_string(scan.valid_bytes) +
+                              " and valid records follow: refusing to start rather than drop acknowledged "
+                              "writes (restore the file from a backup, or move it away to accept the loss)");
+    }
     if (scan.torn_tail) {
         LOG_WARN("journal %s: dropping %zu bytes of torn or corrupt tail after %llu records", path.c_str(),
                  image.size() - scan.valid_bytes, static_cast<unsigned long long>(scan.records));
@@ -118,12 +144,16 @@ io::task<base::result<void>> journal::append(std::uint8_t type, std::string payl
     if (_broken) co_return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
     if (payload.size() > journal_max_payload_bytes)
         co_return base::fail(base::errc::metadata_too_large, "metadata record too large");
-    if (_batch.empty()) _batch_first_seq = _next_seq;
-    frame_record(_batch, _next_seq++, type, payload);
+    // A batch is one write and one fdatasync; it is capped so that a torn write can only damage the
+    // last max_batch_bytes of the file (see scan_journal).
+    if (_queue.empty() || _queue.back().bytes.size() + journal_record_header_bytes + payload.size() > max_batch_bytes)
+        _queue.push_back(batch{{}, {}, {}, _next_seq});
+    batch& b = _queue.back();
+    frame_record(b.bytes, _next_seq++, type, payload);
     for (int fd : sync_dir_fds)
-        if (std::find(_batch_dirs.begin(), _batch_dirs.end(), fd) == _batch_dirs.end()) _batch_dirs.push_back(fd);
+        if (std::find(b.dirs.begin(), b.dirs.end(), fd) == b.dirs.end()) b.dirs.push_back(fd);
     waiter w{{}, {}, std::move(on_durable)};
-    _batch_waiters.push_back(&w);
+    b.waiters.push_back(&w);
     if (!_flushing) {
         _flushing = true;
         io::reactor::current().hold();
@@ -171,18 +201,13 @@ io::task<base::result<void>> journal::write_batch(const std::string& bytes, cons
 }
 
 io::task<void> journal::flush_loop() {
-    while (!_batch.empty()) {
-        std::string bytes = std::move(_batch);
-        std::vector<waiter*> waiters = std::move(_batch_waiters);
-        std::vector<int> dirs = std::move(_batch_dirs);
-        std::uint64_t first_seq = _batch_first_seq;
-        _batch.clear();
-        _batch_waiters.clear();
-        _batch_dirs.clear();
-        auto outcome = co_await write_batch(bytes, dirs);
+    while (!_queue.empty()) {
+        batch b = std::move(_queue.front());
+        _queue.pop_front();
+        auto outcome = co_await write_batch(b.bytes, b.dirs);
         if (outcome) {
-            _offset += bytes.size();
-            for (waiter* w : waiters)
+            _offset += b.bytes.size();
+            for (waiter* w : b.waiters)
                 if (w->on_durable) w->on_durable();
         } else {
             // Cut the file back to the last durable record so a partial batch can never be replayed, and
@@ -190,21 +215,20 @@ io::task<void> journal::flush_loop() {
             // is a rare failure path. If even that fails, the shard refuses further writes.
             LOG_ERROR("journal %s: %s", _path.c_str(), outcome.err().message.c_str());
             if (::ftruncate(_fd, static_cast<off_t>(_offset)) < 0 || ::fdatasync(_fd) < 0) _broken = true;
-            _next_seq = first_seq;
-            std::string later = std::move(_batch);
-            std::vector<waiter*> later_waiters = std::move(_batch_waiters);
-            _batch.clear();
-            _batch_waiters.clear();
-            // Records queued meanwhile were framed with later seqs; fail them too (callers retry).
-            for (waiter* w : later_waiters) w->outcome = outcome;
-            for (waiter* w : later_waiters) io::reactor::current().schedule(w->handle);
-            _batch_dirs.clear();
+            _next_seq = b.first_seq;
+            // Batches queued meanwhile were framed with later seqs; fail them too (callers retry).
+            for (batch& later : _queue)
+                for (waiter* w : later.waiters) {
+                    w->outcome = outcome;
+                    io::reactor::current().schedule(w->handle);
+                }
+            _queue.clear();
         }
-        for (waiter* w : waiters) {
+        for (waiter* w : b.waiters) {
             w->outcome = outcome;
             io::reactor::current().schedule(w->handle);
         }
-        if (_batch.empty() && _rotate && _rotate_bytes > 0 && _offset >= _rotate_bytes) co_await _rotate();
+        if (_queue.empty() && _rotate && _rotate_bytes > 0 && _offset >= _rotate_bytes) co_await _rotate();
     }
     _flushing = false;
     io::reactor::current().release();

@@ -8,13 +8,15 @@
 //
 // Record framing (little-endian): u32 payload_bytes | u32 crc32c(seq..payload) | u64 seq | u8 type | payload
 // A record is valid only if its CRC matches and its seq is the previous one plus one; recovery stops at the
-// first invalid record (a torn tail) and truncates the file there.
+// first invalid record (a torn tail) and truncates the file there, unless valid records follow more than
+// one batch (max_batch_bytes) later: that is damage in the middle, and the server refuses to start.
 //
 // Owned by the core that owns its shard; not thread-safe. Recovery (read_journal) runs at startup, before
 // the reactors, with plain blocking I/O.
 
 #include <coroutine>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
@@ -26,6 +28,8 @@ namespace fjord::store {
 
 constexpr std::size_t journal_record_header_bytes = 17;
 constexpr std::uint32_t journal_max_payload_bytes = 64 * 1024 * 1024;
+// The most one group-commit write covers (a bigger single record is written alone).
+constexpr std::size_t max_batch_bytes = 1024 * 1024;
 
 // Frames one record into `out`.
 void frame_record(std::string& out, std::uint64_t seq, std::uint8_t type, std::string_view payload);
@@ -35,6 +39,9 @@ struct journal_scan {
     std::uint64_t last_seq = 0;     // 0 when no record was found
     std::uint64_t records = 0;
     bool torn_tail = false;         // bytes after valid_bytes were dropped
+    // A valid later record follows the first invalid one: that is damage in the middle of the journal,
+    // not a torn tail, and dropping the rest would lose acknowledged writes.
+    bool corrupt_before_valid_records = false;
 };
 
 // Decodes records from an in-memory image of a journal; calls visit(seq, type, payload) for each valid one.
@@ -62,7 +69,7 @@ public:
     std::uint64_t size_bytes() const { return _offset; }
     std::uint64_t next_seq() const { return _next_seq; }
     const std::string& path() const { return _path; }
-    bool idle() const { return !_flushing && _batch.empty(); }
+    bool idle() const { return !_flushing && _queue.empty(); }
     // Called between batches when the file passed rotate_bytes: the shard snapshots and switches files.
     void set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate);
     // Switches to a new file (used by rotation); the old fd is closed by the caller.
@@ -83,10 +90,13 @@ private:
     std::string _path;
     std::uint64_t _offset;
     std::uint64_t _next_seq;
-    std::string _batch;
-    std::uint64_t _batch_first_seq = 0;
-    std::vector<waiter*> _batch_waiters;
-    std::vector<int> _batch_dirs;
+    struct batch {
+        std::string bytes;
+        std::vector<waiter*> waiters;
+        std::vector<int> dirs;
+        std::uint64_t first_seq = 0;
+    };
+    std::deque<batch> _queue;  // the batch being filled is the last
     bool _flushing = false;
     bool _broken = false;
     std::uint64_t _rotate_bytes = 0;

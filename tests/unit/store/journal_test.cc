@@ -119,6 +119,36 @@ TEST(journal, read_journal_truncates_every_torn_tail_length) {
     EXPECT_EQ(testing::file_size(path), image.size());
 }
 
+TEST(journal, damage_followed_by_more_than_a_batch_of_valid_records_refuses_recovery) {
+    temp_dir dir;
+    std::string image;
+    auto starts = frame_many(image, 1, 40000);  // about 2.6 MiB: valid records reach far past one batch
+    ASSERT_GT(image.size(), starts[100] + 2 * max_batch_bytes);
+    image[starts[100] + 10] ^= 0x04;  // bit rot in record 101 (its sequence number, under the CRC)
+    journal_scan scan;
+    auto seen = scan_all(image, 1, &scan);
+    EXPECT_EQ(seen.size(), 100u);
+    EXPECT_TRUE(scan.corrupt_before_valid_records);
+    const std::string path = dir.path() + "/journal.log";
+    testing::write_file(path, image);
+    auto read = read_journal(path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    ASSERT_FALSE(read.has_value());
+    EXPECT_EQ(read.code(), base::errc::data_corrupted);
+    EXPECT_EQ(testing::file_size(path), image.size()) << "a damaged journal must not be truncated";
+}
+
+TEST(journal, damage_within_the_last_batch_is_a_torn_tail) {
+    std::string image;
+    auto starts = frame_many(image, 1, 2000);
+    ASSERT_LT(image.size() - starts[1500], max_batch_bytes);
+    image[starts[1500] + 10] ^= 0x04;
+    journal_scan scan;
+    auto seen = scan_all(image, 1, &scan);
+    EXPECT_EQ(seen.size(), 1500u);
+    EXPECT_TRUE(scan.torn_tail);
+    EXPECT_FALSE(scan.corrupt_before_valid_records);
+}
+
 TEST(journal, read_journal_of_missing_file_is_io_error) {
     temp_dir dir;
     auto scan = read_journal(dir.path() + "/absent.log", 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
