@@ -3,6 +3,7 @@
 #   1. raw O_DIRECT disk write/read on the file system the server stores its data on (`fjord bench disk`)
 #   2. loopback TCP (`fjord bench net`)
 #   3. S3 PUT, then GET, of 64 MiB objects with 8 concurrent clients against a fresh `fjord serve`
+#   3b. PUT of 1 MiB objects with 1 and with 32 connections (operations/s, p99 latency)
 #   4. the MLPerf Storage v3.0 llama3-8b checkpoint workload at scale 1/32 (`fjord bench checkpoint`,
 #      8 ranks, no compute gap, BENCH_CHECKPOINTS checkpoints written then read back)
 # Each S3 and checkpoint phase also leaves a report in build/bench/results/<phase>/ (results.json,
@@ -95,6 +96,12 @@ snapshot_top put
 echo "== s3 get (reuses the objects of the put phase)"
 snapshot_top get
 "$FJORD" bench s3 --op get "${S3_ARGS[@]}" --json "$RESULTS/get.json" --report "$RESULTS/get"
+echo "== s3 put 1 MiB, 1 connection, then 32 connections"
+SMALL_ARGS=(--endpoint "$ENDPOINT" --bucket "$BUCKET" --size 1MiB --duration "$DURATION" --cores "$CLIENT_CORES"
+            --server-pid "$SERVER_PID")
+"$FJORD" bench s3 --op put --concurrency 1 "${SMALL_ARGS[@]}" --json "$RESULTS/put1m-c1.json"
+"$FJORD" bench s3 --op put --concurrency 32 "${SMALL_ARGS[@]}" --json "$RESULTS/put1m-c32.json" \
+    --report "$RESULTS/put1m-c32"
 if (( CHECKPOINTS > 0 )); then
     echo "== checkpoint (llama3-8b, scale $CHECKPOINT_SCALE, $CHECKPOINTS checkpoints, no compute gap)"
     "$FJORD" bench checkpoint --endpoint "$ENDPOINT" --bucket checkpoint --scale "$CHECKPOINT_SCALE" \
@@ -118,6 +125,7 @@ disk = {"write_gib_s": best_write["write_gib_s"], "write_shape": shape(best_writ
 read_limit = min(disk["read_gib_s"], net["gib_s"])
 ckpt_path = d / "checkpoint.json"
 ckpt = json.loads(ckpt_path.read_text()) if ckpt_path.exists() else None
+small1, small32 = (json.loads((d / f"put1m-c{c}.json").read_text()) for c in (1, 32))
 rows = [
     (f"disk write ({disk['write_shape']})", disk["write_gib_s"], "", None),
     (f"disk read ({disk['read_shape']})", disk["read_gib_s"], "", None),
@@ -145,13 +153,32 @@ for r in (put, get):
         cpu += f", server {r['server_cpu_s'] / gib:.2f} cpu-s/GiB ({r['server_cpu_s'] / r['seconds']:.2f} cores)"
     print(f"{r['op'].upper()}: {r['ops_per_s']:.1f} ops/s, latency ms p50 {lat['p50']:.0f} p90 {lat['p90']:.0f} "
           f"p99 {lat['p99']:.0f} p99.9 {lat['p999']:.0f}; {cpu}; errors {r['errors']}")
+lat = small32["latency_ms"]
+print(f"PUT 1 MiB: {small1['ops_per_s']:.0f} ops/s with 1 connection, {small32['ops_per_s']:.0f} ops/s with 32 "
+      f"({small32['ops_per_s'] / small1['ops_per_s']:.2f}x); at 32: p50 {lat['p50']:.1f} p99 {lat['p99']:.1f} "
+      f"p99.9 {lat['p999']:.1f} ms")
+
+# Which resource bounds each phase: a side is CPU-saturated when it uses ~all the cores it has.
+cores = __import__("os").cpu_count()
+def verdict(r, ratio):
+    server = r["server_cpu_s"] / r["seconds"] if r["server_cpu_s"] >= 0 else -1
+    client = r["client_cpu_s"] / r["seconds"]
+    if server + client >= 0.9 * cores:
+        return f"CPU: server {server:.2f} + client {client:.2f} of {cores} cores"
+    if ratio is not None and ratio >= 0.8:
+        return "at the physical limit"
+    return (f"not CPU-bound (server {server:.2f}, client {client:.2f} of {cores} cores): the device, under "
+            f"this concurrent-file pattern")
+print(f"PUT bound: {verdict(put, put['throughput_gib_s'] / disk['write_gib_s'])}")
+print(f"GET bound: {verdict(get, get['throughput_gib_s'] / read_limit)}")
 if ckpt:
     for phase in ("write", "read"):
         p = ckpt[phase]
         print(f"CHECKPOINT {phase}: mean {p['mean_gib_s']:.3f} GiB/s (stdev {p['stdev_gib_s']:.3f}), "
               f"{p['mean_s']:.2f} s per {ckpt['checkpoint_bytes'] / 2**30:.2f} GiB checkpoint (stdev {p['stdev_s']:.2f}); "
               f"rank-0 view {p['mean_rank0_gib_s']:.3f} GiB/s")
-summary = {"disk": disk, "net": net, "put": put, "get": get,
+summary = {"disk": disk, "net": net, "put": put, "get": get, "put_1mib_c1": small1, "put_1mib_c32": small32,
+           "put_1mib_concurrency_speedup": small32["ops_per_s"] / small1["ops_per_s"],
            "put_ratio_to_disk_write": put["throughput_gib_s"] / disk["write_gib_s"],
            "get_ratio_to_read_limit": get["throughput_gib_s"] / read_limit}
 if ckpt:
