@@ -1,5 +1,5 @@
 # Fjord: the two commands that matter are `make serve` and `make test`.
-.PHONY: all bootstrap build build-debug serve test unit integration bench crash-test clean
+.PHONY: all bootstrap build build-debug serve test unit integration bench fuzz fuzz-smoke crash-test test-sanitize clean
 
 JOBS ?= 2
 BUILD_RELEASE := build/release
@@ -32,13 +32,32 @@ integration: build
 
 test: build
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) fuzz-smoke
 	.venv/bin/python -m pytest -q -p no:cacheprovider tests/integration
 	.venv/bin/python tests/crash/crash_test.py --cycles 5 --max-put-bytes 1048576 --max-parts 2
+
+# libFuzzer targets (tests/fuzz), one after another, FUZZ_SECONDS each; see docs/reliability.md.
+FUZZ_SECONDS ?= 600
+fuzz: bootstrap
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+fuzz-smoke: bootstrap
+	scripts/fuzz.sh 10
 
 # SIGKILL under concurrent load, restart, check every key; see docs/reliability.md ("Crash test").
 CRASH_CYCLES ?= 50
 crash-test: build
 	.venv/bin/python tests/crash/crash_test.py --cycles $(CRASH_CYCLES)
+
+# The unit tests and the integration suite against an ASan + UBSan build of everything (docs/reliability.md).
+test-sanitize: build-debug
+	cd $(BUILD_DEBUG) && ctest --output-on-failure -j $(JOBS)
+	FJORD_BINARY=$(BUILD_DEBUG)/fjord ASAN_OPTIONS=detect_leaks=0 .venv/bin/python -m pytest -q -p no:cacheprovider -m "not big" tests/integration
+	cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+	    -DCMAKE_C_COMPILER=clang-14 -DFJORD_SANITIZE=thread >/dev/null
+	cmake --build build/tsan -j $(JOBS) --target io_test store_test
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/unit/io_test
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/unit/store_test
 
 bench: build
 	bench/run.sh
