@@ -1,5 +1,5 @@
 // `fjord bench checkpoint`: the MLPerf Storage v3.0 llama3-8b checkpoint workload against any S3
-// endpoint, through the native client (see /work/shared/reference/workloads.md).
+// endpoint, through the native client (the workload is described in docs/benchmarks.md).
 //
 // Ranks are isolated worker groups: rank r is a coroutine on reactor r % cores with its own
 // object_client (its own connection pool). Each checkpoint: --compute-seconds of emulated compute,
