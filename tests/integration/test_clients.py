@@ -1,5 +1,5 @@
-"""Real command-line clients: the aws CLI (v1), s3cmd and rclone. Objects stay at or under 5 MiB so
-that every client uses a single PutObject (multipart upload is not implemented yet)."""
+"""Real command-line clients: the aws CLI (v1), s3cmd and rclone, on single-PutObject sizes (at or under
+5 MiB). Their multipart paths are covered in test_clients_multipart.py."""
 
 import json
 import re
