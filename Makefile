@@ -1,5 +1,5 @@
 # Fjord: the two commands that matter are `make serve` and `make test`.
-.PHONY: all bootstrap build build-debug serve test unit integration bench fuzz fuzz-smoke crash-test test-sanitize clean
+.PHONY: all bootstrap build build-debug serve test unit integration bench fuzz fuzz-smoke crash-test sim-long test-sanitize clean
 
 JOBS ?= 2
 BUILD_RELEASE := build/release
@@ -48,6 +48,13 @@ fuzz-smoke: bootstrap
 CRASH_CYCLES ?= 50
 crash-test: build
 	.venv/bin/python tests/crash/crash_test.py --cycles $(CRASH_CYCLES)
+
+# The engine's deterministic simulation over many seeds (make test runs 300 through ctest); see
+# docs/reliability.md ("Simulation"). A failure prints its seed: build/release/tests/sim/engine_sim --seed N
+SIM_SEEDS ?= 5000
+SIM_FIRST_SEED ?= 1
+sim-long: build
+	$(BUILD_RELEASE)/tests/sim/engine_sim --seed $(SIM_FIRST_SEED) --seeds $(SIM_SEEDS)
 
 # The unit tests and the integration suite against an ASan + UBSan build of everything (docs/reliability.md).
 test-sanitize: build-debug

@@ -64,7 +64,8 @@ namespace fjord::base {
     X(invalid_part_order, 50, "InvalidPartOrder", 400, false)                                      \
     X(entity_too_small, 51, "EntityTooSmall", 400, false)                                          \
     X(invalid_part_number, 52, "InvalidPartNumber", 416, false)                                    \
-    X(invalid_tag, 53, "InvalidTag", 400, false)
+    X(invalid_tag, 53, "InvalidTag", 400, false)                                                   \
+    X(commit_outcome_unknown, 54, "InternalError", 500, true)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

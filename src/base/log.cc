@@ -20,6 +20,7 @@ const char* level_name(log_level level) {
         case log_level::info: return "INFO";
         case log_level::warn: return "WARN";
         case log_level::error: return "ERROR";
+        case log_level::off: return "OFF";
     }
     return "?";
 }

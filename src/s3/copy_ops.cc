@@ -175,7 +175,7 @@ io::task<void> service::copy_object(context& c) {
             record.segments.push_back(body->data);
             auto committed = co_await _engine.commit_put(c.req.bucket, c.req.key, record, *conditions);
             if (!committed) {
-                co_await _engine.reclaim(std::move(record));
+                if (store::commit_surely_failed(committed.err())) co_await _engine.reclaim(std::move(record));
                 co_return co_await send_error(c, committed.err());
             }
             if (*committed) co_await _engine.reclaim(std::move(**committed));

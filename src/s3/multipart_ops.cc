@@ -203,7 +203,7 @@ io::task<base::result<store::part_record>> service::commit_received_part(context
     part.modified_ms = base::unix_now_ms();
     auto committed = co_await _engine.commit_part(c.req.bucket, c.req.key, upload_id, part);
     if (!committed) {
-        co_await _engine.reclaim_segments({body.data});
+        if (store::commit_surely_failed(committed.err())) co_await _engine.reclaim_segments({body.data});
         co_return committed.as_failure();
     }
     if (*committed) co_await _engine.reclaim_segments({(*committed)->data});  // an earlier upload of this part

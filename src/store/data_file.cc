@@ -40,19 +40,6 @@ base::failure errno_failure(int err, const std::string& what) {
     return base::fail(base::errc::io_error, what + ": " + strerror(err));
 }
 
-void start_write(io::async_op& op, int fd, const io::buffer& buf, unsigned len, std::uint64_t offset) {
-    op.start([&](io_uring_sqe* s) {
-        if (buf.registered_index() >= 0) io_uring_prep_write_fixed(s, fd, buf.data(), len, offset, buf.registered_index());
-        else io_uring_prep_write(s, fd, buf.data(), len, offset);
-    });
-}
-
-void start_read(io::async_op& op, int fd, const io::buffer& buf, unsigned len, std::uint64_t offset) {
-    op.start([&](io_uring_sqe* s) {
-        if (buf.registered_index() >= 0) io_uring_prep_read_fixed(s, fd, buf.data(), len, offset, buf.registered_index());
-        else io_uring_prep_read(s, fd, buf.data(), len, offset);
-    });
-}
 }  // namespace
 
 std::uint64_t footer_bytes(std::uint64_t size_bytes, std::uint32_t block_bytes) {
@@ -72,14 +59,14 @@ object_writer::~object_writer() { FJORD_ASSERT(_fd < 0, "object_writer destroyed
 
 io::task<base::result<void>> object_writer::open(std::optional<std::uint64_t> expected_size_bytes) {
     int dir = _drives.dir_fd_for(_drive, _id);
-    int fd = co_await io::openat(dir, _name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0644);
+    int fd = co_await _drives.fs().openat(dir, _name, O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0644);
     if (fd < 0) co_return errno_failure(-fd, "create data file " + _name);
     _fd = fd;
     _created = true;
     if (expected_size_bytes && *expected_size_bytes > 0) {
         std::uint64_t total = base::align_up(*expected_size_bytes, align) +
                               footer_bytes(*expected_size_bytes, _options.block_bytes);
-        int rc = co_await io::fallocate(_fd, 0, 0, total);
+        int rc = co_await _drives.fs().allocate(_fd, total);
         if (rc < 0 && rc != -EOPNOTSUPP) co_return errno_failure(-rc, "preallocate data file");
     }
     co_return base::result<void>{};
@@ -127,7 +114,7 @@ void object_writer::submit(slot& s, std::size_t fill) {
     std::size_t padded = base::align_up(fill, align);
     std::memset(s.buf.data() + fill, 0, padded - fill);
     s.length = static_cast<unsigned>(padded);
-    start_write(s.op, _fd, s.buf, s.length, _size_bytes);
+    _drives.fs().start_write(s.op, _fd, s.buf.data(), s.length, _size_bytes, s.buf.registered_index());
     _size_bytes += fill;
 }
 
@@ -225,14 +212,14 @@ io::task<base::result<segment>> object_writer::seal() {
     // An empty object has no blocks (and a null table pointer, which memcpy must not be given).
     if (!_block_crcs.empty()) std::memcpy(buf.data() + sizeof h, _block_crcs.data(), _block_crcs.size() * 4);
     std::uint64_t footer_offset = base::align_up(_size_bytes, align);
-    int rc = co_await io::write(_fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset,
-                                buf.registered_index());
+    int rc = co_await _drives.fs().write(_fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset,
+                                         buf.registered_index());
     buf.reset();
     if (rc < 0) co_return errno_failure(-rc, "write data file footer");
     if (static_cast<std::uint64_t>(rc) != footer_len) co_return base::fail(base::errc::io_error, "short footer write");
-    rc = co_await io::fsync(_fd, true);
+    rc = co_await _drives.fs().fsync(_fd, true);
     if (rc < 0) co_return errno_failure(-rc, "fdatasync data file");
-    co_await io::close(_fd);
+    co_await _drives.fs().close(_fd);
     _fd = -1;
     segment seg;
     seg.drive = _drive;
@@ -245,11 +232,11 @@ io::task<base::result<segment>> object_writer::seal() {
 
 io::task<void> object_writer::discard() {
     if (_fd >= 0) {
-        co_await io::close(_fd);
+        co_await _drives.fs().close(_fd);
         _fd = -1;
     }
     if (_created) {
-        co_await io::unlinkat(_drives.dir_fd_for(_drive, _id), _name.c_str());
+        co_await _drives.fs().unlinkat(_drives.dir_fd_for(_drive, _id), _name);
         _created = false;
     }
 }
@@ -277,15 +264,15 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
                                                     const segment& seg) {
     open_segment out;
     out.name = drives.at(seg.drive).path + "/objects/" + drive_set::file_name(seg.id);
-    int fd = co_await io::openat(drives.dir_fd_for(seg.drive, seg.id), drive_set::file_name(seg.id).c_str(),
-                                 O_RDONLY | O_DIRECT);
+    file_system& fs = drives.fs();
+    int fd = co_await fs.openat(drives.dir_fd_for(seg.drive, seg.id), drive_set::file_name(seg.id), O_RDONLY | O_DIRECT);
     if (fd == -ENOENT) co_return base::fail(base::errc::not_found, "data file gone: " + out.name);
     if (fd < 0) co_return errno_failure(-fd, "open " + out.name);
     out.fd = fd;
     std::uint64_t footer_len = footer_bytes(seg.size_bytes, seg.block_bytes);
     std::uint64_t footer_offset = base::align_up(seg.size_bytes, align);
     io::buffer buf = co_await pool.acquire();
-    int rc = co_await io::read(fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset, buf.registered_index());
+    int rc = co_await fs.read(fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset, buf.registered_index());
     auto corrupt = [&](const char* why) {
         LOG_ERROR("data file %s: %s", out.name.c_str(), why);
         return base::fail(base::errc::data_corrupted, std::string("stored data failed verification: ") + why);
@@ -311,7 +298,7 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
             else co_return out;
         }
     }
-    co_await io::close(fd);
+    co_await fs.close(fd);
     co_return failure_result;
 }
 
@@ -330,7 +317,7 @@ base::result<void> verify_chunk(const read_slot& s, const segment& seg, const op
     return {};
 }
 
-io::task<base::result<void>> read_segment(io::buffer_pool& pool, const segment& seg, open_segment file,
+io::task<base::result<void>> read_segment(file_system& fs, io::buffer_pool& pool, const segment& seg, open_segment file,
                                           std::uint64_t begin, std::uint64_t end, byte_sink& sink,
                                           const data_file_options& options) {
     const std::uint64_t chunk = pool.buffer_bytes();
@@ -353,7 +340,7 @@ io::task<base::result<void>> read_segment(io::buffer_pool& pool, const segment& 
             s.file_offset = next_offset;
             s.data_bytes = std::min<std::uint64_t>(chunk, seg.size_bytes - next_offset);
             s.length = static_cast<unsigned>(base::align_up(s.data_bytes, align));
-            start_read(s.op, file.fd, s.buf, s.length, s.file_offset);
+            fs.start_read(s.op, file.fd, s.buf.data(), s.length, s.file_offset, s.buf.registered_index());
             order.push_back(i);
             next_offset += chunk;
         }
@@ -384,7 +371,7 @@ io::task<base::result<void>> read_segment(io::buffer_pool& pool, const segment& 
     }
     for (auto& s : slots)
         if (s.op.in_flight()) co_await s.op;
-    co_await io::close(file.fd);
+    co_await fs.close(file.fd);
     co_return status;
 }
 
@@ -432,10 +419,10 @@ io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_poo
         }
         open_segment file = std::move(*pieces[i].file);
         pieces[i].file.reset();
-        status = co_await read_segment(pool, *pieces[i].seg, std::move(file), pieces[i].begin, pieces[i].end, sink, options);
+        status = co_await read_segment(drives.fs(), pool, *pieces[i].seg, std::move(file), pieces[i].begin, pieces[i].end, sink, options);
     }
     for (auto& p : pieces)  // files opened ahead but not read (an earlier piece failed)
-        if (p.file) co_await io::close(p.file->fd);
+        if (p.file) co_await drives.fs().close(p.file->fd);
     co_return status;
 }
 

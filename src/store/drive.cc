@@ -1,38 +1,35 @@
 #include "store/drive.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace fjord::store {
 
 namespace {
-base::failure io_failure(const std::string& what) {
-    return base::fail(base::errc::io_error, what + ": " + strerror(errno));
+base::failure io_failure(const std::string& what, int rc) {
+    return base::fail(base::errc::io_error, what + ": " + strerror(-rc));
 }
 
-base::result<void> make_dir(const std::string& path) {
-    if (::mkdir(path.c_str(), 0755) < 0 && errno != EEXIST) return io_failure("mkdir " + path);
+base::result<void> make_dir(file_system& fs, const std::string& path) {
+    int rc = fs.mkdir_blocking(path);
+    if (rc < 0 && rc != -EEXIST) return io_failure("mkdir " + path, rc);
     return {};
 }
 
 // Reads or writes DIR/FJORD_DRIVE. Startup only (blocking I/O before any reactor runs).
-base::result<void> check_identity(const std::string& dir, std::size_t index, std::size_t count) {
+base::result<void> check_identity(file_system& fs, const std::string& dir, std::size_t index, std::size_t count) {
     std::string path = dir + "/FJORD_DRIVE";
-    std::ifstream in(path);
-    if (in) {
-        std::string line;
-        std::getline(in, line);
+    int probe = fs.open_blocking(path, O_RDONLY);
+    if (probe >= 0) {
+        fs.close_blocking(probe);
+        auto text = fs.read_file_blocking(path);
+        if (!text) return text.as_failure();
         std::size_t on_disk_index = 0, on_disk_count = 0;
         int version = 0;
-        if (std::sscanf(line.c_str(), "fjord-drive v%d index=%zu count=%zu", &version, &on_disk_index,
+        if (std::sscanf(text->c_str(), "fjord-drive v%d index=%zu count=%zu", &version, &on_disk_index,
                         &on_disk_count) != 3 || version != 1)
             return base::fail(base::errc::invalid_argument, path + " is not a Fjord drive identity file");
         if (on_disk_index != index || on_disk_count != count)
@@ -43,64 +40,72 @@ base::result<void> check_identity(const std::string& dir, std::size_t index, std
                                   ": pass --data in the original order");
         return {};
     }
-    std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp);
-        out << "fjord-drive v1 index=" << index << " count=" << count << "\n";
-        if (!out) return io_failure("write " + tmp);
+    if (probe != -ENOENT) return io_failure("open " + path, probe);
+    return fs.replace_file_blocking(path, "fjord-drive v1 index=" + std::to_string(index) +
+                                              " count=" + std::to_string(count) + "\n");
+}
+
+// Opens one drive's directories into `d`, creating what is missing. New directories are made durable
+// (their parents fsynced) before any data file is created in them: a file whose directory could vanish
+// in a crash is not durable, whatever was fsynced inside it.
+base::result<void> open_layout(file_system& fs, drive& d, bool metadata) {
+    FJORD_TRY(make_dir(fs, d.path + "/objects"));
+    if (metadata) FJORD_TRY(make_dir(fs, d.path + "/meta"));
+    d.root_fd = fs.open_blocking(d.path, O_RDONLY | O_DIRECTORY);
+    if (d.root_fd < 0) return io_failure("open " + d.path, d.root_fd);
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "%02x", b);
+        std::string sub = d.path + "/objects/" + name;
+        FJORD_TRY(make_dir(fs, sub));
+        d.object_dir_fds[b] = fs.open_blocking(sub, O_RDONLY | O_DIRECTORY);
+        if (d.object_dir_fds[b] < 0) return io_failure("open " + sub, d.object_dir_fds[b]);
     }
-    int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) < 0) return io_failure("rename " + tmp);
+    for (const std::string& dir : {d.path + "/objects", d.path})
+        if (int rc = fs.fsync_path_blocking(dir); rc < 0) return io_failure("fsync " + dir, rc);
     return {};
 }
 }  // namespace
 
-base::result<drive_set> drive_set::open(const std::vector<std::string>& paths) {
+base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, file_system& fs) {
     if (paths.empty()) return base::fail(base::errc::invalid_argument, "no data directory given");
     if (paths.size() > 64) return base::fail(base::errc::invalid_argument, "at most 64 data directories");
     drive_set set;
+    set._fs = &fs;
     for (std::size_t i = 0; i < paths.size(); ++i) {
         drive d;
         d.path = paths[i];
         d.object_dir_fds.fill(-1);
-        FJORD_TRY(make_dir(d.path));
+        if (int rc = fs.mkdir_blocking(d.path); rc == 0) {
+            // A new data directory: its own entry must survive a crash too.
+            std::string parent = d.path.substr(0, d.path.find_last_of('/'));
+            if (d.path.find('/') == std::string::npos) parent = ".";
+            if (int synced = fs.fsync_path_blocking(parent.empty() ? "/" : parent); synced < 0)
+                return io_failure("fsync " + parent, synced);
+        } else if (rc != -EEXIST) {
+            return io_failure("mkdir " + d.path, rc);
+        }
         // Two processes on one directory would each remove the other's new files as orphans.
         std::string lock_path = d.path + "/LOCK";
-        d.lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (d.lock_fd < 0) return io_failure("open " + lock_path);
-        if (::flock(d.lock_fd, LOCK_EX | LOCK_NB) < 0) {
-            int err = errno;
-            ::close(d.lock_fd);
-            if (err == EWOULDBLOCK)
+        d.lock_fd = fs.open_blocking(lock_path, O_RDWR | O_CREAT, 0644);
+        if (d.lock_fd < 0) return io_failure("open " + lock_path, d.lock_fd);
+        if (int rc = fs.lock_blocking(d.lock_fd); rc < 0) {
+            fs.close_blocking(d.lock_fd);
+            if (rc == -EWOULDBLOCK)
                 return base::fail(base::errc::invalid_argument,
                                   d.path + " is in use by another Fjord process (stop it first)");
-            errno = err;
-            return io_failure("lock " + lock_path);
+            return io_failure("lock " + lock_path, rc);
         }
         set._drives.push_back(d);  // from here the set owns (and on failure closes) this drive's descriptors
-        drive& owned = set._drives.back();
-        FJORD_TRY(check_identity(d.path, i, paths.size()));
-        FJORD_TRY(make_dir(owned.path + "/objects"));
-        if (i == 0) FJORD_TRY(make_dir(owned.path + "/meta"));
-        owned.root_fd = ::open(owned.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (owned.root_fd < 0) return io_failure("open " + owned.path);
-        for (int b = 0; b < 256; ++b) {
-            char name[8];
-            std::snprintf(name, sizeof name, "%02x", b);
-            std::string sub = owned.path + "/objects/" + name;
-            FJORD_TRY(make_dir(sub));
-            owned.object_dir_fds[b] = ::open(sub.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (owned.object_dir_fds[b] < 0) return io_failure("open " + sub);
-        }
+        FJORD_TRY(check_identity(fs, d.path, i, paths.size()));
+        FJORD_TRY(open_layout(fs, set._drives.back(), i == 0));
     }
     return set;
 }
 
-drive_set::drive_set(drive_set&& other) noexcept : _drives(std::move(other._drives)) { other._drives.clear(); }
+drive_set::drive_set(drive_set&& other) noexcept : _drives(std::move(other._drives)), _fs(other._fs) {
+    other._drives.clear();
+}
 
 drive_set& drive_set::operator=(drive_set&& other) noexcept {
     if (this != &other) {
@@ -113,9 +118,9 @@ drive_set& drive_set::operator=(drive_set&& other) noexcept {
 drive_set::~drive_set() {
     for (auto& d : _drives) {
         for (int fd : d.object_dir_fds)
-            if (fd >= 0) ::close(fd);
-        if (d.root_fd >= 0) ::close(d.root_fd);
-        if (d.lock_fd >= 0) ::close(d.lock_fd);
+            if (fd >= 0) _fs->close_blocking(fd);
+        if (d.root_fd >= 0) _fs->close_blocking(d.root_fd);
+        if (d.lock_fd >= 0) _fs->close_blocking(d.lock_fd);
     }
     _drives.clear();
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "store/file_system.h"
 #include "store/object.h"
 
 namespace fjord::store {
@@ -27,14 +28,17 @@ struct drive {
 class drive_set {
 public:
     // Opens (and on first use formats) the given directories. Fails if a directory belongs to a
-    // different position or a different drive count than on disk.
-    static base::result<drive_set> open(const std::vector<std::string>& paths);
+    // different position or a different drive count than on disk. Every later file operation on these
+    // drives goes through `fs`, which must outlive the set.
+    static base::result<drive_set> open(const std::vector<std::string>& paths,
+                                        file_system& fs = posix_file_system());
     drive_set() = default;
     drive_set(drive_set&&) noexcept;
     drive_set& operator=(drive_set&&) noexcept;
     ~drive_set();
 
     std::size_t size() const { return _drives.size(); }
+    file_system& fs() const { return *_fs; }
     const drive& at(std::uint32_t index) const { return _drives.at(index); }
     // Single node placement: a hash of the object id over the local drives. Multi-drive erasure coding and
     // cluster placement replace this function, not its callers.
@@ -48,6 +52,7 @@ public:
 
 private:
     std::vector<drive> _drives;
+    file_system* _fs = &posix_file_system();
 };
 
 }  // namespace fjord::store

@@ -1,18 +1,14 @@
 #include "store/engine.h"
 #include "store/engine_internal.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <coroutine>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -50,13 +46,6 @@ std::string prefix_successor(std::string prefix) {
     return prefix;
 }
 
-void fsync_path(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-    }
-}
 }  // namespace
 
 std::string lock_name(const std::string& bucket, const std::string& key) {
@@ -83,10 +72,11 @@ engine::~engine() = default;
 
 base::result<std::unique_ptr<engine>> engine::open(engine_options options) {
     if (options.cores == 0 || options.cores > 256) return base::fail(base::errc::invalid_argument, "cores must be 1..256");
-    auto drives = drive_set::open(options.data_dirs);
+    auto drives = drive_set::open(options.data_dirs, options.fs ? *options.fs : posix_file_system());
     if (!drives) return drives.as_failure();
     std::unique_ptr<engine> e(new engine(std::move(options), std::move(*drives)));
-    if (getrandom(&e->_boot_nonce, sizeof e->_boot_nonce, 0) != sizeof e->_boot_nonce)
+    if (e->_options.boot_nonce) e->_boot_nonce = *e->_options.boot_nonce;
+    else if (getrandom(&e->_boot_nonce, sizeof e->_boot_nonce, 0) != sizeof e->_boot_nonce)
         return base::fail(base::errc::internal, "getrandom failed");
     for (unsigned c = 0; c < e->_options.cores; ++c) e->_cores.push_back(std::make_unique<core_state>());
     FJORD_TRY(e->recover());
@@ -199,57 +189,51 @@ struct record_applier {
     }
 };
 
-std::vector<std::uint64_t> generations_in(const std::string& dir, const char* kind, const char* ext) {
+base::result<std::vector<std::uint64_t>> generations_in(file_system& fs, const std::string& dir, const char* kind,
+                                                       const char* ext) {
+    auto names = fs.list_blocking(dir);
+    if (!names) return names.as_failure();
     std::vector<std::uint64_t> gens;
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return gens;
     std::string prefix = std::string(kind) + "-", suffix = std::string(".") + ext;
-    while (dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
+    for (const std::string& name : *names)
         if (name.size() == prefix.size() + 8 + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix))
             gens.push_back(std::strtoull(name.c_str() + prefix.size(), nullptr, 10));
-    }
-    ::closedir(d);
     std::sort(gens.begin(), gens.end());
     return gens;
-}
-
-base::result<std::string> read_whole_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return base::fail(base::errc::io_error, "cannot read " + path);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 }  // namespace
 
 base::result<void> engine::recover() {
+    file_system& fs = _drives.fs();
     std::string meta = _drives.meta_path();
     std::string format_path = meta + "/FORMAT";
     unsigned shard_count = 0;
-    if (auto text = read_whole_file(format_path)) {
+    int probe = fs.open_blocking(format_path, O_RDONLY);
+    if (probe >= 0) {
+        fs.close_blocking(probe);
+        auto text = fs.read_file_blocking(format_path);
+        if (!text) return text.as_failure();
         if (std::sscanf(text->c_str(), "fjord-meta v1 shards=%u", &shard_count) != 1 || shard_count == 0 ||
             shard_count > 1024)
             return base::fail(base::errc::data_corrupted, format_path + " is not a valid Fjord metadata format file");
-    } else {
+    } else if (probe == -ENOENT) {
         shard_count = _options.cores;
-        std::ofstream out(format_path + ".tmp");
-        out << "fjord-meta v1 shards=" << shard_count << "\n";
-        out.close();
-        fsync_path(format_path + ".tmp");
-        if (::rename((format_path + ".tmp").c_str(), format_path.c_str()) < 0)
-            return base::fail(base::errc::io_error, "cannot write " + format_path);
-        fsync_path(meta);
+        FJORD_TRY(fs.replace_file_blocking(format_path, "fjord-meta v1 shards=" + std::to_string(shard_count) + "\n"));
+    } else {
+        return base::fail(base::errc::io_error, "open " + format_path + ": " + strerror(-probe));
     }
     for (unsigned i = 0; i < shard_count; ++i) {
         auto s = std::make_unique<shard>();
         s->id = i;
         s->dir = shard_dir(meta, i);
-        if (::mkdir(s->dir.c_str(), 0755) < 0 && errno != EEXIST)
-            return base::fail(base::errc::io_error, "mkdir " + s->dir + ": " + strerror(errno));
+        if (int rc = fs.mkdir_blocking(s->dir); rc < 0 && rc != -EEXIST)
+            return base::fail(base::errc::io_error, "mkdir " + s->dir + ": " + strerror(-rc));
         FJORD_TRY(recover_shard(*s));
         for (auto& [bucket, keys] : s->index) _recovery.objects += keys.size();
         _shards.push_back(std::move(s));
     }
-    fsync_path(meta);
+    if (int rc = fs.fsync_path_blocking(meta); rc < 0)
+        return base::fail(base::errc::io_error, "fsync " + meta + ": " + strerror(-rc));
     LOG_INFO("recovered %llu objects in %zu buckets from %u shards (%llu journal records, %llu torn tails dropped)",
              static_cast<unsigned long long>(_recovery.objects), _recovered_buckets.size(), shard_count,
              static_cast<unsigned long long>(_recovery.journal_records),
@@ -260,12 +244,15 @@ base::result<void> engine::recover() {
 base::result<void> engine::recover_shard(shard& s) {
     record_applier apply{s.index, s.uploads, s.id == 0 ? &_recovered_buckets : nullptr};
     auto visit = [&apply](std::uint64_t seq, std::uint8_t type, std::string_view payload) { apply(seq, type, payload); };
+    file_system& fs = _drives.fs();
     std::uint64_t snapshot_gen = 0, next_seq = 1;
-    auto snapshots = generations_in(s.dir, "snapshot", "snap");
+    auto listed_snapshots = generations_in(fs, s.dir, "snapshot", "snap");
+    if (!listed_snapshots) return listed_snapshots.as_failure();
+    const std::vector<std::uint64_t>& snapshots = *listed_snapshots;
     if (!snapshots.empty()) {
         snapshot_gen = snapshots.back();
         std::string path = s.dir + "/" + gen_name("snapshot", snapshot_gen, "snap");
-        auto image = read_whole_file(path);
+        auto image = fs.read_file_blocking(path);
         if (!image) return image.as_failure();
         std::uint64_t last_seq = 0;
         if (image->size() < 16 || std::memcmp(image->data(), snapshot_magic, 8) != 0)
@@ -281,18 +268,20 @@ base::result<void> engine::recover_shard(shard& s) {
             return base::fail(base::errc::data_corrupted, path + " is damaged; refusing to start without it");
         next_seq = last_seq + 1;
         for (std::uint64_t g : snapshots)
-            if (g < snapshot_gen) ::unlink((s.dir + "/" + gen_name("snapshot", g, "snap")).c_str());
+            if (g < snapshot_gen) fs.unlink_blocking(s.dir + "/" + gen_name("snapshot", g, "snap"));
     }
-    auto journals = generations_in(s.dir, "journal", "log");
+    auto listed_journals = generations_in(fs, s.dir, "journal", "log");
+    if (!listed_journals) return listed_journals.as_failure();
+    const std::vector<std::uint64_t>& journals = *listed_journals;
     std::uint64_t active_gen = std::max<std::uint64_t>(snapshot_gen, 1);
     journal_scan last{};
     for (std::uint64_t g : journals) {
         std::string path = s.dir + "/" + gen_name("journal", g, "log");
         if (g < active_gen) {
-            ::unlink(path.c_str());  // fully contained in the snapshot
+            fs.unlink_blocking(path);  // fully contained in the snapshot
             continue;
         }
-        auto scan = read_journal(path, next_seq, visit);
+        auto scan = read_journal(fs, path, next_seq, visit);
         if (!scan) return scan.as_failure();
         if (!apply.ok) return base::fail(base::errc::data_corrupted, path + ": undecodable record");
         _recovery.journal_records += scan->records;
@@ -302,11 +291,17 @@ base::result<void> engine::recover_shard(shard& s) {
         last = *scan;
     }
     std::string active = s.dir + "/" + gen_name("journal", active_gen, "log");
-    int fd = ::open(active.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return base::fail(base::errc::io_error, "open " + active + ": " + strerror(errno));
+    int fd = fs.open_blocking(active, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0) return base::fail(base::errc::io_error, "open " + active + ": " + strerror(-fd));
+    // The journal may have just been created: its directory entry must be durable before any record in
+    // it is acknowledged, or a crash can take the whole file away.
+    if (int rc = fs.fsync_path_blocking(s.dir); rc < 0) {
+        fs.close_blocking(fd);
+        return base::fail(base::errc::io_error, "fsync " + s.dir + ": " + strerror(-rc));
+    }
     std::uint64_t offset = (!journals.empty() && journals.back() == active_gen) ? last.valid_bytes : 0;
     s.generation = active_gen;
-    s.log = std::make_unique<journal>(fd, active, offset, next_seq);
+    s.log = std::make_unique<journal>(fs, fd, active, offset, next_seq);
     return {};
 }
 
@@ -319,21 +314,22 @@ base::result<void> engine::remove_orphans() {
         for (auto& [id, upload] : s->uploads)
             for (auto& [number, part] : upload.parts) referenced.insert(part.data.id.hex());
     }
+    file_system& fs = _drives.fs();
     for (std::uint32_t d = 0; d < _drives.size(); ++d) {
         for (int b = 0; b < 256; ++b) {
-            int dir_fd = _drives.at(d).object_dir_fds[b];
-            int dup_fd = ::dup(dir_fd);
-            DIR* dir = dup_fd >= 0 ? ::fdopendir(dup_fd) : nullptr;
-            if (!dir) continue;
-            ::rewinddir(dir);
-            std::vector<std::string> orphans;
-            while (dirent* e = ::readdir(dir)) {
-                std::string name = e->d_name;
-                if (name.size() == 32 && !referenced.count(name)) orphans.push_back(name);
-            }
-            ::closedir(dir);
-            for (auto& name : orphans) {
-                if (::unlinkat(dir_fd, name.c_str(), 0) == 0) ++_recovery.orphans_removed;
+            char fan[4];
+            std::snprintf(fan, sizeof fan, "%02x", b);
+            std::string dir = _drives.at(d).path + "/objects/" + fan;
+            auto names = fs.list_blocking(dir);
+            if (!names) return names.as_failure();
+            for (const std::string& name : *names) {
+                if (name.size() != 32 || referenced.count(name)) continue;
+                if (int rc = fs.unlinkat_blocking(_drives.at(d).object_dir_fds[b], name); rc == 0) {
+                    ++_recovery.orphans_removed;
+                } else {
+                    ++_recovery.orphans_kept;
+                    LOG_WARN("cannot remove orphaned data file %s: %s", name.c_str(), strerror(-rc));
+                }
             }
         }
     }
@@ -404,6 +400,9 @@ io::task<base::result<std::optional<object_record>>> engine::shard_remove(unsign
                                                                           write_conditions conditions) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    // Deleting a missing key succeeds without a journal record; with a broken journal a failed write
+    // of this key may still reappear at restart, so that success would be a lie.
+    if (s.log->broken()) co_return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
     std::string lock = lock_name(bucket, key);
     co_await lock_key(s.locks, lock);
     std::optional<object_record> removed;
@@ -497,7 +496,7 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
 io::task<void> engine::reclaim(object_record record) {
     for (const auto& seg : record.segments) {
         std::string name = drive_set::file_name(seg.id);
-        int rc = co_await io::unlinkat(_drives.dir_fd_for(seg.drive, seg.id), name.c_str());
+        int rc = co_await _drives.fs().unlinkat(_drives.dir_fd_for(seg.drive, seg.id), name);
         if (rc < 0 && rc != -ENOENT)
             LOG_WARN("cannot remove data file %s: %s (it will be removed at the next start)", name.c_str(),
                      strerror(-rc));
@@ -722,54 +721,61 @@ io::task<void> engine::rotate(shard& s) {
     auto fail = [&](const char* what, int rc) {
         LOG_ERROR("snapshot of shard %u failed at %s: %s; keeping the current journal", s.id, what, strerror(-rc));
     };
-    int fd = co_await io::openat(AT_FDCWD, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    file_system& fs = _drives.fs();
+    int fd = co_await fs.openat(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) { fail("create", fd); co_return; }
     std::size_t done = 0;
     int rc = 0;
     while (done < image.size()) {
-        rc = co_await io::write(fd, image.data() + done, static_cast<unsigned>(std::min<std::size_t>(image.size() - done, 1 << 30)), done);
+        rc = co_await fs.write(fd, image.data() + done, static_cast<unsigned>(std::min<std::size_t>(image.size() - done, 1 << 30)), done);
         if (rc <= 0) break;
         done += static_cast<std::size_t>(rc);
     }
-    if (done == image.size()) rc = co_await io::fsync(fd, true);
-    co_await io::close(fd);
+    if (done == image.size()) rc = co_await fs.fsync(fd, true);
+    co_await fs.close(fd);
     if (done != image.size() || rc < 0) {
         fail("write", rc < 0 ? rc : -EIO);
-        co_await io::unlinkat(AT_FDCWD, tmp.c_str());
+        co_await fs.unlinkat(AT_FDCWD, tmp);
         co_return;
     }
     // The new journal exists before the snapshot is renamed into place, so once the snapshot is visible
     // nothing can fail before the switch: a snapshot never hides records written to the old journal.
-    int jfd = co_await io::openat(AT_FDCWD, new_journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int jfd = co_await fs.openat(AT_FDCWD, new_journal, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (jfd < 0) {
         fail("create journal", jfd);
-        co_await io::unlinkat(AT_FDCWD, tmp.c_str());
+        co_await fs.unlinkat(AT_FDCWD, tmp);
         co_return;
     }
-    int dir_fd = co_await io::openat(AT_FDCWD, s.dir.c_str(), O_RDONLY | O_DIRECTORY);
-    rc = dir_fd < 0 ? dir_fd : co_await io::fsync(dir_fd, false);
-    if (rc >= 0) rc = co_await io::renameat(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str());
+    int dir_fd = co_await fs.openat(AT_FDCWD, s.dir, O_RDONLY | O_DIRECTORY);
+    rc = dir_fd < 0 ? dir_fd : co_await fs.fsync(dir_fd, false);
+    if (rc >= 0) rc = co_await fs.renameat(AT_FDCWD, tmp, AT_FDCWD, final_path);
     if (rc < 0) {
         // No snapshot G+1 is visible: journal G stays in use and complete (an empty journal G+1 left
         // behind is harmless: recovery replays it after G).
         fail("rename snapshot", rc);
-        if (dir_fd >= 0) co_await io::close(dir_fd);
-        co_await io::close(jfd);
-        co_await io::unlinkat(AT_FDCWD, tmp.c_str());
+        if (dir_fd >= 0) co_await fs.close(dir_fd);
+        co_await fs.close(jfd);
+        co_await fs.unlinkat(AT_FDCWD, tmp);
         co_return;
     }
     // From here the switch must happen: once snapshot G+1 may be visible, recovery ignores journal G.
-    // If the rename is not yet durable, recovery replays G then G+1 instead: consistent either way.
-    rc = co_await io::fsync(dir_fd, false);
-    if (rc < 0) LOG_WARN("shard %u: fsync of the metadata directory failed: %s", s.id, strerror(-rc));
-    co_await io::close(dir_fd);
+    // If the rename is not yet durable, recovery replays G then G+1 instead: consistent either way, as
+    // long as G and snapshot G stay until the rename is known to be durable. So they are removed only
+    // after a successful fsync of the directory; otherwise the next start removes them.
+    rc = co_await fs.fsync(dir_fd, false);
+    if (rc < 0)
+        LOG_WARN("shard %u: fsync of the metadata directory failed: %s (keeping the previous journal and "
+                 "snapshot)", s.id, strerror(-rc));
+    co_await fs.close(dir_fd);
     std::string old_journal = s.log->path();
     int old_fd = s.log->replace_file(jfd, new_journal);
-    co_await io::close(old_fd);
+    co_await fs.close(old_fd);
     std::string old_snapshot = s.dir + "/" + gen_name("snapshot", s.generation, "snap");
     s.generation = next_gen;
-    co_await io::unlinkat(AT_FDCWD, old_journal.c_str());
-    co_await io::unlinkat(AT_FDCWD, old_snapshot.c_str());
+    if (rc >= 0) {
+        co_await fs.unlinkat(AT_FDCWD, old_journal);
+        co_await fs.unlinkat(AT_FDCWD, old_snapshot);
+    }
     LOG_INFO("shard %u: snapshot %llu written (%zu bytes)", s.id, static_cast<unsigned long long>(next_gen), image.size());
 }
 

@@ -38,6 +38,8 @@ struct engine_options {
     data_file_options data_files;
     io::buffer_pool_options buffers;
     std::uint64_t journal_rotate_bytes = 64ULL * 1024 * 1024;  // snapshot + new journal past this size
+    file_system* fs = nullptr;                 // null: posix_file_system(); a simulated one in tests
+    std::optional<std::uint64_t> boot_nonce;  // names this run's object ids; random unless set (tests)
 };
 
 struct bucket_info {
@@ -99,6 +101,10 @@ struct completed_upload {
     std::vector<segment> unused_parts;       // uploaded parts the final object does not use
 };
 
+// Whether the writer of a failed commit may remove the data it wrote. Not when the outcome is unknown: the
+// record may reappear at the next start, and must find its data (orphans are removed at start-up).
+inline bool commit_surely_failed(const base::error& e) { return e.code != base::errc::commit_outcome_unknown; }
+
 // Builds the final object record from the upload (validation and ETag rules belong to the caller's API).
 using upload_finalizer = std::function<base::result<object_record>(const upload_record&)>;
 
@@ -107,6 +113,7 @@ struct recovery_stats {
     std::uint64_t journal_records = 0;
     std::uint64_t torn_tails = 0;
     std::uint64_t orphans_removed = 0;
+    std::uint64_t orphans_kept = 0;  // could not be removed (an I/O error): tried again at the next start
 };
 
 class engine {

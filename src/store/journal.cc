@@ -74,47 +74,35 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
     return scan;
 }
 
-base::result<journal_scan> read_journal(const std::string& path, std::uint64_t first_seq,
+base::result<journal_scan> read_journal(file_system& fs, const std::string& path, std::uint64_t first_seq,
                                         const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) return base::fail(base::errc::io_error, "open " + path + ": " + strerror(errno));
-    struct stat st{};
-    ::fstat(fd, &st);
-    std::string image(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < image.size()) {
-        ssize_t n = ::pread(fd, image.data() + got, image.size() - got, static_cast<off_t>(got));
-        if (n <= 0) break;
-        got += static_cast<std::size_t>(n);
-    }
-    image.resize(got);
-    journal_scan scan = scan_journal(image, first_seq, visit);
-    if (scan.corrupt_before_valid_records) {
-        ::close(fd);
+    auto image = fs.read_file_blocking(path);
+    if (!image) return image.as_failure();
+    journal_scan scan = scan_journal(*image, first_seq, visit);
+    if (scan.corrupt_before_valid_records)
         return base::fail(base::errc::data_corrupted,
                           path + " is damaged at offset " + std::to_string(scan.valid_bytes) +
                               " and valid records follow: refusing to start rather than drop acknowledged "
                               "writes (restore the file from a backup, or move it away to accept the loss)");
-    }
     if (scan.torn_tail) {
         LOG_WARN("journal %s: dropping %zu bytes of torn or corrupt tail after %llu records", path.c_str(),
-                 image.size() - scan.valid_bytes, static_cast<unsigned long long>(scan.records));
-        if (::ftruncate(fd, static_cast<off_t>(scan.valid_bytes)) < 0 || ::fsync(fd) < 0) {
-            ::close(fd);
-            return base::fail(base::errc::io_error, "truncate " + path + ": " + strerror(errno));
-        }
+                 image->size() - scan.valid_bytes, static_cast<unsigned long long>(scan.records));
+        int fd = fs.open_blocking(path, O_RDWR);
+        int rc = fd < 0 ? fd : fs.truncate_blocking(fd, scan.valid_bytes);
+        if (rc >= 0) rc = fs.fsync_blocking(fd);
+        if (fd >= 0) fs.close_blocking(fd);
+        if (rc < 0) return base::fail(base::errc::io_error, "truncate " + path + ": " + strerror(-rc));
     }
-    ::close(fd);
     return scan;
 }
 
-journal::journal(int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq)
-    : _fd(fd), _path(std::move(path)), _offset(offset), _next_seq(next_seq) {
+journal::journal(file_system& fs, int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq)
+    : _fs(fs), _fd(fd), _path(std::move(path)), _offset(offset), _next_seq(next_seq) {
     FJORD_ASSERT(next_seq >= 1);
 }
 
 journal::~journal() {
-    if (_fd >= 0) ::close(_fd);
+    if (_fd >= 0) _fs.close_blocking(_fd);
 }
 
 void journal::set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate) {
@@ -152,7 +140,7 @@ io::task<base::result<void>> journal::append(std::uint8_t type, std::string payl
     frame_record(b.bytes, _next_seq++, type, payload);
     for (int fd : sync_dir_fds)
         if (std::find(b.dirs.begin(), b.dirs.end(), fd) == b.dirs.end()) b.dirs.push_back(fd);
-    waiter w{{}, {}, std::move(on_durable)};
+    waiter w{{}, {}, std::move(on_durable), false};
     b.waiters.push_back(&w);
     if (!_flushing) {
         _flushing = true;
@@ -161,7 +149,9 @@ io::task<base::result<void>> journal::append(std::uint8_t type, std::string payl
     }
     struct suspend_waiter {
         waiter* w;
-        bool await_ready() const noexcept { return false; }
+        // A flush that completes synchronously (a simulated file system) finishes the batch before the
+        // appender gets here.
+        bool await_ready() const noexcept { return w->done; }
         void await_suspend(std::coroutine_handle<> h) noexcept { w->handle = h; }
         void await_resume() const noexcept {}
     };
@@ -175,7 +165,7 @@ io::task<base::result<void>> journal::write_batch(const std::string& bytes, cons
     std::vector<std::unique_ptr<io::async_op>> syncs;
     for (int fd : dirs) {
         syncs.push_back(std::make_unique<io::async_op>());
-        syncs.back()->start([fd](io_uring_sqe* s) { io_uring_prep_fsync(s, fd, 0); });
+        _fs.start_fsync(*syncs.back(), fd, false);
     }
     int dir_error = 0;
     for (auto& op : syncs) {
@@ -187,7 +177,7 @@ io::task<base::result<void>> journal::write_batch(const std::string& bytes, cons
     std::size_t done = 0;
     while (done < bytes.size()) {
         unsigned len = static_cast<unsigned>(std::min<std::size_t>(bytes.size() - done, 1 << 30));
-        int rc = co_await io::write(_fd, bytes.data() + done, len, _offset + done);
+        int rc = co_await _fs.write(_fd, bytes.data() + done, len, _offset + done);
         if (rc <= 0) {
             int err = rc < 0 ? -rc : EIO;
             co_return base::fail(err == ENOSPC ? base::errc::storage_full : base::errc::io_error,
@@ -195,9 +185,15 @@ io::task<base::result<void>> journal::write_batch(const std::string& bytes, cons
         }
         done += static_cast<std::size_t>(rc);
     }
-    int rc = co_await io::fsync(_fd, true);
+    int rc = co_await _fs.fsync(_fd, true);
     if (rc < 0) co_return base::fail(base::errc::io_error, std::string("fdatasync journal: ") + strerror(-rc));
     co_return base::result<void>{};
+}
+
+void journal::finish(waiter* w, const base::result<void>& outcome) {
+    w->outcome = outcome;
+    w->done = true;
+    if (w->handle) io::reactor::current().schedule(w->handle);
 }
 
 io::task<void> journal::flush_loop() {
@@ -214,20 +210,22 @@ io::task<void> journal::flush_loop() {
             // give the failed batch's sequence numbers to the next one. Blocking here is acceptable: this
             // is a rare failure path. If even that fails, the shard refuses further writes.
             LOG_ERROR("journal %s: %s", _path.c_str(), outcome.err().message.c_str());
-            if (::ftruncate(_fd, static_cast<off_t>(_offset)) < 0 || ::fdatasync(_fd) < 0) _broken = true;
             _next_seq = b.first_seq;
-            // Batches queued meanwhile were framed with later seqs; fail them too (callers retry).
+            // Batches queued meanwhile were framed with later seqs and never written: they surely failed
+            // (callers retry).
             for (batch& later : _queue)
-                for (waiter* w : later.waiters) {
-                    w->outcome = outcome;
-                    io::reactor::current().schedule(w->handle);
-                }
+                for (waiter* w : later.waiters) finish(w, outcome);
             _queue.clear();
+            if (_fs.truncate_blocking(_fd, _offset) < 0 || _fs.fsync_blocking(_fd) < 0) {
+                // The failed batch may still be on disk and be replayed at the next start: its writers
+                // must not remove the data its records name.
+                _broken = true;
+                outcome = base::fail(base::errc::commit_outcome_unknown,
+                                     outcome.err().message + "; the journal could not be cut back, so the "
+                                                             "change may still appear after a restart");
+            }
         }
-        for (waiter* w : b.waiters) {
-            w->outcome = outcome;
-            io::reactor::current().schedule(w->handle);
-        }
+        for (waiter* w : b.waiters) finish(w, outcome);
         if (_queue.empty() && _rotate && _rotate_bytes > 0 && _offset >= _rotate_bytes) co_await _rotate();
     }
     _flushing = false;

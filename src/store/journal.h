@@ -23,6 +23,7 @@
 
 #include "base/result.h"
 #include "io/task.h"
+#include "store/file_system.h"
 
 namespace fjord::store {
 
@@ -50,13 +51,14 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
                           const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit);
 
 // Reads a journal file, visits its valid records, and truncates a torn tail (startup only).
-base::result<journal_scan> read_journal(const std::string& path, std::uint64_t first_seq,
+base::result<journal_scan> read_journal(file_system& fs, const std::string& path, std::uint64_t first_seq,
                                         const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit);
 
 class journal {
 public:
-    // fd: the journal file opened for writing; offset: where valid data ends; next_seq: the next seq.
-    journal(int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq);
+    // fd: the journal file opened for writing (through fs); offset: where valid data ends; next_seq: the
+    // next seq.
+    journal(file_system& fs, int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq);
     ~journal();
     journal(const journal&) = delete;
     journal& operator=(const journal&) = delete;
@@ -70,6 +72,9 @@ public:
     std::uint64_t next_seq() const { return _next_seq; }
     const std::string& path() const { return _path; }
     bool idle() const { return !_flushing && _queue.empty(); }
+    // A failed batch could not be cut back: the shard's in-memory state is no longer authoritative (a
+    // write that failed may reappear at the next start), so it must not answer anything as done.
+    bool broken() const { return _broken; }
     // Called between batches when the file passed rotate_bytes: the shard snapshots and switches files.
     void set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate);
     // Switches to a new file (used by rotation); the old fd is closed by the caller.
@@ -79,13 +84,16 @@ public:
 
 private:
     struct waiter {
-        std::coroutine_handle<> handle;
+        std::coroutine_handle<> handle;  // set once the appender suspends
         base::result<void> outcome;
         std::function<void()> on_durable;
+        bool done = false;  // the batch finished (possibly before the appender suspended)
     };
+    static void finish(waiter* w, const base::result<void>& outcome);
     io::task<void> flush_loop();
     io::task<base::result<void>> write_batch(const std::string& bytes, const std::vector<int>& dirs);
 
+    file_system& _fs;
     int _fd;
     std::string _path;
     std::uint64_t _offset;

@@ -102,7 +102,7 @@ TEST(journal, read_journal_truncates_every_torn_tail_length) {
         SCOPED_TRACE("bytes of the last record kept: " + std::to_string(kept));
         testing::write_file(path, image.substr(0, last_start + kept));
         std::uint64_t visits = 0;
-        auto scan = read_journal(path, 1, [&](std::uint64_t, std::uint8_t, std::string_view) { ++visits; });
+        auto scan = read_journal(posix_file_system(), path, 1, [&](std::uint64_t, std::uint8_t, std::string_view) { ++visits; });
         ASSERT_TRUE(scan.has_value()) << scan.err().message;
         EXPECT_EQ(visits, 4u);
         EXPECT_TRUE(scan->torn_tail);
@@ -112,7 +112,7 @@ TEST(journal, read_journal_truncates_every_torn_tail_length) {
     }
     // A complete journal is left alone.
     testing::write_file(path, image);
-    auto scan = read_journal(path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto scan = read_journal(posix_file_system(), path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_TRUE(scan.has_value());
     EXPECT_FALSE(scan->torn_tail);
     EXPECT_EQ(scan->records, 5u);
@@ -131,7 +131,7 @@ TEST(journal, damage_followed_by_more_than_a_batch_of_valid_records_refuses_reco
     EXPECT_TRUE(scan.corrupt_before_valid_records);
     const std::string path = dir.path() + "/journal.log";
     testing::write_file(path, image);
-    auto read = read_journal(path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto read = read_journal(posix_file_system(), path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_FALSE(read.has_value());
     EXPECT_EQ(read.code(), base::errc::data_corrupted);
     EXPECT_EQ(testing::file_size(path), image.size()) << "a damaged journal must not be truncated";
@@ -151,7 +151,7 @@ TEST(journal, damage_within_the_last_batch_is_a_torn_tail) {
 
 TEST(journal, read_journal_of_missing_file_is_io_error) {
     temp_dir dir;
-    auto scan = read_journal(dir.path() + "/absent.log", 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto scan = read_journal(posix_file_system(), dir.path() + "/absent.log", 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_FALSE(scan.has_value());
     EXPECT_EQ(scan.code(), base::errc::io_error);
 }
@@ -275,7 +275,7 @@ TEST(journal, concurrent_appends_become_durable_in_append_order) {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0);
     const std::uint64_t first_seq = 42;
-    journal log(fd, path, 0, first_seq);
+    journal log(posix_file_system(), fd, path, 0, first_seq);
     append_state st;
     st.log = &log;
     const int count = 64;
@@ -310,13 +310,13 @@ TEST(journal, append_continues_after_recovered_offset) {
     std::size_t valid = image.size();
     image += "garbage tail";
     testing::write_file(path, image);
-    auto scan = read_journal(path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto scan = read_journal(posix_file_system(), path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_TRUE(scan.has_value());
     ASSERT_EQ(scan->valid_bytes, valid);
 
     int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     ASSERT_GE(fd, 0);
-    journal log(fd, path, scan->valid_bytes, scan->last_seq + 1);
+    journal log(posix_file_system(), fd, path, scan->valid_bytes, scan->last_seq + 1);
     append_state st;
     st.log = &log;
     io::reactor_group group(1);

@@ -1,0 +1,708 @@
+// Deterministic simulation of the storage engine.
+//
+// For each seed: the engine runs on a simulated file system (store::sim_file_system) through several
+// "lives". In each life concurrent workers drive random PUTs (plain and If-None-Match), multipart uploads
+// (completed or aborted, parts sometimes uploaded twice), deletes, GETs, listings and snapshots, while the
+// file system injects faults (EIO, ENOSPC, short reads and writes, bit flips in reads and at rest, latency
+// that reorders requests). Most lives end in a power cut at a random operation; then the file system is
+// crashed (unsynced data dropped, kept or torn), the engine recovers, and every key is checked against a
+// reference model:
+//   - an acknowledged write is there, byte for byte, until it is replaced by a later one;
+//   - a key shows exactly one of the values it may have (the last acknowledged one, or one written by a
+//     request that failed or was cut off): never a mix, never bytes of no write at all;
+//   - a read returns the right bytes or an error; a checksum error is reported only for damaged data;
+//   - after recovery no data file is left that no object or upload refers to (space is reclaimed).
+// Every choice comes from the seed, so a failure replays exactly: `engine_sim --seed N`.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <coroutine>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "io/reactor.h"
+#include "io/task.h"
+#include "store/data_file.h"
+#include "store/engine.h"
+#include "store/sim_file_system.h"
+
+namespace fjord::store::sim {
+namespace {
+
+using base::errc;
+
+struct run_options {
+    std::uint64_t first_seed = 1;
+    std::uint64_t seeds = 1;
+    unsigned lives = 6;
+    unsigned operations_per_life = 40;
+    unsigned workers = 4;
+    unsigned keys = 10;
+    bool verbose = false;
+};
+
+constexpr const char* bucket = "b";
+constexpr std::size_t max_value_bytes = 600 * 1024;
+
+// ---- the reference model ----
+
+struct key_state {
+    std::set<std::uint32_t> candidates{0};  // value ids the key may hold; 0 = absent
+    bool busy = false;                      // one request per key at a time, so outcomes are unambiguous
+    std::uint64_t changes = 0;              // bumped by every request on the key (for listing checks)
+    std::string name;
+};
+
+struct simulation {
+    simulation(std::uint64_t s, const run_options& o) : seed(s), options(o), rng(s * 0x9E3779B97F4A7C15ULL + 1), fs(s) {}
+
+    std::uint64_t seed;
+    run_options options;
+    std::mt19937_64 rng;
+    sim_file_system fs;
+    std::deque<std::string> values{std::string()};  // value id -> bytes (stable references); 0 is "absent"
+    std::map<std::string, key_state> keys;
+    std::set<std::string> damaged_files;  // data files with a bit flipped at rest
+    std::vector<std::string> drive_paths;
+    engine* store = nullptr;
+    bool faults_on = false;
+    std::string failure;
+    unsigned life = 0;
+    // Counters for the summary line.
+    std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads_checked = 0, recoveries = 0;
+
+    std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
+    bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+    bool failed_already() const { return !failure.empty(); }
+    void violation(const std::string& what) {
+        if (failure.empty()) failure = "life " + std::to_string(life) + ": " + what;
+    }
+    // An error is acceptable only when something was injected or the power is off.
+    bool errors_expected() const { return faults_on || !fs.powered(); }
+};
+
+std::string etag_of(std::uint32_t value_id) { return "v" + std::to_string(value_id); }
+
+std::optional<std::uint32_t> value_of_etag(const std::string& etag) {
+    if (etag.size() < 2 || etag[0] != 'v') return std::nullopt;
+    return static_cast<std::uint32_t>(std::strtoul(etag.c_str() + 1, nullptr, 10));
+}
+
+std::uint32_t new_value(simulation& sim) {
+    static constexpr std::size_t sizes[] = {0, 1, 4095, 4096, 65535, 65536, 65537, 131072, 200001, max_value_bytes};
+    std::size_t size = sizes[sim.draw(std::size(sizes))];
+    if (sim.chance(0.3)) size = sim.draw(max_value_bytes);
+    std::string bytes(size, '\0');
+    std::uint64_t x = sim.rng();
+    for (std::size_t i = 0; i < size; i += 8) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        std::memcpy(bytes.data() + i, &x, std::min<std::size_t>(8, size - i));
+    }
+    sim.values.push_back(std::move(bytes));
+    return static_cast<std::uint32_t>(sim.values.size() - 1);
+}
+
+std::string describe(const std::set<std::uint32_t>& candidates) {
+    std::string out = "{";
+    for (auto v : candidates) out += (out.size() > 1 ? "," : "") + (v ? etag_of(v) : std::string("absent"));
+    return out + "}";
+}
+
+// ---- byte sources and sinks ----
+
+class bytes_source final : public byte_source {
+public:
+    bytes_source(const std::string& bytes, std::uint64_t seed) : _bytes(bytes), _rng(seed) {}
+    io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
+        std::size_t n = std::min({max, _bytes.size() - _pos, 1 + static_cast<std::size_t>(_rng() % 150000)});
+        std::memcpy(dst, _bytes.data() + _pos, n);
+        _pos += n;
+        co_return n;
+    }
+
+private:
+    const std::string& _bytes;
+    std::size_t _pos = 0;
+    std::mt19937_64 _rng;
+};
+
+class bytes_sink final : public byte_sink {
+public:
+    io::task<base::result<void>> write(std::span<const std::byte> data) override {
+        out.append(reinterpret_cast<const char*>(data.data()), data.size());
+        co_return base::result<void>{};
+    }
+    std::string out;
+};
+
+// ---- requests, written as the S3 layer uses the engine ----
+
+io::task<base::result<segment>> write_data(simulation& sim, const std::string& bytes) {
+    engine& e = *sim.store;
+    object_writer writer(e.drives(), e.pool(), e.new_object_id(), e.data_file_settings());
+    base::result<segment> sealed = base::fail(errc::internal);
+    bytes_source source(bytes, sim.rng());
+    std::optional<std::uint64_t> expected;
+    if (sim.chance(0.8)) expected = bytes.size();  // sometimes no Content-Length (aws-chunked), no preallocation
+    if (auto opened = co_await writer.open(expected); !opened) sealed = opened.as_failure();
+    else if (auto written = co_await writer.write_from(source, max_data_file_bytes); !written)
+        sealed = written.as_failure();
+    else sealed = co_await writer.seal();
+    if (!sealed) co_await writer.discard();
+    co_return sealed;
+}
+
+object_record record_for(std::uint32_t value_id, std::uint64_t size_bytes, std::vector<segment> segments) {
+    object_record r;
+    r.size_bytes = size_bytes;
+    r.modified_ms = 1700000000000;
+    r.etag = etag_of(value_id);
+    r.content_type = "application/octet-stream";
+    r.segments = std::move(segments);
+    return r;
+}
+
+// Records the outcome of a write request on the model. `definite_no_change`: the engine answered an error
+// that means it did not write (a failed condition).
+void settle_write(simulation& sim, key_state& k, std::uint32_t value_id, const base::result<void>& outcome,
+                  bool definite_no_change, const char* what) {
+    if (sim.options.verbose)
+        std::printf("  life %u op %llu: %s %s %s -> %s%s\n", sim.life, static_cast<unsigned long long>(sim.fs.stats().operations),
+                    k.name.c_str(), what, value_id ? etag_of(value_id).c_str() : "(delete)",
+                    outcome ? "ok" : outcome.err().message.c_str(), definite_no_change ? " (no change)" : "");
+    if (outcome) {
+        ++sim.acknowledged;
+        k.candidates = {value_id};
+        return;
+    }
+    ++sim.failed;
+    if (definite_no_change) return;
+    if (!sim.errors_expected())
+        sim.violation(std::string(what) + " failed without any injected fault: " + outcome.err().message);
+    k.candidates.insert(value_id);  // the outcome is unknown: it may or may not have happened
+}
+
+io::task<void> put_request(simulation& sim, std::string key, bool if_none_match) {
+    key_state& k = sim.keys[key];
+    std::uint32_t value_id = new_value(sim);
+    const std::string& bytes = sim.values[value_id];
+    write_conditions conditions;
+    conditions.if_none_match_any = if_none_match;
+    base::result<void> outcome;
+    bool condition_failed = false;
+    auto data = co_await write_data(sim, bytes);
+    if (!data) {
+        outcome = data.as_failure();
+        condition_failed = true;  // nothing was committed
+        if (!sim.errors_expected()) sim.violation("writing data failed without a fault: " + data.err().message);
+    } else {
+        object_record record = record_for(value_id, bytes.size(), {*data});
+        auto committed = co_await sim.store->commit_put(bucket, key, record, conditions);
+        if (!committed) {
+            outcome = committed.as_failure();
+            condition_failed = committed.err().code == errc::precondition_failed;
+            if (condition_failed && k.candidates == std::set<std::uint32_t>{0})
+                sim.violation("If-None-Match PUT of " + key + " refused although the key is absent");
+            // The S3 layer removes the new data file when a commit surely failed.
+            if (commit_surely_failed(committed.err())) co_await sim.store->reclaim(record);
+        } else if (*committed) {
+            co_await sim.store->reclaim(std::move(**committed));
+        }
+    }
+    settle_write(sim, k, value_id, outcome, condition_failed, if_none_match ? "conditional PUT" : "PUT");
+}
+
+io::task<void> delete_request(simulation& sim, std::string key) {
+    key_state& k = sim.keys[key];
+    auto removed = co_await sim.store->remove(bucket, key, write_conditions{});
+    if (removed && *removed) co_await sim.store->reclaim(std::move(**removed));
+    base::result<void> outcome;
+    if (!removed) outcome = removed.as_failure();
+    settle_write(sim, k, 0, outcome, false, "DELETE");
+}
+
+// Reads a record's bytes and checks them against the model. Returns the value id seen, if it read.
+io::task<std::optional<std::uint32_t>> check_record(simulation& sim, const std::string& what, const object_record& r,
+                                                    const std::set<std::uint32_t>& candidates, bool whole) {
+    auto value_id = value_of_etag(r.etag);
+    if (!value_id || !candidates.count(*value_id)) {
+        sim.violation(what + " holds " + r.etag + ", which it cannot hold: possible " + describe(candidates));
+        co_return std::nullopt;
+    }
+    const std::string& expected = sim.values[*value_id];
+    if (r.size_bytes != expected.size()) {
+        sim.violation(what + ": record size " + std::to_string(r.size_bytes) + ", written " + std::to_string(expected.size()));
+        co_return std::nullopt;
+    }
+    std::uint64_t offset = 0, length = expected.size();
+    if (!whole && length > 0) {
+        offset = sim.draw(length);
+        length = 1 + sim.draw(length - offset);
+    }
+    bytes_sink sink;
+    auto read = co_await read_object(sim.store->drives(), sim.store->pool(), r, offset, length, sink,
+                                     sim.store->data_file_settings());
+    ++sim.reads_checked;
+    if (!read) {
+        bool damaged = false;
+        for (const auto& seg : r.segments) damaged = damaged || sim.damaged_files.count(seg.id.hex());
+        bool corrupt = read.err().code == errc::data_corrupted;
+        if (corrupt && !damaged && !sim.faults_on)
+            sim.violation(what + ": checksum error reported for undamaged data: " + read.err().message);
+        else if (!corrupt && !sim.errors_expected())
+            sim.violation(what + ": read failed without a fault: " + read.err().message);
+        co_return std::nullopt;
+    }
+    if (sink.out.size() != length || sink.out != std::string_view(expected).substr(offset, length))
+        sim.violation(what + ": read returned wrong bytes (" + r.etag + ", offset " + std::to_string(offset) +
+                      ", length " + std::to_string(length) + ")");
+    co_return value_id;
+}
+
+io::task<void> get_request(simulation& sim, std::string key) {
+    key_state& k = sim.keys[key];
+    auto found = co_await sim.store->lookup(bucket, key);
+    if (!found) {
+        if (found.err().code == errc::no_such_key) {
+            if (!k.candidates.count(0)) sim.violation("GET " + key + ": missing, but it must hold " + describe(k.candidates));
+        } else if (!sim.errors_expected()) {
+            sim.violation("GET " + key + ": lookup failed: " + found.err().message);
+        }
+        co_return;
+    }
+    (void)co_await check_record(sim, "GET " + key, *found, k.candidates, sim.chance(0.5));
+}
+
+io::task<base::result<void>> upload_part(simulation& sim, const std::string& key, const std::string& upload_id,
+                                         std::uint32_t number, const std::string& bytes) {
+    auto data = co_await write_data(sim, bytes);
+    if (!data) co_return data.as_failure();
+    part_record part;
+    part.number = number;
+    part.data = *data;
+    part.etag = "p" + std::to_string(number);
+    auto committed = co_await sim.store->commit_part(bucket, key, upload_id, part);
+    if (!committed) {
+        if (commit_surely_failed(committed.err())) co_await sim.store->reclaim_segments({*data});
+        co_return committed.as_failure();
+    }
+    if (*committed) co_await sim.store->reclaim_segments({(*committed)->data});
+    co_return base::result<void>{};
+}
+
+io::task<void> abort_upload(simulation& sim, const std::string& key, const std::string& upload_id) {
+    auto aborted = co_await sim.store->abort_upload(bucket, key, upload_id);
+    if (!aborted) {
+        if (!sim.errors_expected()) sim.violation("abort of an upload of " + key + " failed: " + aborted.err().message);
+        co_return;
+    }
+    std::vector<segment> parts;
+    for (auto& [number, part] : aborted->parts) parts.push_back(part.data);
+    co_await sim.store->reclaim_segments(std::move(parts));
+}
+
+io::task<void> multipart_request(simulation& sim, std::string key) {
+    key_state& k = sim.keys[key];
+    object_record metadata = record_for(0, 0, {});
+    auto created = co_await sim.store->create_upload(bucket, key, metadata, "");
+    if (!created) {
+        ++sim.failed;
+        if (!sim.errors_expected()) sim.violation("create upload failed: " + created.err().message);
+        co_return;
+    }
+    std::string upload_id = *created;
+    unsigned count = 1 + static_cast<unsigned>(sim.draw(3));
+    std::map<std::uint32_t, std::string> parts;  // what each part number holds once acknowledged
+    bool ok = true;
+    unsigned uploads = count + (sim.chance(0.3) ? 1 : 0);  // one more: a part number uploaded twice
+    for (std::uint32_t n = 1; n <= uploads && ok; ++n) {
+        std::uint32_t number = n > count ? 1 + static_cast<std::uint32_t>(sim.draw(count)) : n;  // a re-upload
+        std::string bytes = sim.values[new_value(sim)];
+        auto uploaded = co_await upload_part(sim, key, upload_id, number, bytes);
+        if (uploaded) parts[number] = std::move(bytes);
+        else ok = false;
+        if (!uploaded && !sim.errors_expected()) sim.violation("upload part failed: " + uploaded.err().message);
+    }
+    if (!ok || sim.chance(0.2)) {
+        co_await abort_upload(sim, key, upload_id);
+        ++sim.failed;
+        co_return;
+    }
+    std::string whole;
+    for (auto& [number, bytes] : parts) whole += bytes;
+    sim.values.push_back(whole);
+    std::uint32_t value_id = static_cast<std::uint32_t>(sim.values.size() - 1);
+    upload_finalizer finalize = [value_id](const upload_record& u) -> base::result<object_record> {
+        std::vector<segment> segments;
+        std::uint64_t size = 0;
+        for (const auto& [number, part] : u.parts) {
+            segments.push_back(part.data);
+            size += part.data.size_bytes;
+        }
+        return record_for(value_id, size, std::move(segments));
+    };
+    auto done = co_await sim.store->complete_upload(bucket, key, upload_id, finalize, write_conditions{});
+    base::result<void> outcome;
+    if (!done) {
+        outcome = done.as_failure();
+        co_await abort_upload(sim, key, upload_id);  // as a client does after a failed completion
+    } else {
+        if (done->replaced) co_await sim.store->reclaim(std::move(*done->replaced));
+        co_await sim.store->reclaim_segments(std::move(done->unused_parts));
+    }
+    settle_write(sim, k, value_id, outcome, false, "complete multipart upload");
+}
+
+// Lists the bucket page by page and checks the keys nobody touched meanwhile.
+io::task<void> list_request(simulation& sim) {
+    std::map<std::string, std::uint64_t> quiet;  // keys idle at the start, with their change counts
+    for (auto& [key, k] : sim.keys)
+        if (!k.busy) quiet[key] = k.changes;
+    std::map<std::string, std::string> listed;  // key -> etag
+    store::list_request request;
+    request.bucket = bucket;
+    request.max_keys = 1 + static_cast<std::uint32_t>(sim.draw(6));
+    for (int page = 0; page < 100; ++page) {
+        auto got = co_await sim.store->list(request);
+        if (!got) {
+            if (!sim.errors_expected()) sim.violation("list failed: " + got.err().message);
+            co_return;
+        }
+        for (auto& e : got->entries) listed[e.name] = e.etag;
+        if (!got->truncated || got->entries.empty()) break;
+        request.start_after = got->entries.back().name;
+    }
+    for (auto& [key, changes] : quiet) {
+        const key_state& k = sim.keys[key];
+        if (k.busy || k.changes != changes) continue;
+        auto it = listed.find(key);
+        if (it == listed.end()) {
+            if (!k.candidates.count(0)) sim.violation("list: " + key + " missing, it must hold " + describe(k.candidates));
+        } else {
+            auto v = value_of_etag(it->second);
+            if (!v || !k.candidates.count(*v))
+                sim.violation("list: " + key + " shows " + it->second + ", possible " + describe(k.candidates));
+        }
+    }
+}
+
+void damage_a_data_file(simulation& sim) {
+    const std::string& drive = sim.drive_paths[sim.draw(sim.drive_paths.size())];
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        char fan[4];
+        std::snprintf(fan, sizeof fan, "%02x", static_cast<unsigned>(sim.draw(256)));
+        if (auto name = sim.fs.flip_bit_at_rest(drive + "/objects/" + fan)) {
+            sim.damaged_files.insert(*name);
+            return;
+        }
+    }
+}
+
+// ---- workers and lives ----
+
+struct latch {
+    std::size_t count;
+    std::coroutine_handle<> waiter;
+    void count_down() {
+        if (--count == 0 && waiter) io::reactor::current().schedule(std::exchange(waiter, nullptr));
+    }
+    auto wait() {
+        struct awaiter {
+            latch* l;
+            bool await_ready() const noexcept { return l->count == 0; }
+            void await_suspend(std::coroutine_handle<> h) noexcept { l->waiter = h; }
+            void await_resume() const noexcept {}
+        };
+        return awaiter{this};
+    }
+};
+
+struct yield_now {
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) const { io::reactor::current().schedule(h); }
+    void await_resume() const noexcept {}
+};
+
+io::task<void> one_request(simulation& sim, std::string key) {
+    key_state& k = sim.keys[key];
+    k.busy = true;
+    ++k.changes;
+    ++sim.requests;
+    std::uint64_t pick = sim.draw(100);
+    if (pick < 30) co_await put_request(sim, key, false);
+    else if (pick < 36) co_await put_request(sim, key, true);
+    else if (pick < 56) co_await get_request(sim, key);
+    else if (pick < 68) co_await delete_request(sim, key);
+    else if (pick < 86) co_await multipart_request(sim, key);
+    else if (pick < 93) co_await list_request(sim);
+    else if (pick < 96) co_await sim.store->snapshot_local_shards();
+    else if (sim.faults_on) damage_a_data_file(sim);
+    ++k.changes;
+    k.busy = false;
+}
+
+io::task<void> worker(simulation& sim, unsigned* budget, latch* done) {
+    while (*budget > 0 && !sim.failed_already() && sim.fs.powered()) {
+        --*budget;
+        std::vector<std::string> idle;
+        for (auto& [key, k] : sim.keys)
+            if (!k.busy) idle.push_back(key);
+        if (idle.empty()) {
+            co_await yield_now{};
+            continue;
+        }
+        co_await one_request(sim, idle[sim.draw(idle.size())]);
+    }
+    done->count_down();
+}
+
+// After a restart: every key holds one of its possible values, readable and intact; leftover uploads are
+// intact and are aborted; no unreferenced data file remains.
+io::task<void> verify_after_recovery(simulation& sim) {
+    std::set<std::string> referenced;
+    for (auto& [key, k] : sim.keys) {
+        auto found = co_await sim.store->lookup(bucket, key);
+        if (!found) {
+            if (found.err().code != errc::no_such_key) sim.violation("lookup " + key + ": " + found.err().message);
+            else if (!k.candidates.count(0))
+                sim.violation(key + " lost after recovery: it must hold " + describe(k.candidates));
+            k.candidates = {0};
+            continue;
+        }
+        for (const auto& seg : found->segments) referenced.insert(seg.id.hex());
+        auto seen = co_await check_record(sim, key + " after recovery", *found, k.candidates, true);
+        if (auto v = value_of_etag(found->etag)) k.candidates = {seen.value_or(*v)};
+    }
+    auto uploads = co_await sim.store->list_uploads(bucket, "", "", "", 10000);
+    if (!uploads) {
+        sim.violation("list uploads after recovery: " + uploads.err().message);
+        co_return;
+    }
+    for (const auto& listed : *uploads) {
+        auto full = co_await sim.store->get_upload(bucket, listed.key, listed.upload_id);  // listings omit parts
+        if (!full) {
+            sim.violation("get upload after recovery: " + full.err().message);
+            co_return;
+        }
+        const upload_record& u = *full;
+        for (const auto& [number, part] : u.parts) {
+            object_record r = record_for(0, part.data.size_bytes, {part.data});
+            bytes_sink sink;
+            auto read = co_await read_object(sim.store->drives(), sim.store->pool(), r, 0, r.size_bytes, sink,
+                                             sim.store->data_file_settings());
+            if (!read && !sim.damaged_files.count(part.data.id.hex()))
+                sim.violation("part " + std::to_string(number) + " of a surviving upload of " + u.key +
+                              " is unreadable: " + read.err().message);
+            referenced.insert(part.data.id.hex());
+        }
+    }
+    std::uint64_t unreferenced = 0;
+    std::string example;
+    for (const std::string& drive : sim.drive_paths)
+        for (int b = 0; b < 256; ++b) {
+            char fan[4];
+            std::snprintf(fan, sizeof fan, "%02x", b);
+            for (const std::string& name : sim.fs.files_in(drive + "/objects/" + fan))
+                if (!referenced.count(name)) {
+                    ++unreferenced;
+                    example = name;
+                }
+        }
+    // Orphans whose removal failed (injected errors during recovery) are tried again at the next start.
+    if (unreferenced > sim.store->recovery().orphans_kept)
+        sim.violation(std::to_string(unreferenced) + " data files (e.g. " + example + ") survive recovery unreferenced");
+    for (const auto& u : *uploads) co_await abort_upload(sim, u.key, u.upload_id);
+}
+
+sim_faults random_faults(simulation& sim) {
+    sim_faults f;
+    f.latency = 0.3;
+    if (sim.chance(0.4)) return f;
+    static constexpr double rates[] = {0.002, 0.01, 0.03};
+    f.eio = rates[sim.draw(3)];
+    f.enospc = rates[sim.draw(3)] / 2;
+    f.short_io = rates[sim.draw(3)] / 2;
+    f.read_bit_flip = rates[sim.draw(3)] / 2;
+    return f;
+}
+
+io::task<void> live(simulation& sim, bool first) {
+    sim.faults_on = false;
+    sim.fs.set_faults(sim_faults{});
+    if (first) {
+        auto created = co_await sim.store->create_bucket(bucket);
+        if (!created) sim.violation("create bucket: " + created.err().message);
+    } else {
+        co_await verify_after_recovery(sim);
+    }
+    if (sim.failed_already()) co_return;
+    sim_faults faults = random_faults(sim);
+    sim.fs.set_faults(faults);
+    sim.faults_on = faults.eio > 0;
+    if (sim.chance(0.75)) sim.fs.power_off_after(1 + sim.draw(150 * sim.options.operations_per_life / 10));
+    unsigned budget = sim.options.operations_per_life;
+    latch done{sim.options.workers, {}};
+    for (unsigned w = 0; w < sim.options.workers; ++w) io::spawn(worker(sim, &budget, &done));
+    co_await done.wait();
+    sim.fs.set_faults(sim_faults{});
+    sim.faults_on = false;
+}
+
+io::task<void> run_then_stop(simulation& sim, bool first, io::reactor_group* group) {
+    co_await live(sim, first);
+    group->stop();
+}
+
+engine_options options_for(simulation& sim) {
+    engine_options o;
+    o.data_dirs = sim.drive_paths;
+    o.cores = 1;
+    o.buffers = io::buffer_pool_options{128 * 1024, 12};
+    o.journal_rotate_bytes = 16 * 1024;  // rotate (snapshot) often
+    o.fs = &sim.fs;
+    o.boot_nonce = sim.seed * 1000003 + sim.life + 1;
+    return o;
+}
+
+// Opens the engine after a crash, sometimes with faults during recovery; a failed recovery is retried
+// without faults, as an operator restarts a server that failed to start.
+std::unique_ptr<engine> recover(simulation& sim) {
+    sim_faults during;
+    if (sim.life > 0 && sim.chance(0.3)) during.eio = 0.01;
+    sim.fs.set_faults(during);
+    auto opened = engine::open(options_for(sim));
+    sim.fs.set_faults(sim_faults{});
+    if (!opened && during.eio > 0) {
+        sim.fs.crash_and_restart();  // the failed start's process died
+        opened = engine::open(options_for(sim));
+    }
+    if (!opened) {
+        sim.violation("recovery failed: " + opened.err().message);
+        return nullptr;
+    }
+    ++sim.recoveries;
+    return std::move(*opened);
+}
+
+std::string run_seed(std::uint64_t seed, const run_options& options, std::string* summary) {
+    simulation sim(seed, options);
+    unsigned drives = 1 + static_cast<unsigned>(sim.draw(2));
+    for (unsigned d = 0; d < drives; ++d) sim.drive_paths.push_back("/drive" + std::to_string(d));
+    for (unsigned i = 0; i < options.keys; ++i) sim.keys["key-" + std::to_string(i)].name = "key-" + std::to_string(i);
+    for (sim.life = 0; sim.life <= options.lives && !sim.failed_already(); ++sim.life) {
+        std::unique_ptr<engine> store = recover(sim);
+        if (!store) break;
+        sim.store = store.get();
+        io::reactor_group group(1);
+        bool first = sim.life == 0;
+        if (sim.life == options.lives) {
+            // The last life only verifies what the previous crash left.
+            group.run([&](unsigned core) {
+                store->attach_core(core, io::reactor::current().ring());
+                io::spawn([](simulation& s, io::reactor_group* g) -> io::task<void> {
+                    co_await verify_after_recovery(s);
+                    g->stop();
+                }(sim, &group));
+            });
+        } else {
+            group.run([&](unsigned core) {
+                store->attach_core(core, io::reactor::current().ring());
+                io::spawn(run_then_stop(sim, first, &group));
+            });
+        }
+        sim.store = nullptr;
+        store.reset();
+        if (sim.fs.open_descriptors() > 0) sim.violation(std::to_string(sim.fs.open_descriptors()) + " descriptors left open");
+        if (options.verbose) std::printf("  life %u ends: crash\n", sim.life);
+        sim.fs.crash_and_restart();
+    }
+    const sim_stats& st = sim.fs.stats();
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "requests=%llu acked=%llu failed=%llu reads=%llu recoveries=%llu fs_ops=%llu eio=%llu "
+                  "enospc=%llu short=%llu flips=%llu damaged=%zu torn=%llu dropped=%llu",
+                  static_cast<unsigned long long>(sim.requests), static_cast<unsigned long long>(sim.acknowledged),
+                  static_cast<unsigned long long>(sim.failed), static_cast<unsigned long long>(sim.reads_checked),
+                  static_cast<unsigned long long>(sim.recoveries), static_cast<unsigned long long>(st.operations),
+                  static_cast<unsigned long long>(st.injected_eio), static_cast<unsigned long long>(st.injected_enospc),
+                  static_cast<unsigned long long>(st.injected_short),
+                  static_cast<unsigned long long>(st.injected_bit_flips), sim.damaged_files.size(),
+                  static_cast<unsigned long long>(st.torn_writes), static_cast<unsigned long long>(st.dropped_changes));
+    *summary = line;
+    return sim.failure;
+}
+
+volatile std::uint64_t g_current_seed = 0;
+
+void on_alarm(int) {
+    char msg[160];
+    int n = std::snprintf(msg, sizeof msg, "engine_sim: seed %llu hung (watchdog); replay with --seed %llu\n",
+                          static_cast<unsigned long long>(g_current_seed), static_cast<unsigned long long>(g_current_seed));
+    (void)!::write(2, msg, static_cast<std::size_t>(n));
+    ::_exit(2);
+}
+
+int usage() {
+    std::fprintf(stderr,
+                 "usage: engine_sim [--seed N] [--seeds COUNT] [--lives N] [--ops N] [--workers N] [--verbose]\n"
+                 "  runs COUNT seeds starting at N (default: seed 1, 1 seed); a failure prints its seed\n");
+    return 64;
+}
+
+}  // namespace
+}  // namespace fjord::store::sim
+
+int main(int argc, char** argv) {
+    using namespace fjord::store::sim;
+    run_options options;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+        const char* v = nullptr;
+        if (a == "--verbose") options.verbose = true;
+        else if (a == "--seed" && (v = next())) options.first_seed = std::strtoull(v, nullptr, 0);
+        else if (a == "--seeds" && (v = next())) options.seeds = std::strtoull(v, nullptr, 0);
+        else if (a == "--lives" && (v = next())) options.lives = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
+        else if (a == "--ops" && (v = next())) options.operations_per_life = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
+        else if (a == "--workers" && (v = next())) options.workers = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
+        else return usage();
+    }
+    if (options.workers == 0 || options.seeds == 0) return usage();
+    fjord::base::set_log_level(options.verbose ? fjord::base::log_level::info : fjord::base::log_level::off);
+    ::signal(SIGALRM, on_alarm);
+    auto started = std::chrono::steady_clock::now();
+    std::uint64_t failures = 0;
+    for (std::uint64_t seed = options.first_seed; seed < options.first_seed + options.seeds; ++seed) {
+        g_current_seed = seed;
+        ::alarm(120);
+        std::string summary;
+        std::string failure = run_seed(seed, options, &summary);
+        ::alarm(0);
+        if (!failure.empty()) {
+            ++failures;
+            std::printf("FAIL seed %llu: %s\n  %s\n  replay: engine_sim --seed %llu\n",
+                        static_cast<unsigned long long>(seed), failure.c_str(), summary.c_str(),
+                        static_cast<unsigned long long>(seed));
+        } else if (options.verbose || options.seeds == 1) {
+            std::printf("ok seed %llu: %s\n", static_cast<unsigned long long>(seed), summary.c_str());
+        }
+        std::fflush(stdout);
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::printf("engine_sim: %llu seeds from %llu, %llu failed, %.1f s\n", static_cast<unsigned long long>(options.seeds),
+                static_cast<unsigned long long>(options.first_seed), static_cast<unsigned long long>(failures), seconds);
+    return failures ? 1 : 0;
+}
