@@ -29,11 +29,13 @@ unit: build
 
 integration: build
 	.venv/bin/python -m pytest -q tests/integration
+	.venv-torch/bin/python -m pytest -q tests/integration/test_s3torchconnector.py
 
 test: build
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) fuzz-smoke
 	.venv/bin/python -m pytest -q -p no:cacheprovider tests/integration
+	.venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_s3torchconnector.py
 	.venv/bin/python tests/crash/crash_test.py --cycles 5 --max-put-bytes 1048576 --max-parts 2
 
 # libFuzzer targets (tests/fuzz), one after another, FUZZ_SECONDS each; see docs/reliability.md.

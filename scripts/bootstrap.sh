@@ -26,15 +26,30 @@ fi
 # Python test clients live in project venvs. The aws CLI (v1, from PyPI) pins its own botocore, so it gets
 # a venv of its own and boto3/botocore in the main venv stay at their latest releases.
 stamp_of() { sha256sum "$1" | cut -c1-16; }
-make_venv() {  # make_venv DIR REQUIREMENTS
+make_venv() {  # make_venv DIR REQUIREMENTS [PIP INSTALL OPTIONS...]
     local dir=$1 req=$2 stamp
+    shift 2
     stamp=$(stamp_of "$req")
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$stamp" ]; then return; fi
     echo "bootstrap: creating $dir from $req"
     python3 -m venv "$dir"
     "$dir/bin/pip" install -q --upgrade pip
-    "$dir/bin/pip" install -q --upgrade -r "$req"
+    "$dir/bin/pip" install -q --upgrade "$@" -r "$req" \
+        || { echo "bootstrap: pip could not install $req into $dir" >&2; exit 1; }
     echo "$stamp" > "$dir/.stamp"
 }
 make_venv .venv tests/integration/requirements.txt
 make_venv .venv-awscli tests/integration/requirements-awscli.txt
+
+# s3torchconnector needs torch, and torch from PyPI brings the CUDA wheels (about 5.5 GB installed). That venv
+# lives in a per-user cache outside the repository, named by the hash of its fully pinned requirements, so
+# every clone on the machine shares it and only a change of that file installs again (no pip cache: the
+# venv is the cache). The repository gets the link .venv-torch.
+torch_req=tests/integration/requirements-torch.txt
+torch_venv="${XDG_CACHE_HOME:-$HOME/.cache}/fjord/venv-torch-$(stamp_of "$torch_req")"
+if [ ! -f "$torch_venv/.stamp" ]; then
+    echo "bootstrap: installing torch + s3torchconnector into $torch_venv (several GB, once per machine)"
+    mkdir -p "$(dirname "$torch_venv")"
+fi
+make_venv "$torch_venv" "$torch_req" --no-cache-dir
+ln -sfn "$torch_venv" .venv-torch

@@ -481,10 +481,18 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        report.sections.append(("replay", f"FJORD_TEST_SEED={SEED} .venv/bin/python -m pytest "
+        report.sections.append(("replay", f"FJORD_TEST_SEED={SEED} {_interpreter()} -m pytest "
                                           f"'tests/integration/{item.nodeid}'"))
         for server in _servers_touched_by(item):
             report.sections.append((f"{server.name} log tail ({server.log_path})", server.log_tail()))
+
+
+def _interpreter() -> str:
+    """The Python running the suite, as the replay line should name it (.venv, or .venv-torch)."""
+    try:
+        return str(Path(sys.executable).relative_to(REPO_ROOT))
+    except ValueError:
+        return sys.executable
 
 
 def _servers_touched_by(item) -> list[FjordServer]:
