@@ -322,7 +322,11 @@ io::task<void> service::get_object(context& c, bool head_only) {
             auto headers = c.common_headers();
             headers.emplace_back("Content-Range", "bytes */" + std::to_string(r.size_bytes));
             headers.emplace_back("Content-Type", "application/xml");
-            (void)co_await c.ex.send_all(416, headers, error_xml(range.err(), c.req.resource, c.request_id));
+            // The AWS CRT (s3torchconnector, mountpoint-s3) recognises an empty object by ActualObjectSize
+            // in this error and then repeats its first ranged GET without the range.
+            std::vector<std::pair<std::string, std::string>> details{
+                {"RangeRequested", std::string(head.value_of("range"))}, {"ActualObjectSize", std::to_string(r.size_bytes)}};
+            (void)co_await c.ex.send_all(416, headers, error_xml(range.err(), c.req.resource, c.request_id, details));
             co_return;
         }
         auto headers = c.common_headers();

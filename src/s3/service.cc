@@ -77,11 +77,13 @@ base::result<s3_request> route(const http::request_head& head, const std::vector
 }
 }  // namespace
 
-std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id) {
+std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id,
+                      const std::vector<std::pair<std::string, std::string>>& details) {
     xml_writer x;
     x.open("Error");
     x.element("Code", base::errc_s3_code(err.code));
     x.element("Message", err.message.empty() ? std::string(base::errc_name(err.code)) : err.message);
+    for (const auto& [name, value] : details) x.element(name, value);
     x.element("Resource", resource);
     x.element("RequestId", request_id);
     x.close("Error");

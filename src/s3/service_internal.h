@@ -57,6 +57,8 @@ struct requested_part {
 base::result<std::vector<requested_part>> parse_complete_body(const std::string& body);
 
 // The S3 <Error> document for an error.
-std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id);
+// `details`: extra elements S3 puts in some errors (InvalidRange: RangeRequested, ActualObjectSize).
+std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id,
+                      const std::vector<std::pair<std::string, std::string>>& details = {});
 
 }  // namespace fjord::s3

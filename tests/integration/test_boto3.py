@@ -263,6 +263,17 @@ def test_unsatisfiable_range_is_416_invalid_range(s3, bucket, rng, range_header)
     with pytest.raises(ClientError) as excinfo:
         s3.get_object(Bucket=bucket, Key="ranged", Range=range_header)
     assert client_error(excinfo) == ("InvalidRange", 416)
+    # As S3: the error names the range and the object's size (AWS CRT clients rely on ActualObjectSize).
+    assert excinfo.value.response["Error"]["ActualObjectSize"] == str(RANGE_OBJECT_BYTES)
+    assert excinfo.value.response["Error"]["RangeRequested"] == range_header
+
+
+def test_ranged_get_of_an_empty_object_says_its_size_is_zero(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="empty", Body=b"")
+    with pytest.raises(ClientError) as excinfo:
+        s3.get_object(Bucket=bucket, Key="empty", Range="bytes=0-8388607")
+    assert client_error(excinfo) == ("InvalidRange", 416)
+    assert excinfo.value.response["Error"]["ActualObjectSize"] == "0"
 
 
 @pytest.fixture

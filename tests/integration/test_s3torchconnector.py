@@ -21,12 +21,11 @@ What the client does (s3torchconnector 1.5.0, mountpoint-s3-client 0.14.1), seen
   segment percent-encoded) and a larger one with CreateMultipartUpload, UploadPartCopy with
   `x-amz-copy-source-range`, CompleteMultipartUpload: both are tested. s3torchconnector has no batch delete
   (DeleteObjects), so none is tested here; test_copy_delete.py covers it with boto3.
-- An empty object read through a full GET fails against Fjord (see ZERO_BYTE_GET_BUG below).
 
 "No warnings": Python warnings are errors in this module; the client's Rust and CRT log is switched on at
 WARN (S3_TORCH_CONNECTOR_DEBUG_LOGS) into the session directory, and after each test every new WARN or
 ERROR line fails it, except the CRT's credential-chain probes at client construction (no profile, no web
-identity, no DMI files on this machine) and the 404s (or, for the known bug, 416s) a test provokes.
+identity, no DMI files on this machine) and the 404s (or, for an empty object, 416s) a test provokes.
 """
 
 from __future__ import annotations
@@ -72,10 +71,9 @@ PART_BYTES = 8 * MiB  # S3ClientConfig's default part_size
 BIG_BYTES = 40 * MiB + 3  # six parts of 8 MiB, the last one 3 bytes
 SIZES = [0, 1, 5 * MiB + 1, BIG_BYTES]
 
-ZERO_BYTE_GET_BUG = (
-    "Fjord bug: GET of an empty object with `Range: bytes=0-8388607` answers 416 InvalidRange without "
-    "<ActualObjectSize>0</ActualObjectSize> in the error document. The CRT (aws-c-s3) recognises an empty "
-    "object only by that element, then re-sends the GET without Range; without it, it fails the read.")
+# An empty object: the CRT's first ranged GET gets 416 InvalidRange with <ActualObjectSize>0</ActualObjectSize>,
+# which the CRT takes as "empty object" and re-sends the GET without a range (logging the 416 on the way).
+EMPTY_OBJECT_NOTE = "416 with ActualObjectSize, then a GET without Range"
 
 # ---------------------------------------------------------------------------------------------------
 # The client's own log: no WARN or ERROR lines
@@ -112,7 +110,7 @@ def _new_log_lines(before: dict[Path, int]) -> list[str]:
     return lines
 
 
-RANGE_NOT_SATISFIABLE_LINES = [  # ZERO_BYTE_GET_BUG, as the client logs it
+RANGE_NOT_SATISFIABLE_LINES = [  # EMPTY_OBJECT_NOTE, as the client logs it
     re.compile(r"awscrt::S3MetaRequest: .*Meta request cannot recover from error 14343 .*response status=416"),
     re.compile(r"mountpoint_s3_client::s3_crt_client: .*response_status: 416"),
     re.compile(r"_mountpoint_s3_client::exception: ERROR: S3Exception: .*response_status: 416"),
@@ -245,13 +243,8 @@ def test_writer_stores_exact_bytes(torch_env, s3, bucket, rng, size_bytes, part_
     assert etag.endswith(f"-{expected_parts(size_bytes, part_bytes)}"), etag
 
 
-def _size_params():
-    return [pytest.param(size, marks=pytest.mark.xfail(reason=ZERO_BYTE_GET_BUG, raises=S3Exception))
-            if size == 0 else size for size in SIZES]
-
-
 @pytest.mark.parametrize("kind", ["default", "sequential"])
-@pytest.mark.parametrize("size_bytes", _size_params())
+@pytest.mark.parametrize("size_bytes", SIZES)
 def test_sequential_reader_full_read(torch_env, checkpoint, s3, bucket, rng, size_bytes, kind, client_quiet):
     if size_bytes == 0:
         client_quiet.extend(RANGE_NOT_SATISFIABLE_LINES)
