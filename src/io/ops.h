@@ -101,6 +101,10 @@ inline auto renameat(int old_dir_fd, const char* old_path, int new_dir_fd, const
     return make_op(
         [=](io_uring_sqe* s) { io_uring_prep_renameat(s, old_dir_fd, old_path, new_dir_fd, new_path, 0); });
 }
+inline auto linkat(int old_dir_fd, const char* old_path, int new_dir_fd, const char* new_path) {
+    return make_op(
+        [=](io_uring_sqe* s) { io_uring_prep_linkat(s, old_dir_fd, old_path, new_dir_fd, new_path, 0); });
+}
 inline auto mkdirat(int dir_fd, const char* path, mode_t mode) {
     return make_op([=](io_uring_sqe* s) { io_uring_prep_mkdirat(s, dir_fd, path, mode); });
 }

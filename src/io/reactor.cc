@@ -248,7 +248,7 @@ base::result<void> probe_kernel_features() {
         {IORING_OP_UNLINKAT, "UNLINKAT"}, {IORING_OP_FSYNC, "FSYNC"},
         {IORING_OP_TIMEOUT, "TIMEOUT"},   {IORING_OP_LINK_TIMEOUT, "LINK_TIMEOUT"},
         {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"}, {IORING_OP_MKDIRAT, "MKDIRAT"},
-        {IORING_OP_SENDMSG, "SENDMSG"},
+        {IORING_OP_SENDMSG, "SENDMSG"},   {IORING_OP_LINKAT, "LINKAT"},
     };
     for (auto& r : required) {
         if (!io_uring_opcode_supported(probe, r.op)) {

@@ -158,21 +158,38 @@ io::task<void> service::copy_object(context& c) {
             if (!updated) co_return co_await send_error(c, updated.err());
             result = std::move(*updated);
         } else {
-            auto alg = parse_checksum_algorithm(found->checksum_algorithm).value_or(checksum_algorithm::none);
-            auto body = co_await copy_data(*found, 0, found->size_bytes, alg);
-            if (!body) {
-                if (body.code() == base::errc::not_found && attempt < 2) continue;  // source replaced meanwhile
-                if (body.code() == base::errc::not_found) body = base::fail(base::errc::data_corrupted, body.err().message);
-                co_return co_await send_error(c, body.err());
+            // The copy shares the source's data files (hard links) where it can: a checkpoint "rename"
+            // (copy + delete) then moves no data. A multipart source with a checksum is rewritten instead,
+            // because its copy needs a whole-object checksum that only the bytes give.
+            auto shared = base::result<std::vector<store::segment>>(base::fail(base::errc::not_implemented));
+            if (found->size_bytes > 0 && (found->segments.size() == 1 || found->checksum_algorithm.empty()))
+                shared = co_await _engine.share_segments(found->segments);
+            if (!shared && shared.code() == base::errc::not_found && attempt < 2) continue;  // source replaced
+            if (shared) {
+                record.size_bytes = found->size_bytes;
+                record.etag = found->etag;
+                record.checksum_algorithm = found->checksum_algorithm;
+                record.checksum_value = found->checksum_value;
+                record.part_checksums = found->part_checksums;
+                record.segments = std::move(*shared);
+            } else {
+                // Not shareable, or the file system cannot link: copy the bytes.
+                auto alg = parse_checksum_algorithm(found->checksum_algorithm).value_or(checksum_algorithm::none);
+                auto body = co_await copy_data(*found, 0, found->size_bytes, alg);
+                if (!body) {
+                    if (body.code() == base::errc::not_found && attempt < 2) continue;  // source replaced meanwhile
+                    if (body.code() == base::errc::not_found) body = base::fail(base::errc::data_corrupted, body.err().message);
+                    co_return co_await send_error(c, body.err());
+                }
+                record.size_bytes = body->data.size_bytes;
+                record.etag = body->etag;
+                if (alg != checksum_algorithm::none) {
+                    record.checksum_algorithm = std::string(checksum_name(alg));
+                    record.checksum_value = body->checksum_value;
+                }
+                record.segments.push_back(body->data);
             }
-            record.size_bytes = body->data.size_bytes;
             record.modified_ms = base::unix_now_ms();
-            record.etag = body->etag;
-            if (alg != checksum_algorithm::none) {
-                record.checksum_algorithm = std::string(checksum_name(alg));
-                record.checksum_value = body->checksum_value;
-            }
-            record.segments.push_back(body->data);
             auto committed = co_await _engine.commit_put(c.req.bucket, c.req.key, record, *conditions);
             if (!committed) {
                 if (store::commit_surely_failed(committed.err())) co_await _engine.reclaim(std::move(record));

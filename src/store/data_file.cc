@@ -287,8 +287,10 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
         if (std::memcmp(h.magic, footer_magic, sizeof footer_magic) != 0) failure_result = corrupt("bad footer magic");
         else if (h.header_crc != base::crc32c(base::as_bytes(&h, offsetof(footer_header, header_crc))))
             failure_result = corrupt("footer header checksum mismatch");
+        // The footer's id is the one the data was first written under: a server-side copy names the same
+        // file under its own id (a hard link), so the id is not compared; size and table CRC are.
         else if (h.size_bytes != seg.size_bytes || h.block_bytes != seg.block_bytes || h.block_count != blocks ||
-                 h.id_hi != seg.id.hi || h.id_lo != seg.id.lo || h.table_crc != seg.table_crc)
+                 h.table_crc != seg.table_crc)
             failure_result = corrupt("footer does not match the metadata");
         else {
             out.table.resize(blocks);

@@ -8,6 +8,8 @@
 //   [align_up(size, 4 KiB))   footer: 64-byte header (magic, size, block size, id, table CRC, header CRC)
 //                             followed by one CRC32C per block, padded to 4 KiB
 // The metadata record keeps the table's CRC, so a corrupted footer is detected as surely as corrupted data.
+// A file may have several names (hard links, one per object id): server-side copies share data that way, and
+// removing one object removes only its name.
 // A writer or reader belongs to the coroutine that created it, on one core.
 
 #include <cstdint>

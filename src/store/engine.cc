@@ -503,6 +503,28 @@ io::task<void> engine::reclaim(object_record record) {
     }
 }
 
+io::task<base::result<std::vector<segment>>> engine::share_segments(std::vector<segment> source) {
+    file_system& fs = _drives.fs();
+    std::vector<segment> shared;
+    base::result<void> status;
+    for (const segment& from : source) {
+        segment to = from;
+        to.id = new_object_id();
+        int rc = co_await fs.linkat(_drives.dir_fd_for(from.drive, from.id), drive_set::file_name(from.id),
+                                    _drives.dir_fd_for(to.drive, to.id), drive_set::file_name(to.id));
+        if (rc == -ENOENT) status = base::fail(base::errc::not_found, "source data file gone");
+        else if (rc == -ENOSPC) status = base::fail(base::errc::storage_full, "no space left on drive");
+        else if (rc < 0) status = base::fail(base::errc::io_error, std::string("link data file: ") + strerror(-rc));
+        if (!status) break;
+        shared.push_back(to);
+    }
+    if (!status) {
+        co_await reclaim_segments(std::move(shared));
+        co_return status.as_failure();
+    }
+    co_return shared;
+}
+
 // ---- listing ----
 
 namespace {

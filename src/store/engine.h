@@ -152,6 +152,11 @@ public:
     // Removes the data files of a replaced or deleted record.
     io::task<void> reclaim(object_record record);
     io::task<void> reclaim_segments(std::vector<segment> segments);
+    // New segments naming the same data as `source` (hard links under new object ids, on the same drives),
+    // for server-side copies that move no data. Fails with not_found when a source file vanished (the
+    // source was overwritten meanwhile), or with another error where the file system cannot link; either
+    // way nothing is left behind. The caller commits the result like freshly written data.
+    io::task<base::result<std::vector<segment>>> share_segments(std::vector<segment> source);
 
     // Multipart uploads.
     io::task<base::result<std::string>> create_upload(std::string bucket, std::string key, object_record metadata,

@@ -89,6 +89,9 @@ public:
     io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override {
         co_return co_await io::renameat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str());
     }
+    io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override {
+        co_return co_await io::linkat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str());
+    }
     void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset,
                     int buf_index) override {
         op.start([&](io_uring_sqe* s) {

@@ -41,6 +41,8 @@ public:
     virtual io::task<int> allocate(int fd, std::uint64_t len) = 0;
     virtual io::task<int> unlinkat(int dir_fd, std::string name) = 0;
     virtual io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
+    // A second name for an existing file (a hard link): server-side copies share data this way.
+    virtual io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
     // Pipelined variants: start the operation now, the caller awaits `op` later. `op` and the buffer must
     // stay alive and in place until then.
     virtual void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset,

@@ -49,6 +49,7 @@ struct sim_file_system::node {
     using entry_map = std::map<std::string, std::shared_ptr<node>>;
 
     bool directory = false;
+    bool damaged = false;  // a bit was flipped at rest
     std::string bytes;
     std::string durable_bytes;
     std::vector<file_change> unsynced;
@@ -354,6 +355,24 @@ io::task<int> sim_file_system::renameat(int old_dir_fd, std::string old_name, in
     co_return do_rename(from, to);
 }
 
+io::task<int> sim_file_system::linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) {
+    co_await maybe_delay();
+    if (!begin()) co_return -EIO;
+    std::string from = resolve(old_dir_fd, old_name), to = resolve(new_dir_fd, new_name);
+    if (from.empty() || to.empty()) co_return -EBADF;
+    std::shared_ptr<node> target = lookup(from);
+    auto [parent, name] = parent_of(to);
+    if (!target) co_return -ENOENT;
+    if (target->directory) co_return -EPERM;
+    if (!parent) co_return -ENOENT;
+    if (parent->entries.count(name)) co_return -EEXIST;
+    if (inject(fault::enospc)) co_return -ENOSPC;
+    if (inject(fault::eio)) co_return -EIO;
+    parent->entries[name] = target;
+    parent->unsynced_entries.push_back({entry_change::kind::link, name, {}, target});
+    co_return 0;
+}
+
 void sim_file_system::start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset, int) {
     op.complete_now(begin() ? static_cast<std::int32_t>(do_read(fd, buf, len, offset, true)) : -EIO);
 }
@@ -504,10 +523,16 @@ std::optional<std::string> sim_file_system::flip_bit_at_rest(const std::string& 
     };
     flip(f->bytes);
     flip(f->durable_bytes);
+    f->damaged = true;
     for (auto& c : f->unsynced)
         if (c.what == file_change::kind::write && bit / 8 >= c.offset && bit / 8 < c.offset + c.bytes.size())
             c.bytes[bit / 8 - c.offset] = static_cast<char>(c.bytes[bit / 8 - c.offset] ^ (1 << (bit % 8)));
     return name;
+}
+
+bool sim_file_system::damaged(const std::string& path) const {
+    std::shared_ptr<node> n = lookup(path);
+    return n && n->damaged;
 }
 
 std::vector<std::string> sim_file_system::files_in(const std::string& dir) const {

@@ -70,6 +70,8 @@ public:
     // Flips one bit of a random file under `dir` (its current and durable bytes alike); returns the file's
     // name, or nothing when there is no non-empty file there.
     std::optional<std::string> flip_bit_at_rest(const std::string& dir);
+    // Whether the file at `path` (under any of its names) had a bit flipped at rest.
+    bool damaged(const std::string& path) const;
     // Names of the regular files directly in `dir` (sorted); empty if it does not exist.
     std::vector<std::string> files_in(const std::string& dir) const;
     std::uint64_t open_descriptors() const { return _fds.size(); }
@@ -82,6 +84,7 @@ public:
     io::task<int> allocate(int fd, std::uint64_t len) override;
     io::task<int> unlinkat(int dir_fd, std::string name) override;
     io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
+    io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
     void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index) override;
     void start_write(io::async_op& op, int fd, const void* buf, unsigned len, std::uint64_t offset,
                      int buf_index) override;

@@ -2,11 +2,13 @@
 through boto3 with botocore's default checksum settings and with `when_required`."""
 
 import datetime
+import os
 
 import pytest
 from botocore.exceptions import ClientError
 
 import s3util
+from conftest import FjordServer, make_client
 from multipart_support import (MIN_PART_BYTES, client_error, complete, composite_checksum, error_code,
                                multipart_put, signed_request, start_upload, upload_parts)
 from s3util import KiB
@@ -407,3 +409,52 @@ def test_part_number_on_single_put_object(cd_s3, bucket, source):
     with pytest.raises(ClientError) as excinfo:
         cd_s3.get_object(Bucket=bucket, Key="src.bin", PartNumber=2)
     assert client_error(excinfo) == ("InvalidPartNumber", 416)
+
+
+def _data_inodes(server):
+    """(inode -> link count) of every data file of a stopped or running server."""
+    inodes = {}
+    for d in server.data_dirs:
+        for root, _dirs, files in os.walk(d / "objects"):
+            for name in files:
+                st = os.stat(os.path.join(root, name))
+                inodes[st.st_ino] = st.st_nlink
+    return inodes
+
+
+def test_copy_shares_data_instead_of_rewriting_it(tmp_dir, rng):
+    """A server-side copy of a single-part object (and of a multipart object without checksums) names the
+    source's data files again (hard links): no bytes move, and each object's deletion removes only its name."""
+    server = FjordServer(tmp_dir / "share")
+    server.start()
+    try:
+        s3 = make_client(server, request_checksum_calculation="when_required")
+        s3.create_bucket(Bucket="ckpt")
+        data = s3util.payload(rng, 3 * 1024 * 1024 + 5)
+        s3.put_object(Bucket="ckpt", Key="step-100/shard.tmp", Body=data)
+        parts = [s3util.payload(rng, MIN_PART_BYTES), s3util.payload(rng, 1234)]
+        upload = s3.create_multipart_upload(Bucket="ckpt", Key="multi")["UploadId"]
+        done = [{"PartNumber": n, "ETag": s3.upload_part(Bucket="ckpt", Key="multi", UploadId=upload,
+                                                          PartNumber=n, Body=body)["ETag"]}
+                for n, body in enumerate(parts, 1)]
+        s3.complete_multipart_upload(Bucket="ckpt", Key="multi", UploadId=upload, MultipartUpload={"Parts": done})
+        assert sorted(_data_inodes(server).values()) == [1, 1, 1]
+
+        # The "rename" a checkpoint writer does: copy, then delete the source.
+        s3.copy_object(Bucket="ckpt", Key="step-100/shard", CopySource={"Bucket": "ckpt", "Key": "step-100/shard.tmp"})
+        s3.copy_object(Bucket="ckpt", Key="multi-copy", CopySource={"Bucket": "ckpt", "Key": "multi"})
+        assert sorted(_data_inodes(server).values()) == [2, 2, 2], "copies must share the data files"
+        s3.delete_object(Bucket="ckpt", Key="step-100/shard.tmp")
+        s3.delete_object(Bucket="ckpt", Key="multi")
+        assert sorted(_data_inodes(server).values()) == [1, 1, 1]
+        assert s3.get_object(Bucket="ckpt", Key="step-100/shard")["Body"].read() == data
+        assert s3.get_object(Bucket="ckpt", Key="multi-copy")["Body"].read() == b"".join(parts)
+
+        server.restart()
+        s3 = make_client(server)
+        assert s3.get_object(Bucket="ckpt", Key="step-100/shard")["Body"].read() == data
+        assert s3.get_object(Bucket="ckpt", Key="multi-copy", Range="bytes=5-9")["Body"].read() == b"".join(parts)[5:10]
+        s3.delete_objects(Bucket="ckpt", Delete={"Objects": [{"Key": "step-100/shard"}, {"Key": "multi-copy"}]})
+        assert _data_inodes(server) == {}, "space is reclaimed once every name is gone"
+    finally:
+        server.stop()

@@ -2,7 +2,8 @@
 //
 // For each seed: the engine runs on a simulated file system (store::sim_file_system) through several
 // "lives". In each life concurrent workers drive random PUTs (plain and If-None-Match), multipart uploads
-// (completed or aborted, parts sometimes uploaded twice), deletes, GETs, listings and snapshots, while the
+// (completed or aborted, parts sometimes uploaded twice), copies that share data files (hard links),
+// deletes, GETs, listings and snapshots, while the
 // file system injects faults (EIO, ENOSPC, short reads and writes, bit flips in reads and at rest, latency
 // that reorders requests). Most lives end in a power cut at a random operation; then the file system is
 // crashed (unsynced data dropped, kept or torn), the engine recovers, and every key is checked against a
@@ -75,7 +76,7 @@ struct simulation {
     sim_file_system fs;
     std::deque<std::string> values{std::string()};  // value id -> bytes (stable references); 0 is "absent"
     std::map<std::string, key_state> keys;
-    std::set<std::string> damaged_files;  // data files with a bit flipped at rest
+    std::uint64_t damaged_files = 0;  // data files with a bit flipped at rest (the file system knows which)
     std::vector<std::string> drive_paths;
     engine* store = nullptr;
     bool faults_on = false;
@@ -234,6 +235,12 @@ io::task<void> delete_request(simulation& sim, std::string key) {
     settle_write(sim, k, 0, outcome, false, "DELETE");
 }
 
+std::string segment_path(const simulation& sim, const segment& seg) {
+    char fan[4];
+    std::snprintf(fan, sizeof fan, "%02x", static_cast<unsigned>(seg.id.lo & 0xff));
+    return sim.drive_paths.at(seg.drive) + "/objects/" + fan + "/" + seg.id.hex();
+}
+
 // Reads a record's bytes and checks them against the model. Returns the value id seen, if it read.
 io::task<std::optional<std::uint32_t>> check_record(simulation& sim, const std::string& what, const object_record& r,
                                                     const std::set<std::uint32_t>& candidates, bool whole) {
@@ -258,7 +265,7 @@ io::task<std::optional<std::uint32_t>> check_record(simulation& sim, const std::
     ++sim.reads_checked;
     if (!read) {
         bool damaged = false;
-        for (const auto& seg : r.segments) damaged = damaged || sim.damaged_files.count(seg.id.hex());
+        for (const auto& seg : r.segments) damaged = damaged || sim.fs.damaged(segment_path(sim, seg));
         bool corrupt = read.err().code == errc::data_corrupted;
         if (corrupt && !damaged && !sim.faults_on)
             sim.violation(what + ": checksum error reported for undamaged data: " + read.err().message);
@@ -366,6 +373,45 @@ io::task<void> multipart_request(simulation& sim, std::string key) {
     settle_write(sim, k, value_id, outcome, false, "complete multipart upload");
 }
 
+// A server-side copy as the S3 layer does it: the new object names the source's data files again.
+io::task<void> copy_request(simulation& sim, std::string key) {
+    std::vector<std::string> sources;
+    for (auto& [name, k] : sim.keys)
+        if (!k.busy) sources.push_back(name);
+    if (sources.empty()) co_return;
+    key_state& source = sim.keys[sources[sim.draw(sources.size())]];
+    key_state& target = sim.keys[key];
+    source.busy = true;
+    auto found = co_await sim.store->lookup(bucket, source.name);
+    if (found) {
+        auto value_id = value_of_etag(found->etag);
+        if (!value_id || !source.candidates.count(*value_id))
+            sim.violation("copy source " + source.name + " holds " + found->etag + ", possible " + describe(source.candidates));
+        auto shared = co_await sim.store->share_segments(found->segments);
+        base::result<void> outcome;
+        bool nothing_done = false;
+        if (!shared) {
+            outcome = shared.as_failure();
+            nothing_done = true;
+            if (!sim.errors_expected()) sim.violation("share segments failed without a fault: " + shared.err().message);
+        } else {
+            object_record record = *found;
+            record.segments = std::move(*shared);
+            auto committed = co_await sim.store->commit_put(bucket, key, record, write_conditions{});
+            if (!committed) {
+                outcome = committed.as_failure();
+                if (commit_surely_failed(committed.err())) co_await sim.store->reclaim(record);
+            } else if (*committed) {
+                co_await sim.store->reclaim(std::move(**committed));
+            }
+        }
+        if (value_id) settle_write(sim, target, *value_id, outcome, nothing_done, "copy");
+    } else if (found.err().code != errc::no_such_key && !sim.errors_expected()) {
+        sim.violation("copy: lookup failed: " + found.err().message);
+    }
+    source.busy = false;
+}
+
 // Lists the bucket page by page and checks the keys nobody touched meanwhile.
 io::task<void> list_request(simulation& sim) {
     std::map<std::string, std::uint64_t> quiet;  // keys idle at the start, with their change counts
@@ -405,7 +451,7 @@ void damage_a_data_file(simulation& sim) {
         char fan[4];
         std::snprintf(fan, sizeof fan, "%02x", static_cast<unsigned>(sim.draw(256)));
         if (auto name = sim.fs.flip_bit_at_rest(drive + "/objects/" + fan)) {
-            sim.damaged_files.insert(*name);
+            ++sim.damaged_files;
             return;
         }
     }
@@ -446,7 +492,8 @@ io::task<void> one_request(simulation& sim, std::string key) {
     else if (pick < 36) co_await put_request(sim, key, true);
     else if (pick < 56) co_await get_request(sim, key);
     else if (pick < 68) co_await delete_request(sim, key);
-    else if (pick < 86) co_await multipart_request(sim, key);
+    else if (pick < 80) co_await multipart_request(sim, key);
+    else if (pick < 87) co_await copy_request(sim, key);
     else if (pick < 93) co_await list_request(sim);
     else if (pick < 96) co_await sim.store->snapshot_local_shards();
     else if (sim.faults_on) damage_a_data_file(sim);
@@ -503,7 +550,7 @@ io::task<void> verify_after_recovery(simulation& sim) {
             bytes_sink sink;
             auto read = co_await read_object(sim.store->drives(), sim.store->pool(), r, 0, r.size_bytes, sink,
                                              sim.store->data_file_settings());
-            if (!read && !sim.damaged_files.count(part.data.id.hex()))
+            if (!read && !sim.fs.damaged(segment_path(sim, part.data)))
                 sim.violation("part " + std::to_string(number) + " of a surviving upload of " + u.key +
                               " is unreadable: " + read.err().message);
             referenced.insert(part.data.id.hex());
@@ -633,13 +680,13 @@ std::string run_seed(std::uint64_t seed, const run_options& options, std::string
     char line[512];
     std::snprintf(line, sizeof line,
                   "requests=%llu acked=%llu failed=%llu reads=%llu recoveries=%llu fs_ops=%llu eio=%llu "
-                  "enospc=%llu short=%llu flips=%llu damaged=%zu torn=%llu dropped=%llu",
+                  "enospc=%llu short=%llu flips=%llu damaged=%llu torn=%llu dropped=%llu",
                   static_cast<unsigned long long>(sim.requests), static_cast<unsigned long long>(sim.acknowledged),
                   static_cast<unsigned long long>(sim.failed), static_cast<unsigned long long>(sim.reads_checked),
                   static_cast<unsigned long long>(sim.recoveries), static_cast<unsigned long long>(st.operations),
                   static_cast<unsigned long long>(st.injected_eio), static_cast<unsigned long long>(st.injected_enospc),
                   static_cast<unsigned long long>(st.injected_short),
-                  static_cast<unsigned long long>(st.injected_bit_flips), sim.damaged_files.size(),
+                  static_cast<unsigned long long>(st.injected_bit_flips), static_cast<unsigned long long>(sim.damaged_files),
                   static_cast<unsigned long long>(st.torn_writes), static_cast<unsigned long long>(st.dropped_changes));
     *summary = line;
     return sim.failure;
