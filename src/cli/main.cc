@@ -16,6 +16,7 @@
 #include "base/encoding.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "io/ops.h"
 #include "base/units.h"
 #include "cli/bench.h"
@@ -50,6 +51,7 @@ void print_usage() {
         "  --io-depth N          disk I/Os in flight per request (default 4)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
+        "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
         "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
@@ -93,6 +95,7 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--region") { if (!need(value)) return 2; cfg.service.region = value; ++i; }
         else if (arg == "--cores") { if (!need(parse_number(value, n) && n >= 1 && n <= 256)) return 2; cores = static_cast<unsigned>(n); ++i; }
         else if (arg == "--etag-md5") cfg.service.etag_md5 = true;
+        else if (arg == "--metrics-public") cfg.service.metrics_public = true;
         else if (arg == "--etag-md5-max-bytes") { if (!need(parse_number(value, n))) return 2; cfg.service.etag_md5_max_bytes = n; ++i; }
         else if (arg == "--idle-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--header-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); ++i; }
@@ -176,10 +179,12 @@ int serve(int argc, char** argv) {
         return 1;
     }
     std::unique_ptr<store::engine> engine = std::move(*opened);
-    s3::service svc(*engine, cfg.service);
+    base::metrics metrics(cfg.engine.cores);
+    s3::service svc(*engine, cfg.service, metrics);
     io::reactor_group group(cfg.engine.cores);
     std::vector<std::unique_ptr<http::server>> servers;
-    for (unsigned c = 0; c < cfg.engine.cores; ++c) servers.push_back(std::make_unique<http::server>(svc, cfg.server));
+    for (unsigned c = 0; c < cfg.engine.cores; ++c)
+        servers.push_back(std::make_unique<http::server>(svc, cfg.server, metrics));
 
     bool listen_failed = false;
     std::thread signal_thread([&] {

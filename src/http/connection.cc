@@ -18,7 +18,8 @@ namespace fjord::http {
 // request_head views point into) plus any bytes received after it; it is compacted between requests.
 class connection_state {
 public:
-    connection_state(int fd, const server_limits& limits) : fd(fd), limits(limits) {
+    connection_state(int fd, const server_limits& limits, base::metrics::shard& metrics)
+        : fd(fd), limits(limits), metrics(metrics) {
         in.resize(limits.initial_head_buffer_bytes);
     }
 
@@ -30,6 +31,7 @@ public:
 
     int fd;
     const server_limits& limits;
+    base::metrics::shard& metrics;
     std::vector<char> in;
     std::size_t start = 0;  // unread bytes are [start, end)
     std::size_t end = 0;
@@ -154,6 +156,7 @@ io::task<base::result<std::size_t>> connection_state::read_head(request_head& he
         if (n == 0) co_return std::size_t{0};  // peer closed
         if (n == -ECANCELED) co_return base::fail(base::errc::timed_out, "timed out waiting for a request");
         if (n < 0) co_return base::fail(base::errc::closed, strerror(-n));
+        metrics.add(base::counter::bytes_received, static_cast<std::uint64_t>(n));
         end += static_cast<std::size_t>(n);
     }
 }
@@ -175,6 +178,7 @@ io::task<base::result<void>> connection_state::send_bytes(const void* data, std:
             if (n == -ECANCELED) co_return base::fail(base::errc::timed_out, "send timed out");
             co_return base::fail(base::errc::closed, n == 0 ? "connection closed" : strerror(-n));
         }
+        metrics.add(base::counter::bytes_sent, static_cast<std::uint64_t>(n));
         p += n;
         len -= static_cast<std::size_t>(n);
     }
@@ -214,6 +218,7 @@ io::task<base::result<std::size_t>> body_reader::receive(std::byte* dst, std::si
     if (n == 0) co_return base::fail(base::errc::incomplete_body, "the client closed the connection before the body ended");
     if (n == -ECANCELED) co_return base::fail(base::errc::request_timeout, "timed out reading the request body");
     if (n < 0) co_return base::fail(base::errc::closed, strerror(-n));
+    c.metrics.add(base::counter::bytes_received, static_cast<std::uint64_t>(n));
     co_return static_cast<std::size_t>(n);
 }
 
@@ -273,6 +278,7 @@ io::task<base::result<void>> exchange::send_head(int status, const header_list& 
                                                  std::optional<std::uint64_t> content_length) {
     FJORD_ASSERT(!_head_sent);
     _head_sent = true;
+    _status = status;
     if (!content_length) _close_after = true;
     if (!_body.finished() && _body._expect_continue && !_body._continue_sent) _close_after = true;
     bool close = _close_after || !_head.keep_alive || stopping();
@@ -289,6 +295,7 @@ io::task<base::result<void>> exchange::send_body(std::span<const std::byte> data
 io::task<base::result<void>> exchange::send_all(int status, const header_list& headers, std::string_view body) {
     FJORD_ASSERT(!_head_sent);
     _head_sent = true;
+    _status = status;
     // An unread body we cannot cheaply drain means the connection must close after this answer.
     if (!_body.finished() && _body.declared_length() &&
         *_body.declared_length() - _body.bytes_read() > _conn.limits.drain_limit_bytes)
@@ -318,12 +325,15 @@ void connection_state::start_body(exchange& ex, std::size_t head_bytes) {
     }
 }
 
-io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats) {
+io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats,
+                                base::metrics::shard& metrics) {
     io::reactor::current().hold();
-    connection_state conn(fd, limits);
+    connection_state conn(fd, limits, metrics);
     connections().insert(&conn);
     ++stats.open;
     ++stats.accepted;
+    metrics.add(base::counter::connections_accepted);
+    metrics.add(base::gauge::connections_open, 1);
     for (;;) {
         request_head head;
         auto head_bytes = co_await conn.read_head(head);
@@ -350,6 +360,7 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
     }
     connections().erase(&conn);
     --stats.open;
+    metrics.add(base::gauge::connections_open, -1);
     co_await io::close(fd);
     io::reactor::current().release();
 }

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/metrics.h"
 #include "base/result.h"
 #include "http/chunked.h"
 #include "http/request.h"
@@ -79,19 +80,23 @@ public:
     // A complete small response in one send.
     io::task<base::result<void>> send_all(int status, const header_list& headers, std::string_view body);
     bool head_sent() const { return _head_sent; }
+    // The status of the response sent (0 before send_head / send_all).
+    int status() const { return _status; }
     // The connection closes after this response (e.g. after an error that left the body unread).
     void close_after() { _close_after = true; }
     bool stopping() const;
 
 private:
     friend class connection_state;
-    friend io::task<void> serve_connection(int, handler&, const server_limits&, connection_stats&);
+    friend io::task<void> serve_connection(int, handler&, const server_limits&, connection_stats&,
+                                           base::metrics::shard&);
     exchange(connection_state& conn, const request_head& head) : _conn(conn), _head(head) {}
     connection_state& _conn;
     const request_head& _head;
     body_reader _body;
     bool _head_sent = false;
     bool _close_after = false;
+    int _status = 0;
 };
 
 class handler {
@@ -102,8 +107,10 @@ public:
     virtual std::string protocol_error_response(const base::error& err) = 0;
 };
 
-// Serves one accepted socket until the peer closes, an error, or shutdown; closes the fd.
-io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats);
+// Serves one accepted socket until the peer closes, an error, or shutdown; closes the fd. Bytes and
+// connections are counted in `metrics`, the shard of the calling core.
+io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats,
+                                base::metrics::shard& metrics);
 
 // Asks every idle connection on this core to close now (shutdown). Connections busy with a request
 // finish it first.

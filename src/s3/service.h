@@ -2,13 +2,15 @@
 
 // The S3 front end: routes each HTTP exchange to an S3 operation, authenticates it (SigV4), runs it
 // against the object engine and answers in S3's wire format. One service object is shared by every core;
-// it holds only immutable configuration and per-core counters, and all work happens on the core that
-// owns the connection (metadata commits hop to the key's owner core inside the engine).
+// it holds only immutable configuration and the process's metrics (each core counts in its own shard),
+// and all work happens on the core that owns the connection (metadata commits hop to the key's owner
+// core inside the engine). Besides S3 it answers /health/live, /health/ready and /metrics.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/metrics.h"
 #include "http/connection.h"
 #include "s3/checksum.h"
 #include "s3/sigv4.h"
@@ -29,6 +31,9 @@ struct service_options {
     std::uint64_t max_object_bytes = 5ULL * 1024 * 1024 * 1024;  // single PUT
     std::size_t max_metadata_bytes = 2048;                         // x-amz-meta-* names + values
     verify_options auth;
+    // GET /metrics without authentication (for a Prometheus scraper on a trusted network). Off: /metrics
+    // needs a SigV4 signature like every S3 request.
+    bool metrics_public = false;
 };
 
 // A routed request: which bucket and key it names (decoded) and its query parameters (decoded).
@@ -43,15 +48,20 @@ struct s3_request {
 
 class service final : public http::handler {
 public:
-    service(store::engine& engine, service_options options);
+    service(store::engine& engine, service_options options, base::metrics& metrics);
     io::task<void> handle(http::exchange& ex) override;
     std::string protocol_error_response(const base::error& err) override;
 
 private:
     struct context;
+    io::task<void> authenticate_and_dispatch(context& c);
     io::task<void> dispatch(context& c);
     io::task<void> send_error(context& c, const base::error& err);
     io::task<void> send_xml(context& c, int status, std::string body);
+    // Answers a request dispatch could not give to an operation (counted as operation class `other`).
+    io::task<void> send_not_an_operation(context& c, base::error err);
+    io::task<void> send_metrics(context& c);
+    base::metrics::shard& local_metrics();
 
     io::task<void> list_buckets(context& c);
     io::task<void> create_bucket(context& c);
@@ -89,6 +99,7 @@ private:
 
     store::engine& _engine;
     service_options _options;
+    base::metrics& _metrics;
 };
 
 // S3 bucket naming rules: 3-63 characters of a-z 0-9 . -, starting and ending with a letter or digit,
