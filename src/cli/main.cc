@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/token_bucket.h"
 #include "io/ops.h"
 #include "base/units.h"
 #include "cli/bench.h"
@@ -46,6 +48,10 @@ void print_usage() {
         "  --idle-timeout-ms N   close a keep-alive connection idle this long (default 60000)\n"
         "  --header-timeout-ms N time allowed for a request head once it started (default 30000)\n"
         "  --io-timeout-ms N     time allowed for any one body receive or send (default 60000)\n"
+        "  --max-requests-per-second-per-connection N   average request rate one connection may\n"
+        "                        keep up; faster requests get 503 SlowDown (default 5000, 0: no limit)\n"
+        "  --request-burst-per-connection N   requests a connection may send at once above that rate\n"
+        "                        (default: twice the rate)\n"
         "  --buffers N           I/O buffers per core (default 64)\n"
         "  --io-size-kib N       size of one disk I/O and buffer, 512 or more, a multiple of 64 (default 1024)\n"
         "  --io-depth N          disk I/Os in flight per request (default 4)\n"
@@ -67,6 +73,7 @@ struct serve_config {
     s3::service_options service;
     http::server_options server;
     bool default_credentials = false;
+    bool request_burst_given = false;
 };
 
 bool parse_number(const char* text, std::uint64_t& out) {
@@ -100,6 +107,16 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--idle-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--header-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--io-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.io_timeout_ms = static_cast<std::int64_t>(n); ++i; }
+        else if (arg == "--max-requests-per-second-per-connection") {
+            if (!need(parse_number(value, n) && n <= 1'000'000)) return 2;
+            cfg.server.limits.max_requests_per_second = n;
+            ++i;
+        } else if (arg == "--request-burst-per-connection") {
+            if (!need(parse_number(value, n) && n >= 1 && n <= base::token_bucket::max_burst)) return 2;
+            cfg.server.limits.request_burst = n;
+            cfg.request_burst_given = true;
+            ++i;
+        }
         else if (arg == "--max-connections") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.max_connections_per_core = n; ++i; }
         else if (arg == "--multipart-expiry-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_s = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--multipart-expiry-interval-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); ++i; }
@@ -122,6 +139,8 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         } else if (arg == "-h" || arg == "--help") { print_usage(); return 1; }
         else { std::fprintf(stderr, "fjord serve: unknown option %s\n", arg.c_str()); print_usage(); return 2; }
     }
+    if (!cfg.request_burst_given)
+        cfg.server.limits.request_burst = std::max<std::uint64_t>(1, 2 * cfg.server.limits.max_requests_per_second);
     if (data_dirs.empty()) data_dirs.push_back("./data");
     if (!domains.empty()) cfg.service.domains = domains;
     cfg.engine.data_dirs = data_dirs;

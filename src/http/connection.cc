@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/token_bucket.h"
 #include "io/ops.h"
 #include "io/reactor.h"
 
@@ -19,7 +20,10 @@ namespace fjord::http {
 class connection_state {
 public:
     connection_state(int fd, const server_limits& limits, base::metrics::shard& metrics)
-        : fd(fd), limits(limits), metrics(metrics) {
+        : fd(fd),
+          limits(limits),
+          metrics(metrics),
+          request_rate(limits.max_requests_per_second, limits.request_burst) {
         in.resize(limits.initial_head_buffer_bytes);
     }
 
@@ -32,6 +36,7 @@ public:
     int fd;
     const server_limits& limits;
     base::metrics::shard& metrics;
+    base::token_bucket request_rate;
     std::vector<char> in;
     std::size_t start = 0;  // unread bytes are [start, end)
     std::size_t end = 0;
@@ -349,7 +354,15 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
         ++stats.requests;
         exchange ex(conn, head);
         conn.start_body(ex, *head_bytes);
-        co_await h.handle(ex);
+        const std::int64_t now_ns = base::monotonic_now_ns();
+        if (conn.request_rate.try_take(now_ns)) {
+            co_await h.handle(ex);
+        } else {
+            metrics.add(base::counter::slowdowns);
+            std::int64_t wait_ns = conn.request_rate.wait_ns(now_ns);
+            std::int64_t retry_after_ms = std::max<std::int64_t>(1, (wait_ns + 999'999) / 1'000'000);
+            co_await h.refuse(ex, {base::errc::slow_down, "Please reduce your request rate."}, retry_after_ms);
+        }
         if (!ex.head_sent()) {
             LOG_ERROR("handler sent no response for %.*s; closing", static_cast<int>(head.target.size()), head.target.data());
             break;

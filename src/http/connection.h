@@ -30,6 +30,11 @@ struct server_limits {
     std::int64_t io_timeout_ms = 60'000;      // any single receive or send of a body
     std::size_t initial_head_buffer_bytes = 4096;
     std::size_t drain_limit_bytes = 256 * 1024;  // unread body bytes we discard to keep a connection open
+    // Requests one connection may make, as a token bucket: this many a second on average, with bursts
+    // of up to request_burst. Requests over it are refused (handler::refuse, 503 SlowDown) and the
+    // connection stays open. 0: no limit. See docs/security.md for the choice of defaults.
+    std::uint64_t max_requests_per_second = 5'000;
+    std::uint64_t request_burst = 10'000;
 };
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
@@ -103,6 +108,10 @@ class handler {
 public:
     virtual ~handler() = default;
     virtual io::task<void> handle(exchange& ex) = 0;
+    // Answers a request the connection will not hand to handle() (over its request rate), with the
+    // error given; a request retried after `retry_after_ms` would be taken. The body has not been read;
+    // the connection drains it or closes as for any answer.
+    virtual io::task<void> refuse(exchange& ex, const base::error& err, std::int64_t retry_after_ms) = 0;
     // A complete response (status line to body) for a request that could not be parsed.
     virtual std::string protocol_error_response(const base::error& err) = 0;
 };

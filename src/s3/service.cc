@@ -119,6 +119,11 @@ base::operation_class operation_of(http::method verb, const s3_request& r) {
         default: return op::other;
     }
 }
+
+base::operation_class operation_class_of(const http::request_head& head, const s3_request& r) {
+    if (is_health_check(head) || is_metrics_request(head, r)) return base::operation_class::admin;
+    return operation_of(head.verb, r);
+}
 }  // namespace
 
 std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id) {
@@ -180,15 +185,18 @@ std::string service::protocol_error_response(const base::error& err) {
                                       body.size(), true) + body;
 }
 
-io::task<void> service::send_error(context& c, const base::error& err) {
+io::task<void> service::send_error(context& c, const base::error& err, http::header_list extra_headers) {
     int status = base::errc_http_status(err.code);
     auto headers = c.common_headers();
+    for (auto& h : extra_headers) headers.push_back(std::move(h));
     if (status == 304) {
         (void)co_await c.ex.send_all(status, headers, "");
         co_return;
     }
     base::error shown = err;
-    if (status >= 500 && status != 501) {
+    // 501 is a client asking for what we lack, and 503 SlowDown a client going too fast (counted in
+    // fjord_slowdown_total): neither is worth a log line per request.
+    if (status >= 500 && status != 501 && err.code != base::errc::slow_down) {
         // The details (file names, errno text) are for the operator's log, not for the client.
         std::string method(c.ex.head().method_text);
         LOG_WARN("%s %s -> %d %s (request %s)", method.c_str(), c.req.resource.c_str(), status, err.message.c_str(),
@@ -224,6 +232,16 @@ io::task<void> service::handle(http::exchange& ex) {
     local_metrics().count_request(c.op, ex.status());
 }
 
+io::task<void> service::refuse(http::exchange& ex, const base::error& err, std::int64_t retry_after_ms) {
+    context c{ex, {}, next_request_id(), {}};
+    if (auto routed = route(ex.head(), _options.domains)) {
+        c.req = std::move(*routed);
+        c.op = operation_class_of(ex.head(), c.req);
+    }
+    co_await send_error(c, err, {{"x-amz-retry-after", std::to_string(retry_after_ms)}});
+    local_metrics().count_request(c.op, ex.status());
+}
+
 io::task<void> service::authenticate_and_dispatch(context& c) {
     const http::request_head& head = c.ex.head();
     if (is_health_check(head)) {
@@ -235,7 +253,7 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     if (!routed) co_return co_await send_error(c, routed.err());
     c.req = std::move(*routed);
     const bool metrics = is_metrics_request(head, c.req);
-    c.op = metrics ? base::operation_class::admin : operation_of(head.verb, c.req);
+    c.op = operation_class_of(head, c.req);
     if (metrics && _options.metrics_public) co_return co_await send_metrics(c);
     std::vector<header_view> headers;
     headers.reserve(head.headers.size());

@@ -50,13 +50,16 @@ class service final : public http::handler {
 public:
     service(store::engine& engine, service_options options, base::metrics& metrics);
     io::task<void> handle(http::exchange& ex) override;
+    // Answers 503 SlowDown with x-amz-retry-after (milliseconds), which current AWS SDKs wait for
+    // before their retry.
+    io::task<void> refuse(http::exchange& ex, const base::error& err, std::int64_t retry_after_ms) override;
     std::string protocol_error_response(const base::error& err) override;
 
 private:
     struct context;
     io::task<void> authenticate_and_dispatch(context& c);
     io::task<void> dispatch(context& c);
-    io::task<void> send_error(context& c, const base::error& err);
+    io::task<void> send_error(context& c, const base::error& err, http::header_list extra_headers = {});
     io::task<void> send_xml(context& c, int status, std::string body);
     // Answers a request dispatch could not give to an operation (counted as operation class `other`).
     io::task<void> send_not_an_operation(context& c, base::error err);

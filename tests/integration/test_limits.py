@@ -8,11 +8,13 @@ import resource
 import socket
 import time
 
+import boto3
 import pytest
 import requests
+from botocore.config import Config
 
 import s3util
-from conftest import FjordServer, make_client
+from conftest import REGION, FjordServer, make_client, server_metric
 
 
 def _rss_kib(pid: int) -> int:
@@ -133,3 +135,87 @@ def test_size_limits_answer_s3_errors(fjord_server):
     with pytest.raises(Exception) as too_long:
         s3.put_object(Bucket="limits-bucket", Key="k" * 1025, Body=b"x")
     assert "KeyTooLongError" in str(too_long.value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-connection request rate
+# ---------------------------------------------------------------------------------------------------
+
+RATE_PER_S = 20
+BURST = 5
+
+
+@pytest.fixture
+def rate_limited_server(tmp_dir):
+    server = FjordServer(tmp_dir / "rate", cores=1,
+                         extra_args=["--max-requests-per-second-per-connection", str(RATE_PER_S),
+                                     "--request-burst-per-connection", str(BURST)])
+    server.start()
+    yield server
+    server.stop()
+
+
+def _signed_list_buckets(server) -> bytes:
+    signed = s3util.sign_headers(server.credentials, "GET", server.host, "/")
+    return ("GET / HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.headers.items()) + "\r\n").encode()
+
+
+def _assert_slowdown(response: s3util.RawResponse):
+    assert response.status == 503, (response.status, response.body)
+    fields = s3util.xml_children(response.body)
+    assert fields["Code"] == "SlowDown"
+    assert fields["Message"] == "Please reduce your request rate."
+    assert "close" not in response.headers.get("connection", "").lower(), "a SlowDown must keep the connection"
+    # When the next request would be taken: at most one token interval away.
+    assert 1 <= int(response.headers["x-amz-retry-after"]) <= 1000 // RATE_PER_S
+
+
+def test_requests_over_the_connection_rate_get_slowdown_and_the_connection_recovers(rate_limited_server):
+    server = rate_limited_server
+    slowdowns_before = server_metric(server, "fjord_slowdown_total")
+    with s3util.RawConnection("127.0.0.1", server.port) as conn:
+        # Pipelined: every request is on the wire before the first answer, far faster than 20/s.
+        conn.send(_signed_list_buckets(server) * (BURST + 15))
+        statuses = []
+        for _ in range(BURST + 15):
+            response = conn.read_response()
+            statuses.append(response.status)
+            if response.status == 503:
+                _assert_slowdown(response)
+        assert statuses[:BURST] == [200] * BURST, statuses
+        assert statuses.count(503) >= 10, statuses
+        assert set(statuses) == {200, 503}, statuses
+        # Once a token has refilled (one per 50 ms), the same connection is served again.
+        time.sleep(3 / RATE_PER_S)
+        conn.send(_signed_list_buckets(server))
+        assert conn.read_response().status == 200
+    assert server_metric(server, "fjord_slowdown_total") - slowdowns_before == statuses.count(503)
+
+
+def test_botocore_default_retries_ride_out_slowdown(rate_limited_server):
+    """botocore retries 503 by default (legacy mode: up to 4 retries with random exponential backoff), so an
+    SDK client sending faster than the limit slows down instead of failing."""
+    server = rate_limited_server
+    s3 = boto3.session.Session().client(
+        "s3", endpoint_url=server.endpoint, region_name=REGION,
+        config=Config(s3={"addressing_style": "path"}),  # no `retries`: botocore's defaults
+        aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key)
+    s3.create_bucket(Bucket="retried")
+    for i in range(2 * RATE_PER_S):  # 80 requests: four seconds' worth at the limit
+        s3.put_object(Bucket="retried", Key=f"k{i % 5}", Body=b"x" * 100)
+        s3.head_object(Bucket="retried", Key=f"k{i % 5}")
+    assert server_metric(server, "fjord_slowdown_total") > 0, "the client never went over the limit"
+
+
+def test_a_client_below_the_rate_never_sees_slowdown(rate_limited_server):
+    server = rate_limited_server
+    s3 = make_client(server)  # retries off: a SlowDown would fail the call
+    s3.create_bucket(Bucket="steady")
+    # Half the limit, paced: a well-behaved client.
+    interval_s = 2 / RATE_PER_S
+    next_at = time.monotonic()
+    for i in range(RATE_PER_S):
+        next_at += interval_s
+        s3.put_object(Bucket="steady", Key=f"k{i}", Body=b"y")
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    assert server_metric(server, "fjord_slowdown_total") == 0
