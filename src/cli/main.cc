@@ -48,6 +48,9 @@ void print_usage() {
         "  --idle-timeout-ms N   close a keep-alive connection idle this long (default 60000)\n"
         "  --header-timeout-ms N time allowed for a request head once it started (default 30000)\n"
         "  --io-timeout-ms N     time allowed for any one body receive or send (default 60000)\n"
+        "  --min-body-rate-bytes-per-second N   request bodies and responses slower than this on\n"
+        "                        average are cut: RequestTimeout / closed (default 4096, 0: no floor)\n"
+        "  --min-body-rate-grace-ms N   time before that floor applies (default 30000)\n"
         "  --max-requests-per-second-per-connection N   average request rate one connection may\n"
         "                        keep up; faster requests get 503 SlowDown (default 5000, 0: no limit)\n"
         "  --request-burst-per-connection N   requests a connection may send at once above that rate\n"
@@ -107,7 +110,15 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--idle-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--header-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--io-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.io_timeout_ms = static_cast<std::int64_t>(n); ++i; }
-        else if (arg == "--max-requests-per-second-per-connection") {
+        else if (arg == "--min-body-rate-bytes-per-second") {
+            if (!need(parse_number(value, n) && n <= base::rate_floor::max_bytes_per_second)) return 2;
+            cfg.server.limits.min_body_rate.bytes_per_second = n;
+            ++i;
+        } else if (arg == "--min-body-rate-grace-ms") {
+            if (!need(parse_number(value, n) && n >= 1 && n <= 86'400'000)) return 2;
+            cfg.server.limits.min_body_rate.grace_ms = static_cast<std::int64_t>(n);
+            ++i;
+        } else if (arg == "--max-requests-per-second-per-connection") {
             if (!need(parse_number(value, n) && n <= 1'000'000)) return 2;
             cfg.server.limits.max_requests_per_second = n;
             ++i;

@@ -5,6 +5,7 @@ Servers here are private (their own flags), so their limits can be small enough 
 
 import os
 import resource
+import select
 import socket
 import time
 
@@ -12,6 +13,7 @@ import boto3
 import pytest
 import requests
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 import s3util
 from conftest import REGION, FjordServer, make_client, server_metric
@@ -219,3 +221,122 @@ def test_a_client_below_the_rate_never_sees_slowdown(rate_limited_server):
         s3.put_object(Bucket="steady", Key=f"k{i}", Body=b"y")
         time.sleep(max(0.0, next_at - time.monotonic()))
     assert server_metric(server, "fjord_slowdown_total") == 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Minimum body rate: slow senders and slow readers
+# ---------------------------------------------------------------------------------------------------
+
+# Far above a trickle, far below loopback speed: 4 MiB/s on average after the first second.
+MIN_RATE_ARGS = ["--min-body-rate-bytes-per-second", str(4 * 1024 * 1024), "--min-body-rate-grace-ms", "1000"]
+REQUEST_TIMEOUT_MESSAGE = ("Your socket connection to the server was not read from or written to within the timeout "
+                           "period. Idle connections will be closed.")
+
+
+@pytest.fixture
+def rate_floor_server(tmp_dir):
+    server = FjordServer(tmp_dir / "floor", cores=1, extra_args=MIN_RATE_ARGS)
+    server.start()
+    yield server
+    server.stop()
+
+
+def _timeouts(server, direction: str) -> int:
+    return server_metric(server, f'fjord_request_timeouts_total{{direction="{direction}"}}')
+
+
+def _closed_after(conn: s3util.RawConnection) -> bool:
+    """True once the peer has closed: EOF, or a reset (the server closed with our unread bytes pending)."""
+    try:
+        return conn.sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_slow_uploader_gets_request_timeout_and_nothing_is_stored(rate_floor_server):
+    server = rate_floor_server
+    s3 = make_client(server)
+    s3.create_bucket(Bucket="trickle")
+    before = _timeouts(server, "receive")
+    path = "/trickle/slow"
+    signed = s3util.sign_headers(server.credentials, "PUT", server.host, path)
+    head = (f"PUT {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.headers.items())
+            + "content-length: 1000000\r\n\r\n").encode()
+    conn = s3util.RawConnection("127.0.0.1", server.port)
+    conn.send(head)
+    started = time.monotonic()
+    served_meanwhile = False
+    # 100 bytes every 50 ms (2 KB/s) until the server answers; it must within a few seconds.
+    while not select.select([conn.sock], [], [], 0.05)[0]:
+        assert time.monotonic() - started < 10, "the server let a 2 KB/s upload run on"
+        try:
+            conn.send(b"s" * 100)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        if not served_meanwhile:
+            # Other clients are served while the trickle holds its connection.
+            s3.put_object(Bucket="trickle", Key="fast", Body=b"f" * 200_000)
+            assert s3.get_object(Bucket="trickle", Key="fast")["Body"].read() == b"f" * 200_000
+            served_meanwhile = True
+    response = conn.read_response()
+    elapsed_s = time.monotonic() - started
+    assert response.status == 400, (response.status, response.body)
+    fields = s3util.xml_children(response.body)
+    assert fields["Code"] == "RequestTimeout"
+    assert fields["Message"] == REQUEST_TIMEOUT_MESSAGE
+    assert response.headers.get("connection", "").lower() == "close"
+    assert 0.9 <= elapsed_s < 5, elapsed_s
+    assert s3util.wait_until(lambda: _closed_after(conn), timeout_s=5)
+    conn.close()
+    assert served_meanwhile
+    with pytest.raises(ClientError) as missing:
+        s3.head_object(Bucket="trickle", Key="slow")
+    assert missing.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="trickle")["Contents"]] == ["fast"]
+    assert _timeouts(server, "receive") - before == 1
+
+
+def test_full_speed_transfers_are_not_affected_by_the_rate_floor(rate_floor_server, rng):
+    server = rate_floor_server
+    s3 = make_client(server)
+    s3.create_bucket(Bucket="fast")
+    body = s3util.payload(rng, 24 * 1024 * 1024)
+    before = _timeouts(server, "receive") + _timeouts(server, "send")
+    s3.put_object(Bucket="fast", Key="big", Body=body)
+    assert s3util.sha256_hex(s3.get_object(Bucket="fast", Key="big")["Body"].read()) == s3util.sha256_hex(body)
+    # A small request that waits a while between requests is not a slow transfer either.
+    time.sleep(1.5)
+    assert s3.get_object(Bucket="fast", Key="big", Range="bytes=0-9")["Body"].read() == body[:10]
+    assert _timeouts(server, "receive") + _timeouts(server, "send") == before
+
+
+def test_a_reader_that_stops_reading_is_cut_and_frees_the_server(rate_floor_server):
+    server = rate_floor_server
+    s3 = make_client(server)
+    s3.create_bucket(Bucket="stall")
+    size = 32 * 1024 * 1024
+    s3.put_object(Bucket="stall", Key="big", Body=b"r" * size)
+    before = _timeouts(server, "send")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)  # before connect: a small window
+    sock.connect(("127.0.0.1", server.port))
+    signed = s3util.sign_headers(server.credentials, "GET", server.host, "/stall/big")
+    sock.sendall(("GET /stall/big HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.headers.items())
+                  + "\r\n").encode())
+    started = time.monotonic()
+    assert _status_line(sock).startswith(b"HTTP/1.1 200")
+    # Stop reading. The server fills the socket buffers, then falls below 4 MiB/s and must give up.
+    s3util.wait_until(lambda: _timeouts(server, "send") > before, timeout_s=15, what="the stalled GET to be cut")
+    # Meanwhile and afterwards, other clients are served in full.
+    assert len(s3.get_object(Bucket="stall", Key="big")["Body"].read()) == size
+    received = 0
+    sock.settimeout(10)
+    try:
+        while chunk := sock.recv(1 << 16):
+            received += len(chunk)
+    except ConnectionResetError:
+        pass
+    sock.close()
+    assert received < size, "the whole body arrived: the reader was not cut"
+    assert time.monotonic() - started < 20
+    assert _timeouts(server, "send") - before == 1
