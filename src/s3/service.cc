@@ -195,8 +195,9 @@ io::task<void> service::send_error(context& c, const base::error& err, http::hea
     }
     base::error shown = err;
     // 501 is a client asking for what we lack, and 503 SlowDown a client going too fast (counted in
-    // fjord_slowdown_total): neither is worth a log line per request.
-    if (status >= 500 && status != 501 && err.code != base::errc::slow_down) {
+    // fjord_slowdown_total): neither is worth a log line per request. Corruption has its own line.
+    const bool logged = err.code == base::errc::slow_down || (err.code == base::errc::data_corrupted && c.corruption_logged);
+    if (status >= 500 && status != 501 && !logged) {
         // The details (file names, errno text) are for the operator's log, not for the client.
         std::string method(c.ex.head().method_text);
         LOG_WARN("%s %s -> %d %s (request %s)", method.c_str(), c.req.resource.c_str(), status, err.message.c_str(),
@@ -207,6 +208,20 @@ io::task<void> service::send_error(context& c, const base::error& err, http::hea
     headers.emplace_back("Content-Type", "application/xml");
     std::string body = error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource, c.request_id);
     (void)co_await c.ex.send_all(status, headers, body);
+}
+
+base::error service::read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,
+                                  std::string_view role) {
+    if (err.code == base::errc::not_found) err.code = base::errc::data_corrupted;
+    if (err.code != base::errc::data_corrupted) return err;
+    local_metrics().add(base::counter::data_corrupted);
+    c.corruption_logged = true;
+    std::string method(c.ex.head().method_text);
+    LOG_ERROR("data corrupted: s3://%.*s/%.*s%s%.*s: %s (%s %s, request %s)", static_cast<int>(bucket.size()),
+              bucket.data(), static_cast<int>(key.size()), key.data(), role.empty() ? "" : " as ",
+              static_cast<int>(role.size()), role.data(), err.message.c_str(), method.c_str(),
+              c.req.resource.c_str(), c.request_id.c_str());
+    return err;
 }
 
 io::task<void> service::send_xml(context& c, int status, std::string body) {

@@ -65,6 +65,12 @@ private:
     io::task<void> send_not_an_operation(context& c, base::error err);
     io::task<void> send_metrics(context& c);
     base::metrics::shard& local_metrics();
+    // A read of stored data (GET, a copy source) failed: a record whose data file is missing is damage
+    // too, so not_found becomes data_corrupted. Damage is logged once, naming bucket and key (and
+    // `role`, what the read was for), and counted in fjord_data_corrupted_total. Returns the error to
+    // answer with.
+    base::error read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,
+                             std::string_view role = {});
 
     io::task<void> list_buckets(context& c);
     io::task<void> create_bucket(context& c);
