@@ -132,8 +132,7 @@ def test_damage_found_after_the_head_was_sent_cuts_the_body_and_is_counted(tmp_d
     server.start()
     signed = s3util.sign_headers(server.credentials, "GET", server.host, "/late/deep/damage")
     with s3util.RawConnection("127.0.0.1", server.port) as conn:
-        conn.send(("GET /late/deep/damage HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.headers.items())
-                   + "\r\n").encode())
+        conn.send(s3util.raw_request("GET", "/late/deep/damage", server.host, signed.headers))
         head = conn.read_head()
         assert head.status == 200 and int(head.headers["content-length"]) == size
         received = 0

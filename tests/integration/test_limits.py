@@ -159,7 +159,7 @@ def rate_limited_server(tmp_dir):
 
 def _signed_list_buckets(server) -> bytes:
     signed = s3util.sign_headers(server.credentials, "GET", server.host, "/")
-    return ("GET / HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.headers.items()) + "\r\n").encode()
+    return s3util.raw_request("GET", "/", server.host, signed.headers)
 
 
 def _assert_slowdown(response: s3util.RawResponse):
@@ -245,14 +245,6 @@ def _timeouts(server, direction: str) -> int:
     return server_metric(server, f'fjord_request_timeouts_total{{direction="{direction}"}}')
 
 
-def _closed_after(conn: s3util.RawConnection) -> bool:
-    """True once the peer has closed: EOF, or a reset (the server closed with our unread bytes pending)."""
-    try:
-        return conn.sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-
-
 def test_slow_uploader_gets_request_timeout_and_nothing_is_stored(rate_floor_server):
     server = rate_floor_server
     s3 = make_client(server)
@@ -260,8 +252,7 @@ def test_slow_uploader_gets_request_timeout_and_nothing_is_stored(rate_floor_ser
     before = _timeouts(server, "receive")
     path = "/trickle/slow"
     signed = s3util.sign_headers(server.credentials, "PUT", server.host, path)
-    head = (f"PUT {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.headers.items())
-            + "content-length: 1000000\r\n\r\n").encode()
+    head = s3util.raw_request("PUT", path, server.host, {**signed.headers, "content-length": "1000000"})
     conn = s3util.RawConnection("127.0.0.1", server.port)
     conn.send(head)
     started = time.monotonic()
@@ -286,7 +277,7 @@ def test_slow_uploader_gets_request_timeout_and_nothing_is_stored(rate_floor_ser
     assert fields["Message"] == REQUEST_TIMEOUT_MESSAGE
     assert response.headers.get("connection", "").lower() == "close"
     assert 0.9 <= elapsed_s < 5, elapsed_s
-    assert s3util.wait_until(lambda: _closed_after(conn), timeout_s=5)
+    conn.read_until_close(deadline_s=5)  # EOF, or a reset when our last bytes were still unread
     conn.close()
     assert served_meanwhile
     with pytest.raises(ClientError) as missing:
@@ -321,8 +312,7 @@ def test_a_reader_that_stops_reading_is_cut_and_frees_the_server(rate_floor_serv
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)  # before connect: a small window
     sock.connect(("127.0.0.1", server.port))
     signed = s3util.sign_headers(server.credentials, "GET", server.host, "/stall/big")
-    sock.sendall(("GET /stall/big HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.headers.items())
-                  + "\r\n").encode())
+    sock.sendall(s3util.raw_request("GET", "/stall/big", server.host, signed.headers))
     started = time.monotonic()
     assert _status_line(sock).startswith(b"HTTP/1.1 200")
     # Stop reading. The server fills the socket buffers, then falls below 4 MiB/s and must give up.
