@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,8 @@
 #include "base/encoding.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/metrics.h"
+#include "base/token_bucket.h"
 #include "io/ops.h"
 #include "base/units.h"
 #include "cli/bench.h"
@@ -45,11 +48,19 @@ void print_usage() {
         "  --idle-timeout-ms N   close a keep-alive connection idle this long (default 60000)\n"
         "  --header-timeout-ms N time allowed for a request head once it started (default 30000)\n"
         "  --io-timeout-ms N     time allowed for any one body receive or send (default 60000)\n"
+        "  --min-body-rate-bytes-per-second N   request bodies and responses slower than this on\n"
+        "                        average are cut: RequestTimeout / closed (default 4096, 0: no floor)\n"
+        "  --min-body-rate-grace-ms N   time before that floor applies (default 30000)\n"
+        "  --max-requests-per-second-per-connection N   average request rate one connection may\n"
+        "                        keep up; faster requests get 503 SlowDown (default 5000, 0: no limit)\n"
+        "  --request-burst-per-connection N   requests a connection may send at once above that rate\n"
+        "                        (default: twice the rate)\n"
         "  --buffers N           I/O buffers per core (default 64)\n"
         "  --io-size-kib N       size of one disk I/O and buffer, 512 or more, a multiple of 64 (default 1024)\n"
         "  --io-depth N          disk I/Os in flight per request (default 4)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
+        "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
         "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
@@ -65,6 +76,7 @@ struct serve_config {
     s3::service_options service;
     http::server_options server;
     bool default_credentials = false;
+    bool request_burst_given = false;
 };
 
 bool parse_number(const char* text, std::uint64_t& out) {
@@ -93,10 +105,29 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--region") { if (!need(value)) return 2; cfg.service.region = value; ++i; }
         else if (arg == "--cores") { if (!need(parse_number(value, n) && n >= 1 && n <= 256)) return 2; cores = static_cast<unsigned>(n); ++i; }
         else if (arg == "--etag-md5") cfg.service.etag_md5 = true;
+        else if (arg == "--metrics-public") cfg.service.metrics_public = true;
         else if (arg == "--etag-md5-max-bytes") { if (!need(parse_number(value, n))) return 2; cfg.service.etag_md5_max_bytes = n; ++i; }
         else if (arg == "--idle-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--header-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--io-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.io_timeout_ms = static_cast<std::int64_t>(n); ++i; }
+        else if (arg == "--min-body-rate-bytes-per-second") {
+            if (!need(parse_number(value, n) && n <= base::rate_floor::max_bytes_per_second)) return 2;
+            cfg.server.limits.min_body_rate.bytes_per_second = n;
+            ++i;
+        } else if (arg == "--min-body-rate-grace-ms") {
+            if (!need(parse_number(value, n) && n >= 1 && n <= 86'400'000)) return 2;
+            cfg.server.limits.min_body_rate.grace_ms = static_cast<std::int64_t>(n);
+            ++i;
+        } else if (arg == "--max-requests-per-second-per-connection") {
+            if (!need(parse_number(value, n) && n <= 1'000'000)) return 2;
+            cfg.server.limits.max_requests_per_second = n;
+            ++i;
+        } else if (arg == "--request-burst-per-connection") {
+            if (!need(parse_number(value, n) && n >= 1 && n <= base::token_bucket::max_burst)) return 2;
+            cfg.server.limits.request_burst = n;
+            cfg.request_burst_given = true;
+            ++i;
+        }
         else if (arg == "--max-connections") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.max_connections_per_core = n; ++i; }
         else if (arg == "--multipart-expiry-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_s = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--multipart-expiry-interval-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); ++i; }
@@ -119,6 +150,8 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         } else if (arg == "-h" || arg == "--help") { print_usage(); return 1; }
         else { std::fprintf(stderr, "fjord serve: unknown option %s\n", arg.c_str()); print_usage(); return 2; }
     }
+    if (!cfg.request_burst_given)
+        cfg.server.limits.request_burst = std::max<std::uint64_t>(1, 2 * cfg.server.limits.max_requests_per_second);
     if (data_dirs.empty()) data_dirs.push_back("./data");
     if (!domains.empty()) cfg.service.domains = domains;
     cfg.engine.data_dirs = data_dirs;
@@ -176,10 +209,12 @@ int serve(int argc, char** argv) {
         return 1;
     }
     std::unique_ptr<store::engine> engine = std::move(*opened);
-    s3::service svc(*engine, cfg.service);
+    base::metrics metrics(cfg.engine.cores);
+    s3::service svc(*engine, cfg.service, metrics);
     io::reactor_group group(cfg.engine.cores);
     std::vector<std::unique_ptr<http::server>> servers;
-    for (unsigned c = 0; c < cfg.engine.cores; ++c) servers.push_back(std::make_unique<http::server>(svc, cfg.server));
+    for (unsigned c = 0; c < cfg.engine.cores; ++c)
+        servers.push_back(std::make_unique<http::server>(svc, cfg.server, metrics));
 
     bool listen_failed = false;
     std::thread signal_thread([&] {

@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/token_bucket.h"
 #include "io/ops.h"
 #include "io/reactor.h"
 
@@ -18,18 +19,25 @@ namespace fjord::http {
 // request_head views point into) plus any bytes received after it; it is compacted between requests.
 class connection_state {
 public:
-    connection_state(int fd, const server_limits& limits) : fd(fd), limits(limits) {
+    connection_state(int fd, const server_limits& limits, base::metrics::shard& metrics)
+        : fd(fd),
+          limits(limits),
+          metrics(metrics),
+          request_rate(limits.max_requests_per_second, limits.request_burst) {
         in.resize(limits.initial_head_buffer_bytes);
     }
 
     io::task<base::result<std::size_t>> read_head(request_head& head);
     void start_body(exchange& ex, std::size_t head_bytes);
     void compact();
-    io::task<base::result<void>> send_bytes(const void* data, std::size_t len);
+    // Sends everything or fails; with `rate`, also fails once the transfer falls below its floor.
+    io::task<base::result<void>> send_bytes(const void* data, std::size_t len, base::rate_floor* rate = nullptr);
     io::task<bool> drain_body(body_reader& body);
 
     int fd;
     const server_limits& limits;
+    base::metrics::shard& metrics;
+    base::token_bucket request_rate;
     std::vector<char> in;
     std::size_t start = 0;  // unread bytes are [start, end)
     std::size_t end = 0;
@@ -154,6 +162,7 @@ io::task<base::result<std::size_t>> connection_state::read_head(request_head& he
         if (n == 0) co_return std::size_t{0};  // peer closed
         if (n == -ECANCELED) co_return base::fail(base::errc::timed_out, "timed out waiting for a request");
         if (n < 0) co_return base::fail(base::errc::closed, strerror(-n));
+        metrics.add(base::counter::bytes_received, static_cast<std::uint64_t>(n));
         end += static_cast<std::size_t>(n);
     }
 }
@@ -166,15 +175,26 @@ void connection_state::compact() {
     }
 }
 
-io::task<base::result<void>> connection_state::send_bytes(const void* data, std::size_t len) {
+io::task<base::result<void>> connection_state::send_bytes(const void* data, std::size_t len, base::rate_floor* rate) {
     const char* p = static_cast<const char*>(data);
     while (len > 0) {
-        int n = co_await io::send(fd, p, len, limits.io_timeout_ms);
+        std::int64_t now_ns = base::monotonic_now_ns();
+        std::int64_t wait_ms = rate ? rate->wait_limit_ms(now_ns, limits.io_timeout_ms) : limits.io_timeout_ms;
+        int n = wait_ms > 0 ? co_await io::send(fd, p, len, wait_ms) : -ECANCELED;
         if (n <= 0) {
             broken = true;
-            if (n == -ECANCELED) co_return base::fail(base::errc::timed_out, "send timed out");
+            if (n == -ECANCELED) {
+                metrics.add(base::counter::send_timeouts);
+                bool too_slow = rate && rate->below(base::monotonic_now_ns());
+                LOG_DEBUG("cutting a response after %llu bytes: the client %s",
+                          static_cast<unsigned long long>(rate ? rate->bytes() : 0),
+                          too_slow ? "reads below the minimum body rate" : "stopped reading");
+                co_return base::fail(base::errc::timed_out, "send timed out");
+            }
             co_return base::fail(base::errc::closed, n == 0 ? "connection closed" : strerror(-n));
         }
+        metrics.add(base::counter::bytes_sent, static_cast<std::uint64_t>(n));
+        if (rate) rate->add(static_cast<std::uint64_t>(n));
         p += n;
         len -= static_cast<std::size_t>(n);
     }
@@ -198,34 +218,59 @@ io::task<bool> connection_state::drain_body(body_reader& body) {
 
 io::task<base::result<std::size_t>> body_reader::receive(std::byte* dst, std::size_t max) {
     connection_state& c = *_conn;
+    std::size_t take = 0;
     if (c.end > c.start) {
-        std::size_t take = std::min(max, c.end - c.start);
+        take = std::min(max, c.end - c.start);
         std::memcpy(dst, c.in.data() + c.start, take);
         c.start += take;
-        co_return take;
-    }
-    if (!c.spill.empty()) {
-        std::size_t take = std::min(max, c.spill.size());
+    } else if (!c.spill.empty()) {
+        take = std::min(max, c.spill.size());
         std::memcpy(dst, c.spill.data(), take);
         c.spill.erase(0, take);
-        co_return take;
+    } else {
+        auto n = co_await receive_from_socket(dst, max);
+        if (!n) _failed = true;
+        co_return n;
     }
-    int n = co_await io::recv(c.fd, dst, max, c.limits.io_timeout_ms);
+    _rate.add(take);
+    co_return take;
+}
+
+io::task<base::result<std::size_t>> body_reader::receive_from_socket(std::byte* dst, std::size_t max) {
+    connection_state& c = *_conn;
+    std::int64_t wait_ms = _rate.wait_limit_ms(base::monotonic_now_ns(), c.limits.io_timeout_ms);
+    int n = wait_ms > 0 ? co_await io::recv(c.fd, dst, max, wait_ms) : -ECANCELED;
     if (n == 0) co_return base::fail(base::errc::incomplete_body, "the client closed the connection before the body ended");
-    if (n == -ECANCELED) co_return base::fail(base::errc::request_timeout, "timed out reading the request body");
+    if (n == -ECANCELED) {
+        c.metrics.add(base::counter::receive_timeouts);
+        bool too_slow = _rate.below(base::monotonic_now_ns());
+        LOG_DEBUG("request body cut after %llu bytes: %s", static_cast<unsigned long long>(_rate.bytes()),
+                  too_slow ? "below the minimum body rate" : "no bytes within --io-timeout-ms");
+        // S3's own words, which SDKs recognise as a retryable timeout.
+        co_return base::fail(base::errc::request_timeout,
+                             "Your socket connection to the server was not read from or written to within the "
+                             "timeout period. Idle connections will be closed.");
+    }
     if (n < 0) co_return base::fail(base::errc::closed, strerror(-n));
+    c.metrics.add(base::counter::bytes_received, static_cast<std::uint64_t>(n));
+    _rate.add(static_cast<std::uint64_t>(n));
     co_return static_cast<std::size_t>(n);
 }
 
 io::task<base::result<std::size_t>> body_reader::read(std::byte* dst, std::size_t max) {
     if (_finished || max == 0) co_return std::size_t{0};
+    if (_failed) co_return base::fail(base::errc::closed, "the request body already failed");
     if (!_continue_sent) {
         _continue_sent = true;
         if (_expect_continue) {
             static constexpr char text[] = "HTTP/1.1 100 Continue\r\n\r\n";
             auto sent = co_await _conn->send_bytes(text, sizeof text - 1);
-            if (!sent) co_return sent.as_failure();
+            if (!sent) {
+                _failed = true;
+                co_return sent.as_failure();
+            }
         }
+        _rate.start(base::monotonic_now_ns());
     }
     if (_chunked) co_return co_await read_chunked(dst, max);
     co_return co_await read_length_framed(dst, max);
@@ -253,7 +298,10 @@ io::task<base::result<std::size_t>> body_reader::read_chunked(std::byte* dst, st
         std::size_t consumed = 0;
         while (consumed < *got && !_chunked->finished()) {
             auto step = _chunked->decode({dst + consumed, *got - consumed}, dst + produced, max - produced);
-            if (!step) co_return step.as_failure();
+            if (!step) {
+                _failed = true;
+                co_return step.as_failure();
+            }
             consumed += step->consumed;
             produced += step->produced;
             if (step->consumed == 0 && step->produced == 0) break;
@@ -267,28 +315,39 @@ io::task<base::result<std::size_t>> body_reader::read_chunked(std::byte* dst, st
 
 // ---- exchange ----
 
+exchange::exchange(connection_state& conn, const request_head& head)
+    : _conn(conn), _head(head), _send_rate(conn.limits.min_body_rate) {}
+
 bool exchange::stopping() const { return io::reactor::current().stopping(); }
+
+void exchange::start_response() {
+    FJORD_ASSERT(!_head_sent);
+    _head_sent = true;
+    _send_rate.start(base::monotonic_now_ns());
+    // A body whose reading failed has lost its framing: nothing after it on this connection is usable.
+    if (_body._failed) _close_after = true;
+}
 
 io::task<base::result<void>> exchange::send_head(int status, const header_list& headers,
                                                  std::optional<std::uint64_t> content_length) {
-    FJORD_ASSERT(!_head_sent);
-    _head_sent = true;
+    start_response();
+    _status = status;
     if (!content_length) _close_after = true;
     if (!_body.finished() && _body._expect_continue && !_body._continue_sent) _close_after = true;
     bool close = _close_after || !_head.keep_alive || stopping();
     if (close) _close_after = true;
     std::string text = format_response_head(status, headers, content_length, close);
-    co_return co_await _conn.send_bytes(text.data(), text.size());
+    co_return co_await _conn.send_bytes(text.data(), text.size(), &_send_rate);
 }
 
 io::task<base::result<void>> exchange::send_body(std::span<const std::byte> data) {
     FJORD_ASSERT(_head_sent);
-    co_return co_await _conn.send_bytes(data.data(), data.size());
+    co_return co_await _conn.send_bytes(data.data(), data.size(), &_send_rate);
 }
 
 io::task<base::result<void>> exchange::send_all(int status, const header_list& headers, std::string_view body) {
-    FJORD_ASSERT(!_head_sent);
-    _head_sent = true;
+    start_response();
+    _status = status;
     // An unread body we cannot cheaply drain means the connection must close after this answer.
     if (!_body.finished() && _body.declared_length() &&
         *_body.declared_length() - _body.bytes_read() > _conn.limits.drain_limit_bytes)
@@ -300,7 +359,7 @@ io::task<base::result<void>> exchange::send_all(int status, const header_list& h
     if (close) _close_after = true;
     std::string text = format_response_head(status, headers, body.size(), close);
     if (_head.verb != method::head) text.append(body);
-    co_return co_await _conn.send_bytes(text.data(), text.size());
+    co_return co_await _conn.send_bytes(text.data(), text.size(), &_send_rate);
 }
 
 // ---- the connection loop ----
@@ -309,6 +368,7 @@ void connection_state::start_body(exchange& ex, std::size_t head_bytes) {
     start += head_bytes;
     body_reader& body = ex._body;
     body._conn = this;
+    body._rate = base::rate_floor(limits.min_body_rate);
     body._expect_continue = ex.head().expect_continue;
     if (ex.head().chunked) {
         body._chunked.emplace(chunked_decoder::format::http);
@@ -318,12 +378,15 @@ void connection_state::start_body(exchange& ex, std::size_t head_bytes) {
     }
 }
 
-io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats) {
+io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats,
+                                base::metrics::shard& metrics) {
     io::reactor::current().hold();
-    connection_state conn(fd, limits);
+    connection_state conn(fd, limits, metrics);
     connections().insert(&conn);
     ++stats.open;
     ++stats.accepted;
+    metrics.add(base::counter::connections_accepted);
+    metrics.add(base::gauge::connections_open, 1);
     for (;;) {
         request_head head;
         auto head_bytes = co_await conn.read_head(head);
@@ -339,7 +402,15 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
         ++stats.requests;
         exchange ex(conn, head);
         conn.start_body(ex, *head_bytes);
-        co_await h.handle(ex);
+        const std::int64_t now_ns = base::monotonic_now_ns();
+        if (conn.request_rate.try_take(now_ns)) {
+            co_await h.handle(ex);
+        } else {
+            metrics.add(base::counter::slowdowns);
+            std::int64_t wait_ns = conn.request_rate.wait_ns(now_ns);
+            std::int64_t retry_after_ms = std::max<std::int64_t>(1, (wait_ns + 999'999) / 1'000'000);
+            co_await h.refuse(ex, {base::errc::slow_down, "Please reduce your request rate."}, retry_after_ms);
+        }
         if (!ex.head_sent()) {
             LOG_ERROR("handler sent no response for %.*s; closing", static_cast<int>(head.target.size()), head.target.data());
             break;
@@ -350,6 +421,7 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
     }
     connections().erase(&conn);
     --stats.open;
+    metrics.add(base::gauge::connections_open, -1);
     co_await io::close(fd);
     io::reactor::current().release();
 }

@@ -5,7 +5,9 @@
 // A connection belongs to the core that accepted it; everything here runs on that core. Request bodies
 // are never buffered whole: the handler pulls them through body_reader::read() straight into its own
 // (registered, aligned) buffers, and the first read answers "100 Continue" when the client asked for it.
-// Responses are streamed with send_head() + send_body(). Every receive and send carries a timeout.
+// Responses are streamed with send_head() + send_body(). Every receive and send carries a timeout, and
+// bodies in both directions must keep a minimum average rate (server_limits::min_body_rate), so a slow
+// client can hold neither a connection nor the pool buffers its request uses for long.
 
 #include <cstdint>
 #include <optional>
@@ -15,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/metrics.h"
+#include "base/rate_floor.h"
 #include "base/result.h"
 #include "http/chunked.h"
 #include "http/request.h"
@@ -27,8 +31,17 @@ struct server_limits {
     std::int64_t idle_timeout_ms = 60'000;    // keep-alive connection with no request
     std::int64_t header_timeout_ms = 30'000;  // from the first byte of a request to its complete head
     std::int64_t io_timeout_ms = 60'000;      // any single receive or send of a body
+    // Request bodies and responses, each from its first byte: after grace_ms, the average rate since
+    // then must stay at or above bytes_per_second (0: no floor). A request body below it is answered
+    // RequestTimeout; a response below it is cut. See docs/security.md for the choice of defaults.
+    base::rate_floor_options min_body_rate{.bytes_per_second = 4096, .grace_ms = 30'000};
     std::size_t initial_head_buffer_bytes = 4096;
     std::size_t drain_limit_bytes = 256 * 1024;  // unread body bytes we discard to keep a connection open
+    // Requests one connection may make, as a token bucket: this many a second on average, with bursts
+    // of up to request_burst. Requests over it are refused (handler::refuse, 503 SlowDown) and the
+    // connection stays open. 0: no limit. See docs/security.md for the choice of defaults.
+    std::uint64_t max_requests_per_second = 5'000;
+    std::uint64_t request_burst = 10'000;
 };
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
@@ -57,12 +70,17 @@ private:
     io::task<base::result<std::size_t>> read_length_framed(std::byte* dst, std::size_t max);
     io::task<base::result<std::size_t>> read_chunked(std::byte* dst, std::size_t max);
     io::task<base::result<std::size_t>> receive(std::byte* dst, std::size_t max);
+    io::task<base::result<std::size_t>> receive_from_socket(std::byte* dst, std::size_t max);
 
     connection_state* _conn = nullptr;
+    base::rate_floor _rate;  // started by the first read (after any 100 Continue)
     std::optional<std::uint64_t> _declared_length;
     std::optional<chunked_decoder> _chunked;
     std::uint64_t _bytes_read = 0;
     bool _finished = false;
+    // A receive failed (timeout, peer gone, bad framing): the rest of the body cannot be trusted or
+    // drained, so the connection closes after the answer.
+    bool _failed = false;
     bool _expect_continue = false;
     bool _continue_sent = false;
 };
@@ -79,31 +97,43 @@ public:
     // A complete small response in one send.
     io::task<base::result<void>> send_all(int status, const header_list& headers, std::string_view body);
     bool head_sent() const { return _head_sent; }
+    // The status of the response sent (0 before send_head / send_all).
+    int status() const { return _status; }
     // The connection closes after this response (e.g. after an error that left the body unread).
     void close_after() { _close_after = true; }
     bool stopping() const;
 
 private:
     friend class connection_state;
-    friend io::task<void> serve_connection(int, handler&, const server_limits&, connection_stats&);
-    exchange(connection_state& conn, const request_head& head) : _conn(conn), _head(head) {}
+    friend io::task<void> serve_connection(int, handler&, const server_limits&, connection_stats&,
+                                           base::metrics::shard&);
+    exchange(connection_state& conn, const request_head& head);
+    void start_response();
     connection_state& _conn;
     const request_head& _head;
     body_reader _body;
+    base::rate_floor _send_rate;  // started by the response head
     bool _head_sent = false;
     bool _close_after = false;
+    int _status = 0;
 };
 
 class handler {
 public:
     virtual ~handler() = default;
     virtual io::task<void> handle(exchange& ex) = 0;
+    // Answers a request the connection will not hand to handle() (over its request rate), with the
+    // error given; a request retried after `retry_after_ms` would be taken. The body has not been read;
+    // the connection drains it or closes as for any answer.
+    virtual io::task<void> refuse(exchange& ex, const base::error& err, std::int64_t retry_after_ms) = 0;
     // A complete response (status line to body) for a request that could not be parsed.
     virtual std::string protocol_error_response(const base::error& err) = 0;
 };
 
-// Serves one accepted socket until the peer closes, an error, or shutdown; closes the fd.
-io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats);
+// Serves one accepted socket until the peer closes, an error, or shutdown; closes the fd. Bytes and
+// connections are counted in `metrics`, the shard of the calling core.
+io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats,
+                                base::metrics::shard& metrics);
 
 // Asks every idle connection on this core to close now (shutdown). Connections busy with a request
 // finish it first.

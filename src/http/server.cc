@@ -28,6 +28,7 @@ base::result<void> server::listen() {
 
 io::task<void> server::run() {
     io::reactor& r = io::reactor::current();
+    base::metrics::shard& metrics = _metrics.for_core(r.core());
     r.hold();
     while (!r.stopping()) {
         auto op = io::accept(_listen_fd);
@@ -43,12 +44,13 @@ io::task<void> server::run() {
         if (_stats.open >= _options.max_connections_per_core) {
             static constexpr char busy[] =
                 "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n";
+            metrics.add(base::counter::connections_refused);
             (void)co_await io::send(fd, busy, sizeof busy - 1, 1000);
             co_await io::close(fd);
             continue;
         }
         io::tune_connection(fd);
-        io::spawn(serve_connection(fd, _handler, _options.limits, _stats));
+        io::spawn(serve_connection(fd, _handler, _options.limits, _stats, metrics));
     }
     close_idle_connections();
     co_await io::close(_listen_fd);

@@ -21,7 +21,9 @@ struct server_options {
 
 class server {
 public:
-    server(handler& h, server_options options) : _handler(h), _options(options) {}
+    // `metrics` is shared by every core's server; each counts in its own core's shard.
+    server(handler& h, server_options options, base::metrics& metrics)
+        : _handler(h), _options(options), _metrics(metrics) {}
     // Opens this core's listener (call on the reactor thread before run()).
     base::result<void> listen();
     // Accepts until the reactor stops; then closes idle connections.
@@ -31,6 +33,7 @@ public:
 private:
     handler& _handler;
     server_options _options;
+    base::metrics& _metrics;
     int _listen_fd = -1;
     connection_stats _stats;
     io::completion* _accept_wait = nullptr;

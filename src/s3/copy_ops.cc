@@ -178,8 +178,8 @@ io::task<void> service::copy_object(context& c) {
                 auto body = co_await copy_data(*found, 0, found->size_bytes, alg);
                 if (!body) {
                     if (body.code() == base::errc::not_found && attempt < 2) continue;  // source replaced meanwhile
-                    if (body.code() == base::errc::not_found) body = base::fail(base::errc::data_corrupted, body.err().message);
-                    co_return co_await send_error(c, body.err());
+                    std::string role = "the copy source of s3://" + c.req.bucket + "/" + c.req.key;
+                    co_return co_await send_error(c, read_failure(c, src->bucket, src->key, body.err(), role));
                 }
                 record.size_bytes = body->data.size_bytes;
                 record.etag = body->etag;
@@ -245,8 +245,9 @@ io::task<void> service::upload_part_copy(context& c) {
         auto body = co_await copy_data(*found, first, length, alg);
         if (!body) {
             if (body.code() == base::errc::not_found && attempt < 2) continue;
-            if (body.code() == base::errc::not_found) body = base::fail(base::errc::data_corrupted, body.err().message);
-            co_return co_await send_error(c, body.err());
+            std::string role = "the copy source of part " + std::to_string(*number) + " of upload " + upload_id +
+                               " for s3://" + c.req.bucket + "/" + c.req.key;
+            co_return co_await send_error(c, read_failure(c, src->bucket, src->key, body.err(), role));
         }
         auto committed = co_await commit_received_part(c, upload_id, static_cast<std::uint32_t>(*number), *body);
         if (!committed) co_return co_await send_error(c, committed.err());

@@ -353,14 +353,14 @@ io::task<void> service::get_object(context& c, bool head_only) {
                                                 _engine.data_file_settings());
         if (sent) co_return;
         if (c.ex.head_sent()) {
-            // Bytes already left: the only honest signal left is to cut the connection short.
+            // Bytes already left: the only honest signal left is to cut the connection short. (A data
+            // file gone by now belongs to a part the read reached late, after an overwrite: no damage.)
+            if (sent.code() == base::errc::data_corrupted) (void)read_failure(c, c.req.bucket, c.req.key, sent.err());
             c.ex.close_after();
             co_return;
         }
         if (sent.code() == base::errc::not_found && attempt < 2) continue;
-        // A record whose data file is missing is damage, not a missing key.
-        if (sent.code() == base::errc::not_found) co_return co_await send_error(c, {base::errc::data_corrupted, sent.err().message});
-        co_return co_await send_error(c, sent.err());
+        co_return co_await send_error(c, read_failure(c, c.req.bucket, c.req.key, sent.err()));
     }
 }
 

@@ -75,6 +75,55 @@ base::result<s3_request> route(const http::request_head& head, const std::vector
     r.resource = "/" + r.bucket + (r.key.empty() ? "" : "/" + r.key);
     return r;
 }
+
+base::error method_not_allowed() {
+    return {base::errc::method_not_allowed, "The specified method is not allowed against this resource."};
+}
+
+bool is_health_check(const http::request_head& head) {
+    return (head.verb == http::method::get || head.verb == http::method::head) &&
+           (head.path == "/health/live" || head.path == "/health/ready");
+}
+
+// GET /metrics, path-style and without a query. It shadows only a bare ListObjects (v1, no parameters)
+// of a bucket named "metrics": SDKs list with parameters (list-type=2, encoding-type=url), and a
+// virtual-hosted request for the key "metrics" routes to its own bucket and key.
+bool is_metrics_request(const http::request_head& head, const s3_request& r) {
+    return head.verb == http::method::get && head.path == "/metrics" && head.query.empty() && r.bucket == "metrics" &&
+           r.key.empty();
+}
+
+// The operation class a routed request counts under; dispatch() turns it into `other` when it finds no
+// operation after all (an unsupported subresource or method).
+base::operation_class operation_of(http::method verb, const s3_request& r) {
+    using http::method;
+    using op = base::operation_class;
+    if (r.bucket.empty()) return verb == method::get ? op::list : op::other;
+    if (r.key.empty()) {
+        if (r.has("uploads")) return op::list;
+        if (r.has("delete")) return op::remove;
+        if (verb == method::get) return r.has("location") ? op::bucket : op::list;
+        if (verb == method::put || verb == method::delete_ || verb == method::head) return op::bucket;
+        return op::other;
+    }
+    if (r.has("uploads")) return op::multipart;
+    if (r.has("uploadId")) {
+        if (verb == method::put) return op::write;
+        return verb == method::get ? op::list : op::multipart;
+    }
+    switch (verb) {
+        case method::get:
+        case method::head: return op::read;
+        case method::put: return op::write;
+        case method::delete_: return op::remove;
+        default: return op::other;
+    }
+}
+
+base::operation_class operation_class_of(const http::request_head& head, const s3_request& r) {
+    if (is_health_check(head) || is_metrics_request(head, r)) return base::operation_class::admin;
+    return operation_of(head.verb, r);
+}
 }  // namespace
 
 std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id,
@@ -121,26 +170,36 @@ bool valid_bucket_name(std::string_view name) {
     return !(digits_and_dots && dots == 3);  // looks like an IPv4 address
 }
 
-service::service(store::engine& engine, service_options options) : _engine(engine), _options(std::move(options)) {}
+service::service(store::engine& engine, service_options options, base::metrics& metrics)
+    : _engine(engine), _options(std::move(options)), _metrics(metrics) {}
+
+base::metrics::shard& service::local_metrics() {
+    return io::reactor::on_reactor_thread() ? _metrics.for_core(io::reactor::current().core()) : _metrics.shared();
+}
 
 std::string service::protocol_error_response(const base::error& err) {
     std::string id = next_request_id();
     std::string body = error_xml(err, "/", id);
     int status = base::errc_http_status(err.code);
     if (err.code == base::errc::header_too_large) status = 400;
+    local_metrics().count_request(base::operation_class::other, status);
     return http::format_response_head(status, {{"Content-Type", "application/xml"}, {"x-amz-request-id", id}},
                                       body.size(), true) + body;
 }
 
-io::task<void> service::send_error(context& c, const base::error& err) {
+io::task<void> service::send_error(context& c, const base::error& err, http::header_list extra_headers) {
     int status = base::errc_http_status(err.code);
     auto headers = c.common_headers();
+    for (auto& h : extra_headers) headers.push_back(std::move(h));
     if (status == 304) {
         (void)co_await c.ex.send_all(status, headers, "");
         co_return;
     }
     base::error shown = err;
-    if (status >= 500 && status != 501) {
+    // 501 is a client asking for what we lack, and 503 SlowDown a client going too fast (counted in
+    // fjord_slowdown_total): neither is worth a log line per request. Corruption has its own line.
+    const bool logged = err.code == base::errc::slow_down || (err.code == base::errc::data_corrupted && c.corruption_logged);
+    if (status >= 500 && status != 501 && !logged) {
         // The details (file names, errno text) are for the operator's log, not for the client.
         std::string method(c.ex.head().method_text);
         LOG_WARN("%s %s -> %d %s (request %s)", method.c_str(), c.req.resource.c_str(), status, err.message.c_str(),
@@ -153,36 +212,74 @@ io::task<void> service::send_error(context& c, const base::error& err) {
     (void)co_await c.ex.send_all(status, headers, body);
 }
 
+base::error service::read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,
+                                  std::string_view role) {
+    if (err.code == base::errc::not_found) err.code = base::errc::data_corrupted;
+    if (err.code != base::errc::data_corrupted) return err;
+    local_metrics().add(base::counter::data_corrupted);
+    c.corruption_logged = true;
+    std::string method(c.ex.head().method_text);
+    LOG_ERROR("data corrupted: s3://%.*s/%.*s%s%.*s: %s (%s %s, request %s)", static_cast<int>(bucket.size()),
+              bucket.data(), static_cast<int>(key.size()), key.data(), role.empty() ? "" : " as ",
+              static_cast<int>(role.size()), role.data(), err.message.c_str(), method.c_str(),
+              c.req.resource.c_str(), c.request_id.c_str());
+    return err;
+}
+
 io::task<void> service::send_xml(context& c, int status, std::string body) {
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", "application/xml");
     (void)co_await c.ex.send_all(status, headers, body);
 }
 
+io::task<void> service::send_not_an_operation(context& c, base::error err) {
+    c.op = base::operation_class::other;
+    co_await send_error(c, err);
+}
+
+io::task<void> service::send_metrics(context& c) {
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", std::string(base::prometheus_content_type));
+    (void)co_await c.ex.send_all(200, headers, base::render_prometheus(_metrics.collect()));
+}
+
 io::task<void> service::handle(http::exchange& ex) {
-    const http::request_head& head = ex.head();
     context c{ex, {}, next_request_id(), {}};
-    if ((head.verb == http::method::get || head.verb == http::method::head) &&
-        (head.path == "/health/live" || head.path == "/health/ready")) {
-        (void)co_await ex.send_all(200, c.common_headers(), "");
+    co_await authenticate_and_dispatch(c);
+    local_metrics().count_request(c.op, ex.status());
+}
+
+io::task<void> service::refuse(http::exchange& ex, const base::error& err, std::int64_t retry_after_ms) {
+    context c{ex, {}, next_request_id(), {}};
+    if (auto routed = route(ex.head(), _options.domains)) {
+        c.req = std::move(*routed);
+        c.op = operation_class_of(ex.head(), c.req);
+    }
+    co_await send_error(c, err, {{"x-amz-retry-after", std::to_string(retry_after_ms)}});
+    local_metrics().count_request(c.op, ex.status());
+}
+
+io::task<void> service::authenticate_and_dispatch(context& c) {
+    const http::request_head& head = c.ex.head();
+    if (is_health_check(head)) {
+        c.op = base::operation_class::admin;
+        (void)co_await c.ex.send_all(200, c.common_headers(), "");
         co_return;
     }
     auto routed = route(head, _options.domains);
-    if (!routed) {
-        co_await send_error(c, routed.err());
-        co_return;
-    }
+    if (!routed) co_return co_await send_error(c, routed.err());
     c.req = std::move(*routed);
+    const bool metrics = is_metrics_request(head, c.req);
+    c.op = operation_class_of(head, c.req);
+    if (metrics && _options.metrics_public) co_return co_await send_metrics(c);
     std::vector<header_view> headers;
     headers.reserve(head.headers.size());
     for (const auto& h : head.headers) headers.push_back({h.name, h.value});
     request_view view{head.method_text, head.path, head.query, headers};
     auto auth = verify_request(view, _options.credentials, base::unix_now_ms() / 1000, _options.auth);
-    if (!auth) {
-        co_await send_error(c, auth.err());
-        co_return;
-    }
+    if (!auth) co_return co_await send_error(c, auth.err());
     c.auth = std::move(*auth);
+    if (metrics) co_return co_await send_metrics(c);
     co_await dispatch(c);
 }
 
@@ -192,7 +289,7 @@ io::task<void> service::dispatch(context& c) {
     const s3_request& r = c.req;
     if (r.bucket.empty()) {
         if (verb == method::get) co_return co_await list_buckets(c);
-        co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+        co_return co_await send_not_an_operation(c, method_not_allowed());
     }
     if (r.key.empty()) {
         if (r.has("uploads") && verb == method::get) co_return co_await list_multipart_uploads(c);
@@ -205,7 +302,7 @@ io::task<void> service::dispatch(context& c) {
                                                            "policyStatus", "session", "metadataTable"};
         for (auto sub : unsupported)
             if (r.has(sub))
-                co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
+                co_return co_await send_not_an_operation(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
         switch (verb) {
             case method::put: co_return co_await create_bucket(c);
             case method::delete_: co_return co_await delete_bucket(c);
@@ -214,14 +311,14 @@ io::task<void> service::dispatch(context& c) {
                 if (r.has("location")) co_return co_await bucket_location(c);
                 co_return co_await list_objects(c, r.param("list-type") == "2");
             case method::post:
-                co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement browser POST uploads"});
+                co_return co_await send_not_an_operation(c, {base::errc::not_implemented, "Fjord does not implement browser POST uploads"});
             default: break;
         }
-        co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+        co_return co_await send_not_an_operation(c, method_not_allowed());
     }
     if (r.has("uploads")) {
         if (verb == method::post) co_return co_await create_multipart_upload(c);
-        co_return co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+        co_return co_await send_not_an_operation(c, method_not_allowed());
     }
     if (r.has("uploadId")) {
         switch (verb) {
@@ -248,7 +345,7 @@ io::task<void> service::dispatch(context& c) {
                                                               "select", "renameObject"};
     for (auto sub : unsupported_object)
         if (r.has(sub))
-            co_return co_await send_error(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
+            co_return co_await send_not_an_operation(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
     if (!c.ex.head().value_of("x-amz-copy-source").empty() && verb == method::put) co_return co_await copy_object(c);
     switch (verb) {
         case method::put: co_return co_await put_object(c);
@@ -257,7 +354,7 @@ io::task<void> service::dispatch(context& c) {
         case method::delete_: co_return co_await delete_object(c);
         default: break;
     }
-    co_await send_error(c, {base::errc::method_not_allowed, "The specified method is not allowed against this resource."});
+    co_await send_not_an_operation(c, method_not_allowed());
 }
 
 // ---- buckets ----

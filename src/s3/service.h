@@ -2,13 +2,15 @@
 
 // The S3 front end: routes each HTTP exchange to an S3 operation, authenticates it (SigV4), runs it
 // against the object engine and answers in S3's wire format. One service object is shared by every core;
-// it holds only immutable configuration and per-core counters, and all work happens on the core that
-// owns the connection (metadata commits hop to the key's owner core inside the engine).
+// it holds only immutable configuration and the process's metrics (each core counts in its own shard),
+// and all work happens on the core that owns the connection (metadata commits hop to the key's owner
+// core inside the engine). Besides S3 it answers /health/live, /health/ready and /metrics.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/metrics.h"
 #include "http/connection.h"
 #include "s3/checksum.h"
 #include "s3/sigv4.h"
@@ -29,6 +31,9 @@ struct service_options {
     std::uint64_t max_object_bytes = 5ULL * 1024 * 1024 * 1024;  // single PUT
     std::size_t max_metadata_bytes = 2048;                         // x-amz-meta-* names + values
     verify_options auth;
+    // GET /metrics without authentication (for a Prometheus scraper on a trusted network). Off: /metrics
+    // needs a SigV4 signature like every S3 request.
+    bool metrics_public = false;
 };
 
 // A routed request: which bucket and key it names (decoded) and its query parameters (decoded).
@@ -43,15 +48,29 @@ struct s3_request {
 
 class service final : public http::handler {
 public:
-    service(store::engine& engine, service_options options);
+    service(store::engine& engine, service_options options, base::metrics& metrics);
     io::task<void> handle(http::exchange& ex) override;
+    // Answers 503 SlowDown with x-amz-retry-after (milliseconds), which current AWS SDKs wait for
+    // before their retry.
+    io::task<void> refuse(http::exchange& ex, const base::error& err, std::int64_t retry_after_ms) override;
     std::string protocol_error_response(const base::error& err) override;
 
 private:
     struct context;
+    io::task<void> authenticate_and_dispatch(context& c);
     io::task<void> dispatch(context& c);
-    io::task<void> send_error(context& c, const base::error& err);
+    io::task<void> send_error(context& c, const base::error& err, http::header_list extra_headers = {});
     io::task<void> send_xml(context& c, int status, std::string body);
+    // Answers a request dispatch could not give to an operation (counted as operation class `other`).
+    io::task<void> send_not_an_operation(context& c, base::error err);
+    io::task<void> send_metrics(context& c);
+    base::metrics::shard& local_metrics();
+    // A read of stored data (GET, a copy source) failed: a record whose data file is missing is damage
+    // too, so not_found becomes data_corrupted. Damage is logged once, naming bucket and key (and
+    // `role`, what the read was for), and counted in fjord_data_corrupted_total. Returns the error to
+    // answer with.
+    base::error read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,
+                             std::string_view role = {});
 
     io::task<void> list_buckets(context& c);
     io::task<void> create_bucket(context& c);
@@ -89,6 +108,7 @@ private:
 
     store::engine& _engine;
     service_options _options;
+    base::metrics& _metrics;
 };
 
 // S3 bucket naming rules: 3-63 characters of a-z 0-9 . -, starting and ending with a letter or digit,

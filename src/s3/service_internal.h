@@ -19,6 +19,8 @@ struct service::context {
     s3_request req;
     std::string request_id;
     auth_result auth;
+    base::operation_class op = base::operation_class::other;  // for fjord_requests_total
+    bool corruption_logged = false;                             // send_error need not log it again
     http::header_list common_headers() const {
         return {{"x-amz-request-id", request_id}, {"x-amz-id-2", request_id}};
     }

@@ -256,6 +256,26 @@ def make_client(server: FjordServer, addressing_style: str = "path", access_key:
     return client
 
 
+def fetch_metrics(server: FjordServer, signed: bool = True) -> requests.Response:
+    """GET /metrics, SigV4-signed (the default requirement) or anonymous (for --metrics-public)."""
+    headers = s3util.sign_headers(server.credentials, "GET", server.host, "/metrics").headers if signed else {}
+    return requests.get(f"{server.endpoint}/metrics", headers=headers, timeout=10)
+
+
+def metric_value(text: str, series: str) -> int:
+    """The value of one sample in Prometheus text, named with its labels exactly as the server writes
+    them: 'fjord_slowdown_total' or 'fjord_requests_total{operation="read",status="2xx"}'."""
+    values = [line[len(series) + 1:] for line in text.splitlines() if line.startswith(series + " ")]
+    assert len(values) == 1, f"{series}: {len(values)} samples in\n{text}"
+    return int(values[0])
+
+
+def server_metric(server: FjordServer, series: str) -> int:
+    response = fetch_metrics(server)
+    assert response.status_code == 200, response.text
+    return metric_value(response.text, series)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Fixtures
 # ---------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Bit rot on disk: a GET of a damaged object answers an error (never wrong bytes) and names the object in
-the log; `fjord scrub` finds every damaged object; scrub refuses to run next to a live server."""
+"""Bit rot on disk: a GET of a damaged object answers an error (never wrong bytes), names the object in
+the log and counts in fjord_data_corrupted_total (as do copies from it); `fjord scrub` finds every damaged
+object; scrub refuses to run next to a live server."""
 
 import os
 import subprocess
@@ -7,7 +8,10 @@ import subprocess
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import FjordServer, binary_path, make_client
+import s3util
+from conftest import FjordServer, binary_path, fetch_metrics, make_client, metric_value, server_metric
+
+CORRUPTED = "fjord_data_corrupted_total"
 
 
 def data_files(server):
@@ -33,6 +37,11 @@ def test_bit_rot_is_refused_on_read_logged_and_found_by_scrub(tmp_dir):
     bodies = {f"obj/{i}": os.urandom(300_000 + i) for i in range(6)}
     for key, body in bodies.items():
         s3.put_object(Bucket="rot", Key=key, Body=body)
+    # /metrics needs a signature by default.
+    anonymous = fetch_metrics(server, signed=False)
+    assert anonymous.status_code == 403
+    assert s3util.xml_children(anonymous.content)["Code"] == "AccessDenied"
+    assert server_metric(server, CORRUPTED) == 0
 
     # Scrub refuses while the server holds the data directory.
     busy = scrub(server)
@@ -59,13 +68,79 @@ def test_bit_rot_is_refused_on_read_logged_and_found_by_scrub(tmp_dir):
 
     server.start()
     s3 = make_client(server)
-    with pytest.raises(ClientError) as error:
-        s3.get_object(Bucket="rot", Key=damaged_key)["Body"].read()
-    assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
-    assert error.value.response["Error"]["Code"] == "InternalError"
+    damaged_gets = 3
+    for _ in range(damaged_gets):
+        with pytest.raises(ClientError) as error:
+            s3.get_object(Bucket="rot", Key=damaged_key)["Body"].read()
+        assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+        assert error.value.response["Error"]["Code"] == "InternalError"
     for key, body in bodies.items():
         if key != damaged_key:
             assert s3.get_object(Bucket="rot", Key=key)["Body"].read() == body
+    # Server-side copies read the damaged object too: refused, logged with both objects, counted.
+    with pytest.raises(ClientError) as copy_error:
+        s3.copy_object(Bucket="rot", Key="copy-dest", CopySource={"Bucket": "rot", "Key": damaged_key})
+    assert copy_error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    upload_id = s3.create_multipart_upload(Bucket="rot", Key="assembled")["UploadId"]
+    with pytest.raises(ClientError) as part_error:
+        s3.upload_part_copy(Bucket="rot", Key="assembled", UploadId=upload_id, PartNumber=2,
+                            CopySource={"Bucket": "rot", "Key": damaged_key})
+    assert part_error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    s3.abort_multipart_upload(Bucket="rot", Key="assembled", UploadId=upload_id)
+    assert s3.list_objects_v2(Bucket="rot", Prefix="copy-dest")["KeyCount"] == 0
+
+    # Exactly one count and one log line per read that met the damage.
+    assert server_metric(server, CORRUPTED) == damaged_gets + 2
     log = server.log_path.read_text()
-    assert f"/rot/{damaged_key}" in log and "CRC32C mismatch" in log
+    assert "CRC32C mismatch" in log  # the data file and block, from the storage engine
+    reported = [line for line in log.splitlines() if "data corrupted: " in line]
+    assert len(reported) == damaged_gets + 2, "\n".join(reported)
+    assert all(f"s3://rot/{damaged_key}" in line for line in reported), "\n".join(reported)
+    assert sum(f"(GET /rot/{damaged_key}," in line for line in reported) == damaged_gets
+    assert sum("the copy source of s3://rot/copy-dest" in line for line in reported) == 1
+    assert sum(f"the copy source of part 2 of upload {upload_id} for s3://rot/assembled" in line
+               for line in reported) == 1
+    server.stop()
+
+    # With --metrics-public a scraper reads the counters without signing (they start again at 0).
+    server.extra_args = ["--metrics-public"]
+    server.start()
+    s3 = make_client(server)
+    with pytest.raises(ClientError):
+        s3.get_object(Bucket="rot", Key=damaged_key)["Body"].read()
+    public = fetch_metrics(server, signed=False)
+    assert public.status_code == 200, public.text
+    assert metric_value(public.text, CORRUPTED) == 1
+    server.stop()
+
+
+def test_damage_found_after_the_head_was_sent_cuts_the_body_and_is_counted(tmp_dir):
+    server = FjordServer(tmp_dir / "late-rot")
+    server.start()
+    s3 = make_client(server)
+    s3.create_bucket(Bucket="late")
+    size = 3 * 1024 * 1024
+    s3.put_object(Bucket="late", Key="deep/damage", Body=os.urandom(size))
+    server.stop()
+    # Damage in the third MiB: the first MiB is verified and sent before the read reaches it.
+    [victim] = data_files(server)
+    with open(victim, "r+b") as f:
+        f.seek(size - 512 * 1024)
+        byte = f.read(1)
+        f.seek(size - 512 * 1024)
+        f.write(bytes([byte[0] ^ 0x01]))
+    server.start()
+    signed = s3util.sign_headers(server.credentials, "GET", server.host, "/late/deep/damage")
+    with s3util.RawConnection("127.0.0.1", server.port) as conn:
+        conn.send(s3util.raw_request("GET", "/late/deep/damage", server.host, signed.headers))
+        head = conn.read_head()
+        assert head.status == 200 and int(head.headers["content-length"]) == size
+        received = 0
+        with pytest.raises(ConnectionError):
+            while True:
+                received += len(conn.read_exact(64 * 1024))
+        assert 0 < received < size  # cut short, never wrong bytes in full
+    assert server_metric(server, CORRUPTED) == 1
+    reported = [line for line in server.log_path.read_text().splitlines() if "data corrupted: " in line]
+    assert len(reported) == 1 and "s3://late/deep/damage:" in reported[0], reported
     server.stop()

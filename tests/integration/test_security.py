@@ -84,7 +84,8 @@ def test_presigned_url_is_scoped_to_method_bucket_and_key(fjord_server, bucket):
 def test_every_endpoint_but_health_needs_authentication(fjord_server, bucket):
     base = fjord_server.endpoint
     for method, path in [("GET", "/"), ("GET", f"/{bucket}"), ("PUT", f"/{bucket}/k"), ("DELETE", f"/{bucket}"),
-                         ("POST", f"/{bucket}?delete"), ("GET", f"/{bucket}?uploads"), ("HEAD", f"/{bucket}/k")]:
+                         ("POST", f"/{bucket}?delete"), ("GET", f"/{bucket}?uploads"), ("HEAD", f"/{bucket}/k"),
+                         ("GET", "/metrics")]:
         response = requests.request(method, base + path, timeout=10)
         assert response.status_code == 403, (method, path, response.status_code)
     for path in ("/health/live", "/health/ready"):
