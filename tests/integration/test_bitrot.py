@@ -77,10 +77,13 @@ def test_bit_rot_is_refused_on_read_logged_and_found_by_scrub(tmp_dir):
     for key, body in bodies.items():
         if key != damaged_key:
             assert s3.get_object(Bucket="rot", Key=key)["Body"].read() == body
-    # Server-side copies read the damaged object too: refused, logged with both objects, counted.
+    # A CopyObject shares the source's data file (no bytes are read), so the copy holds the same damage:
+    # reading it is refused, logged with its name, counted. UploadPartCopy reads the source: refused.
+    s3.copy_object(Bucket="rot", Key="copy-dest", CopySource={"Bucket": "rot", "Key": damaged_key})
     with pytest.raises(ClientError) as copy_error:
-        s3.copy_object(Bucket="rot", Key="copy-dest", CopySource={"Bucket": "rot", "Key": damaged_key})
+        s3.get_object(Bucket="rot", Key="copy-dest")["Body"].read()
     assert copy_error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    s3.delete_object(Bucket="rot", Key="copy-dest")
     upload_id = s3.create_multipart_upload(Bucket="rot", Key="assembled")["UploadId"]
     with pytest.raises(ClientError) as part_error:
         s3.upload_part_copy(Bucket="rot", Key="assembled", UploadId=upload_id, PartNumber=2,
@@ -95,9 +98,10 @@ def test_bit_rot_is_refused_on_read_logged_and_found_by_scrub(tmp_dir):
     assert "CRC32C mismatch" in log  # the data file and block, from the storage engine
     reported = [line for line in log.splitlines() if "data corrupted: " in line]
     assert len(reported) == damaged_gets + 2, "\n".join(reported)
-    assert all(f"s3://rot/{damaged_key}" in line for line in reported), "\n".join(reported)
+    assert all(f"s3://rot/{damaged_key}" in line or "s3://rot/copy-dest" in line for line in reported), \
+        "\n".join(reported)
     assert sum(f"(GET /rot/{damaged_key}," in line for line in reported) == damaged_gets
-    assert sum("the copy source of s3://rot/copy-dest" in line for line in reported) == 1
+    assert sum("(GET /rot/copy-dest," in line for line in reported) == 1
     assert sum(f"the copy source of part 2 of upload {upload_id} for s3://rot/assembled" in line
                for line in reported) == 1
     server.stop()
