@@ -644,7 +644,13 @@ std::unique_ptr<engine> recover(simulation& sim) {
     return std::move(*opened);
 }
 
-std::string run_seed(std::uint64_t seed, const run_options& options, std::string* summary) {
+// Sums over all seeds, for the last line.
+struct totals {
+    std::uint64_t requests = 0, acknowledged = 0, reads = 0, recoveries = 0, fs_operations = 0, faults = 0,
+                  damaged = 0, torn = 0, dropped = 0;
+};
+
+std::string run_seed(std::uint64_t seed, const run_options& options, std::string* summary, totals* sum) {
     simulation sim(seed, options);
     unsigned drives = 1 + static_cast<unsigned>(sim.draw(2));
     for (unsigned d = 0; d < drives; ++d) sim.drive_paths.push_back("/drive" + std::to_string(d));
@@ -677,6 +683,15 @@ std::string run_seed(std::uint64_t seed, const run_options& options, std::string
         sim.fs.crash_and_restart();
     }
     const sim_stats& st = sim.fs.stats();
+    sum->requests += sim.requests;
+    sum->acknowledged += sim.acknowledged;
+    sum->reads += sim.reads_checked;
+    sum->recoveries += sim.recoveries;
+    sum->fs_operations += st.operations;
+    sum->faults += st.injected_eio + st.injected_enospc + st.injected_short + st.injected_bit_flips;
+    sum->damaged += sim.damaged_files;
+    sum->torn += st.torn_writes;
+    sum->dropped += st.dropped_changes;
     char line[512];
     std::snprintf(line, sizeof line,
                   "requests=%llu acked=%llu failed=%llu reads=%llu recoveries=%llu fs_ops=%llu eio=%llu "
@@ -732,11 +747,12 @@ int main(int argc, char** argv) {
     ::signal(SIGALRM, on_alarm);
     auto started = std::chrono::steady_clock::now();
     std::uint64_t failures = 0;
+    totals sum;
     for (std::uint64_t seed = options.first_seed; seed < options.first_seed + options.seeds; ++seed) {
         g_current_seed = seed;
         ::alarm(120);
         std::string summary;
-        std::string failure = run_seed(seed, options, &summary);
+        std::string failure = run_seed(seed, options, &summary, &sum);
         ::alarm(0);
         if (!failure.empty()) {
             ++failures;
@@ -751,5 +767,13 @@ int main(int argc, char** argv) {
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::printf("engine_sim: %llu seeds from %llu, %llu failed, %.1f s\n", static_cast<unsigned long long>(options.seeds),
                 static_cast<unsigned long long>(options.first_seed), static_cast<unsigned long long>(failures), seconds);
+    std::printf("  in all: %llu requests (%llu acknowledged), %llu reads checked, %llu recoveries, %llu file-system "
+                "operations, %llu injected faults, %llu files damaged at rest, %llu torn writes, %llu unsynced "
+                "changes lost\n",
+                static_cast<unsigned long long>(sum.requests), static_cast<unsigned long long>(sum.acknowledged),
+                static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.recoveries),
+                static_cast<unsigned long long>(sum.fs_operations), static_cast<unsigned long long>(sum.faults),
+                static_cast<unsigned long long>(sum.damaged), static_cast<unsigned long long>(sum.torn),
+                static_cast<unsigned long long>(sum.dropped));
     return failures ? 1 : 0;
 }
