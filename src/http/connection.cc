@@ -33,6 +33,8 @@ public:
     // Sends everything or fails; with `rate`, also fails once the transfer falls below its floor.
     io::task<base::result<void>> send_bytes(const void* data, std::size_t len, base::rate_floor* rate = nullptr);
     io::task<bool> drain_body(body_reader& body);
+    // Half-closes, then reads and discards until the client closes or a limit is reached.
+    io::task<void> linger();
 
     int fd;
     const server_limits& limits;
@@ -378,6 +380,19 @@ void connection_state::start_body(exchange& ex, std::size_t head_bytes) {
     }
 }
 
+io::task<void> connection_state::linger() {
+    if (::shutdown(fd, SHUT_WR) < 0) co_return;  // a socket call that never blocks
+    const std::int64_t deadline_ms = base::monotonic_now_ns() / 1'000'000 + limits.linger_ms;
+    std::size_t discarded = 0;
+    while (discarded < limits.linger_bytes) {
+        std::int64_t left_ms = deadline_ms - base::monotonic_now_ns() / 1'000'000;
+        if (left_ms <= 0) break;
+        int n = co_await io::recv(fd, in.data(), in.size(), left_ms);
+        if (n <= 0) break;  // the client closed (0), or an error or the deadline (< 0)
+        discarded += static_cast<std::size_t>(n);
+    }
+}
+
 io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats,
                                 base::metrics::shard& metrics) {
     io::reactor::current().hold();
@@ -387,6 +402,7 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
     ++stats.accepted;
     metrics.add(base::counter::connections_accepted);
     metrics.add(base::gauge::connections_open, 1);
+    bool unread_body = false;  // closing with request bytes perhaps still on their way
     for (;;) {
         request_head head;
         auto head_bytes = co_await conn.read_head(head);
@@ -415,10 +431,17 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
             LOG_ERROR("handler sent no response for %.*s; closing", static_cast<int>(head.target.size()), head.target.data());
             break;
         }
-        if (conn.broken || ex._close_after || !head.keep_alive || io::reactor::current().stopping()) break;
-        if (!ex.body().finished() && !co_await conn.drain_body(ex.body())) break;
+        if (conn.broken || ex._close_after || !head.keep_alive || io::reactor::current().stopping()) {
+            unread_body = !conn.broken && !ex.body().finished();
+            break;
+        }
+        if (!ex.body().finished() && !co_await conn.drain_body(ex.body())) {
+            unread_body = !conn.broken;
+            break;
+        }
         conn.compact();
     }
+    if (unread_body && !io::reactor::current().stopping()) co_await conn.linger();
     connections().erase(&conn);
     --stats.open;
     metrics.add(base::gauge::connections_open, -1);

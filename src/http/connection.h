@@ -37,6 +37,12 @@ struct server_limits {
     base::rate_floor_options min_body_rate{.bytes_per_second = 4096, .grace_ms = 30'000};
     std::size_t initial_head_buffer_bytes = 4096;
     std::size_t drain_limit_bytes = 256 * 1024;  // unread body bytes we discard to keep a connection open
+    // Closing while the client may still be sending (an error answered before the body was read): the
+    // server stops sending, then discards what arrives for up to linger_ms / linger_bytes before closing,
+    // so that the kernel does not answer the client's next bytes with a reset that destroys the response
+    // before the client has read it (as nginx's lingering_close).
+    std::int64_t linger_ms = 2'000;
+    std::size_t linger_bytes = 64 * 1024 * 1024;
     // Requests one connection may make, as a token bucket: this many a second on average, with bursts
     // of up to request_burst. Requests over it are refused (handler::refuse, 503 SlowDown) and the
     // connection stays open. 0: no limit. See docs/security.md for the choice of defaults.

@@ -330,3 +330,32 @@ def test_a_reader_that_stops_reading_is_cut_and_frees_the_server(rate_floor_serv
     assert received < size, "the whole body arrived: the reader was not cut"
     assert time.monotonic() - started < 20
     assert _timeouts(server, "send") - before == 1
+
+
+def test_an_error_answered_before_the_body_is_read_reaches_a_client_still_sending(fjord_server):
+    """The server answers EntityTooLarge from the headers and closes while the client is still sending its
+    body. Closing outright would make the kernel answer the client's next bytes with a reset, which
+    destroys the response before the client reads it; the server lingers (reads and discards) instead."""
+    make_client(fjord_server).create_bucket(Bucket="linger-bucket")
+    creds = fjord_server.credentials
+    host = fjord_server.host
+    signed = s3util.sign_headers(creds, "PUT", host, "/linger-bucket/huge")
+    sock = socket.create_connection(("127.0.0.1", fjord_server.port))
+    head = ("PUT /linger-bucket/huge HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in signed.headers.items())
+            + f"content-length: {6 * 1024**3}\r\n\r\n")
+    sock.sendall(head.encode() + b"x" * 65536)
+    time.sleep(0.3)  # the answer is sent and the server is closing
+    try:
+        for _ in range(16):
+            sock.sendall(b"y" * 65536)
+    except (ConnectionResetError, BrokenPipeError) as e:
+        pytest.fail(f"the server reset the connection instead of lingering: {e!r}")
+    sock.settimeout(5)
+    response = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        response += chunk
+    assert response.startswith(b"HTTP/1.1 400") and b"EntityTooLarge" in response, response[:200]
+    sock.close()
