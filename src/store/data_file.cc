@@ -294,7 +294,8 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
             failure_result = corrupt("footer does not match the metadata");
         else {
             out.table.resize(blocks);
-            std::memcpy(out.table.data(), buf.data() + sizeof h, blocks * 4);
+            // An empty object has no blocks (and a null table, which memcpy must not be given).
+            if (blocks > 0) std::memcpy(out.table.data(), buf.data() + sizeof h, blocks * 4);
             if (base::crc32c(base::as_bytes(out.table.data(), blocks * 4)) != seg.table_crc)
                 failure_result = corrupt("block checksum table mismatch");
             else co_return out;
