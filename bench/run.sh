@@ -13,7 +13,8 @@
 #
 # Knobs (environment): FJORD_BINARY (build/release/fjord), BENCH_DIR (build/bench: data, logs, results;
 # it must be on the file system you want to measure), BENCH_SIZE (64MiB), BENCH_CONCURRENCY (8),
-# BENCH_DURATION (10 s per S3 phase), BENCH_SERVER_CORES (all), BENCH_CLIENT_CORES (2),
+# BENCH_DURATION (10 s per S3 phase), BENCH_SERVER_CORES (all), BENCH_SERVER_ARGS (more `fjord serve` options,
+# e.g. "--io-depth 2"), BENCH_CLIENT_CORES (2),
 # BENCH_DISK_MIB (1024), BENCH_DISK_SHAPES ("32:1024 4:1024 8:256", depth:block-KiB pairs),
 # BENCH_DISK_PASSES (2), BENCH_NET_SECONDS (3), BENCH_NET_STREAMS (1), BENCH_CHECKPOINTS (3; 0 skips
 # the checkpoint phase), BENCH_CHECKPOINT_SCALE (1/32), BENCH_KEEP_DATA (unset: the
@@ -32,6 +33,7 @@ SIZE=${BENCH_SIZE:-64MiB}
 CONCURRENCY=${BENCH_CONCURRENCY:-8}
 DURATION=${BENCH_DURATION:-10}
 SERVER_CORES=${BENCH_SERVER_CORES:-$(nproc)}
+read -r -a SERVER_ARGS <<<"${BENCH_SERVER_ARGS:-}"
 CLIENT_CORES=${BENCH_CLIENT_CORES:-2}
 DISK_MIB=${BENCH_DISK_MIB:-1024}
 DISK_SHAPES=${BENCH_DISK_SHAPES:-32:1024 4:1024 8:256}
@@ -63,7 +65,8 @@ stop_server() {
 trap stop_server EXIT
 trap 'exit 130' INT TERM  # the EXIT trap stops the server
 
-"$FJORD" serve --data "$DATA" --listen "127.0.0.1:$PORT" --cores "$SERVER_CORES" >"$WORK/server.log" 2>&1 &
+"$FJORD" serve --data "$DATA" --listen "127.0.0.1:$PORT" --cores "$SERVER_CORES" "${SERVER_ARGS[@]}" \
+    >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 200); do  # up to 20 s
     curl -sf -o /dev/null "$ENDPOINT/health/ready" && break
@@ -71,7 +74,7 @@ for _ in $(seq 200); do  # up to 20 s
     sleep 0.1
 done
 curl -sf -o /dev/null "$ENDPOINT/health/ready" || { echo "fjord serve not ready after 20 s" >&2; exit 1; }
-echo "== fjord serve pid $SERVER_PID on $ENDPOINT, $SERVER_CORES cores, data in $DATA"
+echo "== fjord serve pid $SERVER_PID on $ENDPOINT, $SERVER_CORES cores, data in $DATA ${SERVER_ARGS[*]}"
 
 # A `top` snapshot halfway through a phase: who used the CPU.
 SNAPSHOT_PIDS=()
