@@ -15,7 +15,9 @@
 # it must be on the file system you want to measure), BENCH_SIZE (64MiB), BENCH_CONCURRENCY (8),
 # BENCH_DURATION (10 s per S3 phase), BENCH_SERVER_CORES (all), BENCH_SERVER_ARGS (more `fjord serve` options,
 # e.g. "--io-depth 2"), BENCH_CLIENT_CORES (2),
-# BENCH_DISK_MIB (1024), BENCH_DISK_SHAPES ("32:1024 4:1024 8:256", depth:block-KiB pairs),
+# BENCH_PUT_OBJECTS (keys the PUT phase cycles through; default: those of a 1 GiB set, so a 10 s PUT run
+# mostly overwrites and the server frees a replaced object per PUT; a large value such as 2000 writes new
+# keys only, which shows what freeing costs), BENCH_DISK_MIB (1024), BENCH_DISK_SHAPES ("32:1024 4:1024 8:256", depth:block-KiB pairs),
 # BENCH_DISK_PASSES (2), BENCH_NET_SECONDS (3), BENCH_NET_STREAMS (1), BENCH_CHECKPOINTS (3; 0 skips
 # the checkpoint phase), BENCH_CHECKPOINT_SCALE (1/32), BENCH_KEEP_DATA (unset: the
 # server's data directory is removed at the end; results and the server log stay).
@@ -35,6 +37,8 @@ DURATION=${BENCH_DURATION:-10}
 SERVER_CORES=${BENCH_SERVER_CORES:-$(nproc)}
 read -r -a SERVER_ARGS <<<"${BENCH_SERVER_ARGS:-}"
 CLIENT_CORES=${BENCH_CLIENT_CORES:-2}
+PUT_ARGS=()
+[[ -n "${BENCH_PUT_OBJECTS:-}" ]] && PUT_ARGS=(--objects "$BENCH_PUT_OBJECTS")
 DISK_MIB=${BENCH_DISK_MIB:-1024}
 DISK_SHAPES=${BENCH_DISK_SHAPES:-32:1024 4:1024 8:256}
 DISK_PASSES=${BENCH_DISK_PASSES:-2}
@@ -97,7 +101,7 @@ S3_ARGS=(--endpoint "$ENDPOINT" --bucket "$BUCKET" --size "$SIZE" --concurrency 
          --duration "$DURATION" --cores "$CLIENT_CORES" --server-pid "$SERVER_PID")
 echo "== s3 put"
 snapshot_top put
-"$FJORD" bench s3 --op put "${S3_ARGS[@]}" --json "$RESULTS/put.json" --report "$RESULTS/put"
+"$FJORD" bench s3 --op put "${S3_ARGS[@]}" "${PUT_ARGS[@]}" --json "$RESULTS/put.json" --report "$RESULTS/put"
 echo "== s3 get (reuses the objects of the put phase)"
 snapshot_top get
 "$FJORD" bench s3 --op get "${S3_ARGS[@]}" --json "$RESULTS/get.json" --report "$RESULTS/get"
