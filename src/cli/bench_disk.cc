@@ -1,7 +1,9 @@
 // `fjord bench disk`: the physical disk limit. Sequential O_DIRECT writes (then fdatasync) and reads of a
 // temporary file through io_uring with registered buffers, `depth` blocks in flight, like
 // `fio --direct=1 --ioengine=io_uring --fixedbufs --rw=write/read --iodepth=32`. The file is
-// preallocated (as fio does) and removed at the end. This runs on a plain thread with its own ring,
+// preallocated (as fio does) and removed at the end. With --files N the blocks go round-robin to N files
+// written at once (the pattern of N concurrent PUTs), `depth` blocks in flight over all of them. Every pass
+// is printed: the first writes into freshly preallocated space, as a PUT does; later passes overwrite it. This runs on a plain thread with its own ring,
 // not on a reactor: it measures the device, not Fjord's runtime.
 
 #include <fcntl.h>
@@ -28,6 +30,7 @@ struct disk_config {
     std::uint64_t size_bytes = 1024 * base::MiB;
     std::uint64_t block_bytes = 1024 * base::KiB;
     unsigned depth = 32;
+    unsigned files = 1;
     unsigned passes = 1;  // each direction reports its best pass (the device is shared and noisy)
     std::string json_path;
 };
@@ -39,8 +42,8 @@ struct phase_result {
 
 // One sequential pass over the file: `depth` blocks in flight, each completion refilled with the next
 // offset. Returns the elapsed time, or a message.
-base::result<phase_result> run_phase(io_uring& ring, int fd, const disk_config& cfg, std::byte* memory,
-                                     bool registered, bool write) {
+base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds, const disk_config& cfg,
+                                     std::byte* memory, bool registered, bool write) {
     std::uint64_t blocks = cfg.size_bytes / cfg.block_bytes, next = 0, done = 0;
     std::int64_t start_ns = base::monotonic_now_ns();
     auto submit_block = [&](unsigned slot) {
@@ -48,7 +51,8 @@ base::result<phase_result> run_phase(io_uring& ring, int fd, const disk_config& 
         FJORD_ASSERT(sqe != nullptr, "ring sized for depth");
         std::byte* buf = memory + slot * cfg.block_bytes;
         auto len = static_cast<unsigned>(cfg.block_bytes);
-        std::uint64_t offset = next * cfg.block_bytes;
+        int fd = fds[next % fds.size()];
+        std::uint64_t offset = next / fds.size() * cfg.block_bytes;
         if (write && registered) io_uring_prep_write_fixed(sqe, fd, buf, len, offset, static_cast<int>(slot));
         else if (write) io_uring_prep_write(sqe, fd, buf, len, offset);
         else if (registered) io_uring_prep_read_fixed(sqe, fd, buf, len, offset, static_cast<int>(slot));
@@ -72,12 +76,14 @@ base::result<phase_result> run_phase(io_uring& ring, int fd, const disk_config& 
         }
         io_uring_cq_advance(&ring, seen);
     }
-    if (write && fdatasync(fd) != 0) return base::fail(base::errc::io_error, std::string("fdatasync: ") + strerror(errno));
+    for (int fd : fds)
+        if (write && fdatasync(fd) != 0)
+            return base::fail(base::errc::io_error, std::string("fdatasync: ") + strerror(errno));
     return phase_result{static_cast<double>(base::monotonic_now_ns() - start_ns) / 1e9, blocks * cfg.block_bytes};
 }
 
 base::result<disk_config> parse_disk_args(int argc, char** argv) {
-    static constexpr std::string_view with_value[] = {"dir", "size-mib", "block-kib", "depth", "passes", "json"};
+    static constexpr std::string_view with_value[] = {"dir", "size-mib", "block-kib", "depth", "passes", "files", "json"};
     auto opts = bench_options::parse(argc, argv, with_value, {});
     if (!opts) return opts.as_failure();
     disk_config cfg;
@@ -85,23 +91,28 @@ base::result<disk_config> parse_disk_args(int argc, char** argv) {
     cfg.json_path = opts->text("json");
     if (cfg.dir.empty()) return base::fail(base::errc::invalid_argument, "--dir is required");
     auto size_mib = opts->number("size-mib", 1024), block_kib = opts->number("block-kib", 1024),
-         depth = opts->number("depth", 32), passes = opts->number("passes", 1);
-    if (!size_mib || !block_kib || !depth || !passes) return base::fail(base::errc::invalid_argument, "bad number");
+         depth = opts->number("depth", 32), passes = opts->number("passes", 1), files = opts->number("files", 1);
+    if (!size_mib || !block_kib || !depth || !passes || !files)
+        return base::fail(base::errc::invalid_argument, "bad number");
+    if (*files < 1 || *files > 256) return base::fail(base::errc::invalid_argument, "--files must be 1..256");
+    cfg.files = static_cast<unsigned>(*files);
     if (*passes < 1 || *passes > 100) return base::fail(base::errc::invalid_argument, "--passes must be 1..100");
     cfg.passes = static_cast<unsigned>(*passes);
     if (*size_mib < 1 || *block_kib < 4 || *block_kib % 4 != 0 || *block_kib > 64 * 1024 || *depth < 1 || *depth > 1024)
         return base::fail(base::errc::invalid_argument,
                           "need --size-mib >= 1, --block-kib a multiple of 4 up to 65536, --depth 1..1024");
     cfg.block_bytes = *block_kib * base::KiB;
-    cfg.size_bytes = base::align_up(*size_mib * base::MiB, cfg.block_bytes);
+    cfg.size_bytes = base::align_up(*size_mib * base::MiB, cfg.block_bytes * cfg.files);
     cfg.depth = static_cast<unsigned>(*depth);
     return cfg;
 }
 
-int report(const disk_config& cfg, const phase_result& w, const phase_result& r, bool registered) {
+int report(const disk_config& cfg, const phase_result& w, const phase_result& r, const phase_result& first_write,
+           bool registered) {
     double write_gib_s = gib_per_s(w.bytes, w.seconds), read_gib_s = gib_per_s(r.bytes, r.seconds);
-    std::printf("disk %s: %llu MiB, %llu KiB blocks, depth %u, O_DIRECT, %s buffers, best of %u pass(es)\n",
-                cfg.dir.c_str(), static_cast<unsigned long long>(cfg.size_bytes / base::MiB),
+    double first_write_gib_s = gib_per_s(first_write.bytes, first_write.seconds);
+    std::printf("disk %s: %llu MiB in %u file(s), %llu KiB blocks, depth %u, O_DIRECT, %s buffers, best of %u pass(es)\n",
+                cfg.dir.c_str(), static_cast<unsigned long long>(cfg.size_bytes / base::MiB), cfg.files,
                 static_cast<unsigned long long>(cfg.block_bytes / base::KiB), cfg.depth,
                 registered ? "registered" : "unregistered", cfg.passes);
     std::printf("  write: %.3f GiB/s (%.2f s, fdatasync included)\n", write_gib_s, w.seconds);
@@ -109,12 +120,12 @@ int report(const disk_config& cfg, const phase_result& w, const phase_result& r,
     if (cfg.json_path.empty()) return 0;
     char json[1024];
     std::snprintf(json, sizeof json,
-                  "{\"bench\": \"disk\", \"dir\": %s, \"size_bytes\": %llu, \"block_bytes\": %llu, \"depth\": %u, \"passes\": %u, "
+                  "{\"bench\": \"disk\", \"dir\": %s, \"size_bytes\": %llu, \"block_bytes\": %llu, \"depth\": %u, \"files\": %u, \"passes\": %u, "
                   "\"registered_buffers\": %s, \"write_gib_s\": %.4f, \"write_s\": %.4f, \"read_gib_s\": %.4f, "
-                  "\"read_s\": %.4f}",
+                  "\"read_s\": %.4f, \"first_pass_write_gib_s\": %.4f}",
                   json_string(cfg.dir).c_str(), static_cast<unsigned long long>(cfg.size_bytes),
-                  static_cast<unsigned long long>(cfg.block_bytes), cfg.depth, cfg.passes, registered ? "true" : "false",
-                  write_gib_s, w.seconds, read_gib_s, r.seconds);
+                  static_cast<unsigned long long>(cfg.block_bytes), cfg.depth, cfg.files, cfg.passes, registered ? "true" : "false",
+                  write_gib_s, w.seconds, read_gib_s, r.seconds, first_write_gib_s);
     return write_json_file(cfg.json_path, json) ? 0 : 1;
 }
 
@@ -126,17 +137,25 @@ int bench_disk_main(int argc, char** argv) {
         std::fprintf(stderr, "fjord bench disk: %s\n", cfg.err().message.c_str());
         return 2;
     }
-    std::string path = cfg->dir + "/.fjord-bench-disk." + std::to_string(getpid());
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        std::fprintf(stderr, "fjord bench disk: cannot create %s with O_DIRECT: %s\n", path.c_str(), strerror(errno));
-        return 1;
-    }
-    ::unlink(path.c_str());  // the open descriptor keeps the file until the end; nothing is left behind
-    if (fallocate(fd, 0, 0, static_cast<off_t>(cfg->size_bytes)) != 0 && errno != EOPNOTSUPP) {
-        std::fprintf(stderr, "fjord bench disk: fallocate: %s\n", strerror(errno));
-        ::close(fd);
-        return 1;
+    std::vector<int> fds;
+    auto close_all = [&] {
+        for (int fd : fds) ::close(fd);
+    };
+    for (unsigned i = 0; i < cfg->files; ++i) {
+        std::string path = cfg->dir + "/.fjord-bench-disk." + std::to_string(getpid()) + "." + std::to_string(i);
+        int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            std::fprintf(stderr, "fjord bench disk: cannot create %s with O_DIRECT: %s\n", path.c_str(), strerror(errno));
+            close_all();
+            return 1;
+        }
+        ::unlink(path.c_str());  // the open descriptor keeps the file until the end; nothing is left behind
+        fds.push_back(fd);
+        if (fallocate(fd, 0, 0, static_cast<off_t>(cfg->size_bytes / cfg->files)) != 0 && errno != EOPNOTSUPP) {
+            std::fprintf(stderr, "fjord bench disk: fallocate: %s\n", strerror(errno));
+            close_all();
+            return 1;
+        }
     }
     std::size_t memory_bytes = cfg->block_bytes * cfg->depth;
     void* mapped = mmap(nullptr, memory_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -155,24 +174,28 @@ int bench_disk_main(int argc, char** argv) {
     bool registered = io_uring_register_buffers(&ring, iovecs.data(), cfg->depth) == 0;
     // Write then read, `passes` times; each direction keeps its fastest pass.
     base::result<phase_result> written = phase_result{}, read = phase_result{};
+    phase_result first_write;  // into freshly preallocated space, as every PUT writes
     for (unsigned pass = 0; pass < cfg->passes; ++pass) {
-        auto w = run_phase(ring, fd, *cfg, memory, registered, true);
-        auto r = w ? run_phase(ring, fd, *cfg, memory, registered, false) : w;
+        auto w = run_phase(ring, fds, *cfg, memory, registered, true);
+        auto r = w ? run_phase(ring, fds, *cfg, memory, registered, false) : w;
         if (!r) {
             read = r;
             break;
         }
+        std::printf("  pass %u: write %.3f GiB/s, read %.3f GiB/s\n", pass + 1, gib_per_s(w->bytes, w->seconds),
+                    gib_per_s(r->bytes, r->seconds));
+        if (pass == 0) first_write = *w;
         if (pass == 0 || w->seconds < written->seconds) written = *w;
         if (pass == 0 || r->seconds < read->seconds) read = *r;
     }
     io_uring_queue_exit(&ring);
     munmap(mapped, memory_bytes);
-    ::close(fd);
+    close_all();
     if (!read) {
         std::fprintf(stderr, "fjord bench disk: %s\n", read.err().message.c_str());
         return 1;
     }
-    return report(*cfg, *written, *read, registered);
+    return report(*cfg, *written, *read, first_write, registered);
 }
 
 }  // namespace fjord::cli

@@ -58,6 +58,9 @@ void print_usage() {
         "  --buffers N           I/O buffers per core (default 64)\n"
         "  --io-size-kib N       size of one disk I/O and buffer, 512 or more, a multiple of 64 (default 1024)\n"
         "  --io-depth N          disk I/Os in flight per request (default 4)\n"
+        "  --disk-writes-in-flight N   data writes in flight per drive, all cores together; each core\n"
+        "                        gets an equal share, at least one (default 8)\n"
+        "  --disk-write-kib N    largest single data write, a multiple of 4 (default 256)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
@@ -132,6 +135,12 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--multipart-expiry-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_s = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--multipart-expiry-interval-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--io-depth") { if (!need(parse_number(value, n) && n >= 1 && n <= 64)) return 2; cfg.engine.data_files.pipeline_depth = n; ++i; }
+        else if (arg == "--disk-writes-in-flight") { if (!need(parse_number(value, n) && n >= 1 && n <= 1024)) return 2; cfg.engine.writes.writes_in_flight_per_drive = n; ++i; }
+        else if (arg == "--disk-write-kib") {
+            if (!need(parse_number(value, n) && n >= 4 && n <= 8192 && n % 4 == 0)) return 2;
+            cfg.engine.writes.write_bytes = n * 1024;
+            ++i;
+        }
         else if (arg == "--io-size-kib") {
             if (!need(parse_number(value, n) && n >= 512 && n <= 8192 && n % 64 == 0)) return 2;
             cfg.engine.buffers.buffer_bytes = n * 1024;

@@ -79,7 +79,8 @@ bool is_plain_md5(const std::string& etag) { return etag.size() == 32 && etag.fi
 
 io::task<base::result<received_body>> service::copy_data(const store::object_record& source, std::uint64_t first,
                                                          std::uint64_t length, checksum_algorithm alg) {
-    store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings());
+    store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings(),
+                                 &_engine.writes());
     base::result<store::segment> sealed = base::fail(base::errc::internal);
     copy_sink sink(writer, alg);
     if (auto opened = co_await writer.open(length); !opened) {

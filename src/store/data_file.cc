@@ -48,8 +48,13 @@ std::uint64_t footer_bytes(std::uint64_t size_bytes, std::uint32_t block_bytes) 
 
 // ---- writer ----
 
-object_writer::object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options)
-    : _drives(drives), _pool(pool), _id(id), _options(options), _drive(drives.place(id)),
+object_writer::object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options,
+                             write_scheduler* scheduler)
+    : _drives(drives), _pool(pool), _id(id), _options(options),
+      _own_scheduler(scheduler ? nullptr
+                               : std::make_unique<write_scheduler>(drives.fs(), drives.size(), options.pipeline_depth,
+                                                                   pool.buffer_bytes())),
+      _scheduler(scheduler ? scheduler : _own_scheduler.get()), _drive(drives.place(id)),
       _name(drive_set::file_name(id)) {
     FJORD_ASSERT(pool.buffer_bytes() % options.block_bytes == 0);
     FJORD_ASSERT(options.block_bytes % align == 0);
@@ -114,7 +119,7 @@ void object_writer::submit(slot& s, std::size_t fill) {
     std::size_t padded = base::align_up(fill, align);
     std::memset(s.buf.data() + fill, 0, padded - fill);
     s.length = static_cast<unsigned>(padded);
-    _drives.fs().start_write(s.op, _fd, s.buf.data(), s.length, _size_bytes, s.buf.registered_index());
+    _scheduler->start_write(s.op, _drive, _fd, s.buf.data(), s.length, _size_bytes, s.buf.registered_index());
     _size_bytes += fill;
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "io/task.h"
 #include "store/drive.h"
 #include "store/object.h"
+#include "store/write_scheduler.h"
 
 namespace fjord::store {
 
@@ -50,7 +52,10 @@ constexpr std::uint64_t max_data_file_bytes = 5ULL * 1024 * 1024 * 1024;  // one
 
 class object_writer {
 public:
-    object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options = {});
+    // Data writes go through `scheduler` (the core's, shared by every request on it); without one the
+    // writer has its own, which bounds only this writer's writes (pipeline_depth whole buffers).
+    object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options = {},
+                  write_scheduler* scheduler = nullptr);
     ~object_writer();
     object_writer(const object_writer&) = delete;
     object_writer& operator=(const object_writer&) = delete;
@@ -77,7 +82,7 @@ public:
 private:
     struct slot {
         io::buffer buf;
-        io::async_op op;
+        scheduled_write op;
         unsigned length = 0;
     };
     io::task<base::result<void>> drain(std::vector<slot>& slots);
@@ -92,6 +97,8 @@ private:
     io::buffer_pool& _pool;
     object_id _id;
     data_file_options _options;
+    std::unique_ptr<write_scheduler> _own_scheduler;
+    write_scheduler* _scheduler;
     std::uint32_t _drive;
     int _fd = -1;
     bool _created = false;

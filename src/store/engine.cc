@@ -89,6 +89,10 @@ void engine::attach_core(unsigned core, io_uring* ring) {
     core_state& cs = *_cores.at(core);
     cs.pool = std::make_unique<io::buffer_pool>(_options.buffers);
     cs.pool->register_with(ring);
+    std::size_t write_bytes = std::min(_options.writes.write_bytes, _options.buffers.buffer_bytes);
+    cs.writes = std::make_unique<write_scheduler>(_drives.fs(), _drives.size(),
+                                                  write_scheduler::slots_per_core(_options.writes, _options.cores),
+                                                  write_bytes);
     for (auto& s : _shards) {
         if (owner_of(s->id) != core) continue;
         s->log->set_rotation(_options.journal_rotate_bytes, [this, sp = s.get()] { return rotate(*sp); });
@@ -98,6 +102,7 @@ void engine::attach_core(unsigned core, io_uring* ring) {
 engine::core_state& engine::local() { return *_cores[io::reactor::current().core()]; }
 const engine::core_state& engine::local() const { return *_cores[io::reactor::current().core()]; }
 io::buffer_pool& engine::pool() { return *local().pool; }
+write_scheduler& engine::writes() { return *local().writes; }
 
 unsigned engine::shard_of(const std::string& bucket, const std::string& key) const {
     std::uint32_t h = base::crc32c(base::as_bytes(bucket.data(), bucket.size()));

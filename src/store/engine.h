@@ -36,6 +36,7 @@ struct engine_options {
     std::vector<std::string> data_dirs{"./data"};
     unsigned cores = 1;
     data_file_options data_files;
+    write_scheduler_options writes;
     io::buffer_pool_options buffers;
     std::uint64_t journal_rotate_bytes = 64ULL * 1024 * 1024;  // snapshot + new journal past this size
     file_system* fs = nullptr;                 // null: posix_file_system(); a simulated one in tests
@@ -121,9 +122,12 @@ public:
     static base::result<std::unique_ptr<engine>> open(engine_options options);
     ~engine();
 
-    // Called once on each reactor thread before it serves: creates that core's buffer pool.
+    // Called once on each reactor thread before it serves: creates that core's buffer pool and write
+    // scheduler.
     void attach_core(unsigned core, io_uring* ring);
     io::buffer_pool& pool();
+    // This core's scheduler of data-file writes: give it to every object_writer on the core.
+    write_scheduler& writes();
     const drive_set& drives() const { return _drives; }
     const data_file_options& data_file_settings() const { return _options.data_files; }
     const recovery_stats& recovery() const { return _recovery; }

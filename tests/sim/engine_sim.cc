@@ -153,7 +153,7 @@ public:
 
 io::task<base::result<segment>> write_data(simulation& sim, const std::string& bytes) {
     engine& e = *sim.store;
-    object_writer writer(e.drives(), e.pool(), e.new_object_id(), e.data_file_settings());
+    object_writer writer(e.drives(), e.pool(), e.new_object_id(), e.data_file_settings(), &e.writes());
     base::result<segment> sealed = base::fail(errc::internal);
     bytes_source source(bytes, sim.rng());
     std::optional<std::uint64_t> expected;
