@@ -372,7 +372,8 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(unsigned 
         auto key_it = bucket_it->second.find(key);
         if (key_it != bucket_it->second.end()) existing = &key_it->second;
     }
-    outcome = check_conditions(existing, conditions);
+    outcome = journal_usable(*s.log);
+    if (outcome) outcome = check_conditions(existing, conditions);
     if (outcome) {
         std::string payload;
         encoder e(payload);
@@ -405,9 +406,6 @@ io::task<base::result<std::optional<object_record>>> engine::shard_remove(unsign
                                                                           write_conditions conditions) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
-    // Deleting a missing key succeeds without a journal record; with a broken journal a failed write
-    // of this key may still reappear at restart, so that success would be a lie.
-    if (s.log->broken()) co_return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
     std::string lock = lock_name(bucket, key);
     co_await lock_key(s.locks, lock);
     std::optional<object_record> removed;
@@ -418,7 +416,10 @@ io::task<base::result<std::optional<object_record>>> engine::shard_remove(unsign
         auto key_it = bucket_it->second.find(key);
         if (key_it != bucket_it->second.end()) existing = &key_it->second;
     }
-    outcome = check_conditions(existing, conditions);
+    // Deleting a missing key succeeds without a journal record; with a broken journal a failed write of
+    // this key may still reappear at restart, so that success would be a lie.
+    outcome = journal_usable(*s.log);
+    if (outcome) outcome = check_conditions(existing, conditions);
     if (outcome && existing) {
         std::string payload;
         encoder e(payload);
@@ -474,7 +475,9 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
     const object_record* existing = nullptr;
     if (auto b = s.index.find(bucket); b != s.index.end())
         if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
-    if (existing) {
+    if (auto usable = journal_usable(*s.log); !usable) {
+        outcome = usable.as_failure();
+    } else if (existing) {
         object_record changed = *existing;
         auto ok = check_conditions(existing, conditions);
         if (ok) ok = edit(changed);
@@ -628,6 +631,8 @@ io::task<base::result<bool>> engine::core_close_if_empty(std::string name) {
     unsigned core = io::reactor::current().core();
     for (auto& s : _shards) {
         if (owner_of(s->id) != core) continue;
+        // A broken shard may hold objects of this bucket that reappear at the next start.
+        FJORD_CO_TRY(journal_usable(*s->log));
         if (s->index.count(name) || s->commits_in_flight.count(name)) co_return false;
         for (const auto& [id, upload] : s->uploads)
             if (upload.bucket == name) co_return false;  // unfinished uploads hold data in the bucket
@@ -675,12 +680,16 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
     } else {
         bucket_info info = found->second;
         bool empty = true;
+        base::result<void> checked;
         for (unsigned c = 0; c < _options.cores; ++c) {
             auto call = [=, this] { return core_close_if_empty(name); };
             auto closed = co_await io::invoke_on(c, std::move(call));
+            if (!closed && checked) checked = closed.as_failure();
             if (!closed || !*closed) empty = false;
         }
-        if (empty) {
+        if (!checked) {
+            outcome = checked;
+        } else if (empty) {
             std::string payload;
             encoder e(payload);
             e.str(name);
@@ -690,7 +699,9 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
         } else {
             outcome = base::fail(base::errc::bucket_not_empty, "The bucket you tried to delete is not empty");
         }
-        bool present = !outcome;
+        // After a deletion whose outcome is unknown the bucket may or may not exist after a restart: it
+        // stays closed (no new objects) until then.
+        bool present = !outcome && commit_surely_failed(outcome.err());
         for (unsigned c = 0; c < _options.cores; ++c) {
             auto call = [=, this] { return core_set_bucket(info, present); };
             (void)co_await io::invoke_on(c, std::move(call));

@@ -81,6 +81,14 @@ inline void unlock_key(key_lock_table& table, const std::string& key) {
 }
 
 
+// A shard whose journal could not cut back a failed batch may see that batch's changes reappear at the next
+// start, so its in-memory state cannot vouch for any answer: every mutator checks this after taking its
+// key lock (a commit that failed while it waited may have broken the journal) and answers this error.
+inline base::result<void> journal_usable(const journal& log) {
+    if (log.broken()) return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
+    return {};
+}
+
 // The per-key lock's name for (bucket, key).
 std::string lock_name(const std::string& bucket, const std::string& key);
 // Checks If-None-Match: * / If-Match against the current record (nullptr: no such key).

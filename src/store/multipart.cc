@@ -132,6 +132,7 @@ io::task<base::result<std::optional<part_record>>> engine::shard_commit_part(uns
                                                                              std::string bucket, std::string key,
                                                                              part_record part) {
     shard& s = *_shards[shard_id];
+    FJORD_CO_TRY(journal_usable(*s.log));
     if (!find_upload(s.uploads, upload_id, bucket, key)) co_return no_such_upload();
     std::string payload;
     encoder e(payload);
@@ -179,7 +180,8 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned 
     if (auto b = s.index.find(bucket); b != s.index.end())
         if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
     base::result<object_record> built = base::fail(base::errc::internal);
-    if (!u) outcome = no_such_upload();
+    if (auto usable = journal_usable(*s.log); !usable) outcome = usable.as_failure();
+    else if (!u) outcome = no_such_upload();
     else if (auto ok = check_conditions(existing, conditions); !ok) outcome = ok.as_failure();
     else if (built = finalize(*u); !built) outcome = built.as_failure();
     else {
@@ -227,6 +229,7 @@ io::task<base::result<upload_record>> engine::abort_upload(std::string bucket, s
 io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_id, std::string bucket, std::string key,
                                                                  std::string upload_id) {
     shard& s = *_shards[shard_id];
+    FJORD_CO_TRY(journal_usable(*s.log));
     if (!find_upload(s.uploads, upload_id, bucket, key)) co_return no_such_upload();
     // Under the key lock, so an abort and a completion of the same upload never interleave.
     std::string lock = lock_name(bucket, key);
