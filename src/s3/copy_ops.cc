@@ -79,6 +79,8 @@ bool is_plain_md5(const std::string& etag) { return etag.size() == 32 && etag.fi
 
 io::task<base::result<received_body>> service::copy_data(const store::object_record& source, std::uint64_t first,
                                                          std::uint64_t length, checksum_algorithm alg) {
+    co_await _engine.copy_admission().acquire();
+    io::semaphore::permit admitted(_engine.copy_admission());
     store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings(),
                                  &_engine.writes());
     base::result<store::segment> sealed = base::fail(base::errc::internal);

@@ -97,11 +97,15 @@ void engine::attach_core(unsigned core, io_uring* ring) {
         if (owner_of(s->id) != core) continue;
         s->log->set_rotation(_options.journal_rotate_bytes, [this, sp = s.get()] { return rotate(*sp); });
     }
+    // A streaming copy holds at most pipeline_depth read and pipeline_depth write buffers.
+    std::size_t per_copy = 2 * std::max<std::size_t>(1, _options.data_files.pipeline_depth);
+    cs.copies = std::make_unique<io::semaphore>(std::max<std::size_t>(1, _options.buffers.buffer_count / (2 * per_copy)));
 }
 
 engine::core_state& engine::local() { return *_cores[io::reactor::current().core()]; }
 const engine::core_state& engine::local() const { return *_cores[io::reactor::current().core()]; }
 io::buffer_pool& engine::pool() { return *local().pool; }
+io::semaphore& engine::copy_admission() { return *local().copies; }
 write_scheduler& engine::writes() { return *local().writes; }
 
 unsigned engine::shard_of(const std::string& bucket, const std::string& key) const {

@@ -24,6 +24,7 @@
 
 #include "base/result.h"
 #include "io/buffer_pool.h"
+#include "io/semaphore.h"
 #include "io/task.h"
 #include "store/data_file.h"
 #include "store/drive.h"
@@ -128,6 +129,11 @@ public:
     io::buffer_pool& pool();
     // This core's scheduler of data-file writes: give it to every object_writer on the core.
     write_scheduler& writes();
+    // Server-side copies that stream data (read into some buffers, write from others) hold buffers while
+    // they wait for more, so enough of them at once could take a core's whole pool and wait on each other
+    // forever. Each must hold a unit of this (per core) while it streams: together they can take at most
+    // half the pool, and the other requests never wait for a buffer while holding one.
+    io::semaphore& copy_admission();
     const drive_set& drives() const { return _drives; }
     const data_file_options& data_file_settings() const { return _options.data_files; }
     const recovery_stats& recovery() const { return _recovery; }

@@ -458,3 +458,33 @@ def test_copy_shares_data_instead_of_rewriting_it(tmp_dir, rng):
         assert _data_inodes(server) == {}, "space is reclaimed once every name is gone"
     finally:
         server.stop()
+
+
+def test_concurrent_streaming_copies_cannot_take_the_whole_buffer_pool(tmp_dir, rng):
+    """UploadPartCopy reads the source into some pool buffers while it waits for others to write from, so
+    enough streaming copies at once could hold every buffer of a core and wait on each other; they are
+    admitted so that together they take at most half the pool. Eight concurrent 24 MiB part copies on one
+    core with a pool of 8 buffers must all complete, byte-exact. (The hang itself is timing-dependent and
+    did not show here without the admission either; this guards the admitted path.)"""
+    import concurrent.futures
+    server = FjordServer(tmp_dir / "pool", cores=1, extra_args=["--buffers", "8"])
+    server.start()
+    try:
+        s3 = make_client(server)
+        s3.create_bucket(Bucket="pool")
+        source = s3util.payload(rng, 24 * 1024 * 1024 + 7)
+        s3.put_object(Bucket="pool", Key="source", Body=source)
+        upload = s3.create_multipart_upload(Bucket="pool", Key="assembled")["UploadId"]
+
+        def copy_part(number):
+            client = make_client(server, read_timeout=30)
+            return client.upload_part_copy(Bucket="pool", Key="assembled", UploadId=upload, PartNumber=number,
+                                           CopySource={"Bucket": "pool", "Key": "source"})["CopyPartResult"]["ETag"]
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            etags = list(pool.map(copy_part, range(1, 9)))
+        s3.complete_multipart_upload(Bucket="pool", Key="assembled", UploadId=upload, MultipartUpload={
+            "Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, 1)]})
+        assert s3.get_object(Bucket="pool", Key="assembled")["Body"].read() == source * 8
+    finally:
+        server.stop()
