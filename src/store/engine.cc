@@ -792,12 +792,15 @@ io::task<void> engine::rotate(shard& s) {
     rc = dir_fd < 0 ? dir_fd : co_await fs.fsync(dir_fd, false);
     if (rc >= 0) rc = co_await fs.renameat(AT_FDCWD, tmp, AT_FDCWD, final_path);
     if (rc < 0) {
-        // No snapshot G+1 is visible: journal G stays in use and complete (an empty journal G+1 left
-        // behind is harmless: recovery replays it after G).
-        fail("rename snapshot", rc);
+        // No snapshot G+1 is visible: journal G stays in use and complete. Journal G+1 is removed too:
+        // if the failure was the directory fsync, its entry may never become durable, and a later
+        // attempt that found the name still there would write acknowledged records into a file a crash
+        // can take away (an empty G+1 surviving the removal is harmless: recovery replays it after G).
+        fail(dir_fd < 0 ? "open the metadata directory" : "fsync or rename in the metadata directory", rc);
         if (dir_fd >= 0) co_await fs.close(dir_fd);
         co_await fs.close(jfd);
         co_await fs.unlinkat(AT_FDCWD, tmp);
+        co_await fs.unlinkat(AT_FDCWD, new_journal);
         co_return;
     }
     // From here the switch must happen: once snapshot G+1 may be visible, recovery ignores journal G.

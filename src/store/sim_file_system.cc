@@ -254,11 +254,13 @@ int sim_file_system::do_fsync(int fd) {
         }
         return -EIO;
     }
+    // Only the changes still marked unsynced become durable: those a failed fsync lost stay lost, although
+    // reads see them (a later successful fsync does not bring them back, as on Linux).
     if (n.directory) {
-        n.durable_entries = n.entries;
+        for (const auto& c : n.unsynced_entries) node::apply_entry(n.durable_entries, c);
         n.unsynced_entries.clear();
     } else {
-        n.durable_bytes = n.bytes;
+        for (const auto& c : n.unsynced) apply(n.durable_bytes, c, c.bytes.size());
         n.unsynced.clear();
     }
     return 0;
