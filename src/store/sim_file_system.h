@@ -13,8 +13,9 @@
 //
 // Faults (set_faults): EIO from any operation, ENOSPC from creating, allocating and writing, short reads
 // and writes, a flipped bit in the bytes a read returns, and latency (an asynchronous operation first
-// yields to other coroutines, which reorders concurrent requests). A failed fsync loses a random part of
-// the file's unsynced changes and forgets the rest were dirty (what Linux does after a writeback error).
+// yields to other coroutines, which reorders concurrent requests). A failed fsync makes a random part of
+// the unsynced changes durable and loses the rest for good, although reads still see them; a later
+// successful fsync does not bring them back (what Linux does after a writeback error).
 // flip_bit_at_rest() damages stored bytes. power_off() makes every later operation fail with EIO and
 // change nothing, which is how a test stops a "process" at an exact point before crashing it.
 //
