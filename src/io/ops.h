@@ -116,6 +116,13 @@ inline auto cancel(completion* target) {
     return make_op([=](io_uring_sqe* s) { io_uring_prep_cancel(s, target, 0); });
 }
 
+// Lets the other ready coroutines of this core run first (no system call, no timer).
+struct yield_now {
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) const { reactor::current().schedule(h); }
+    void await_resume() const noexcept {}
+};
+
 // Sleeps for `ms` milliseconds (the result is -ETIME on expiry).
 class sleep_awaitable {
 public:

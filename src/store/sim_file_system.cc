@@ -31,12 +31,6 @@ void apply(std::string& bytes, const file_change& c, std::size_t keep) {
     if (bytes.size() < c.offset + keep) bytes.resize(c.offset + keep, '\0');
     std::memcpy(bytes.data() + c.offset, c.bytes.data(), keep);
 }
-
-struct yield_to_others {
-    bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) const { io::reactor::current().schedule(h); }
-    void await_resume() const noexcept {}
-};
 }  // namespace
 
 struct sim_file_system::node {
@@ -113,7 +107,7 @@ bool sim_file_system::inject(fault f) {
 io::task<void> sim_file_system::maybe_delay() {
     if (_faults.latency <= 0 || std::uniform_real_distribution<double>(0, 1)(_rng) >= _faults.latency) co_return;
     int times = 1 + static_cast<int>(_rng() % 3);
-    for (int i = 0; i < times; ++i) co_await yield_to_others{};
+    for (int i = 0; i < times; ++i) co_await io::yield_now{};
 }
 
 // ---- paths and descriptors ----

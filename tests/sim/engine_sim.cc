@@ -34,8 +34,10 @@
 #include <vector>
 
 #include "base/log.h"
+#include "io/ops.h"
 #include "io/reactor.h"
 #include "io/task.h"
+#include "io/wait_group.h"
 #include "store/data_file.h"
 #include "store/engine.h"
 #include "store/sim_file_system.h"
@@ -459,29 +461,6 @@ void damage_a_data_file(simulation& sim) {
 
 // ---- workers and lives ----
 
-struct latch {
-    std::size_t count;
-    std::coroutine_handle<> waiter;
-    void count_down() {
-        if (--count == 0 && waiter) io::reactor::current().schedule(std::exchange(waiter, nullptr));
-    }
-    auto wait() {
-        struct awaiter {
-            latch* l;
-            bool await_ready() const noexcept { return l->count == 0; }
-            void await_suspend(std::coroutine_handle<> h) noexcept { l->waiter = h; }
-            void await_resume() const noexcept {}
-        };
-        return awaiter{this};
-    }
-};
-
-struct yield_now {
-    bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) const { io::reactor::current().schedule(h); }
-    void await_resume() const noexcept {}
-};
-
 io::task<void> one_request(simulation& sim, std::string key) {
     key_state& k = sim.keys[key];
     k.busy = true;
@@ -501,19 +480,18 @@ io::task<void> one_request(simulation& sim, std::string key) {
     k.busy = false;
 }
 
-io::task<void> worker(simulation& sim, unsigned* budget, latch* done) {
+io::task<void> worker(simulation& sim, unsigned* budget) {
     while (*budget > 0 && !sim.failed_already() && sim.fs.powered()) {
         --*budget;
         std::vector<std::string> idle;
         for (auto& [key, k] : sim.keys)
             if (!k.busy) idle.push_back(key);
         if (idle.empty()) {
-            co_await yield_now{};
+            co_await io::yield_now{};
             continue;
         }
         co_await one_request(sim, idle[sim.draw(idle.size())]);
     }
-    done->count_down();
 }
 
 // After a restart: every key holds one of its possible values, readable and intact; leftover uploads are
@@ -601,9 +579,9 @@ io::task<void> live(simulation& sim, bool first) {
     sim.faults_on = faults.eio > 0;
     if (sim.chance(0.75)) sim.fs.power_off_after(1 + sim.draw(150 * sim.options.operations_per_life / 10));
     unsigned budget = sim.options.operations_per_life;
-    latch done{sim.options.workers, {}};
-    for (unsigned w = 0; w < sim.options.workers; ++w) io::spawn(worker(sim, &budget, &done));
-    co_await done.wait();
+    io::wait_group workers(sim.options.workers);
+    for (unsigned w = 0; w < sim.options.workers; ++w) co_await workers.spawn(worker(sim, &budget));
+    co_await workers.wait();
     sim.fs.set_faults(sim_faults{});
     sim.faults_on = false;
 }
@@ -644,13 +622,33 @@ std::unique_ptr<engine> recover(simulation& sim) {
     return std::move(*opened);
 }
 
-// Sums over all seeds, for the last line.
+// What a run did, for one seed or summed over all.
 struct totals {
-    std::uint64_t requests = 0, acknowledged = 0, reads = 0, recoveries = 0, fs_operations = 0, faults = 0,
-                  damaged = 0, torn = 0, dropped = 0;
+    std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads = 0, recoveries = 0, fs_operations = 0,
+                  faults = 0, damaged = 0, torn = 0, dropped = 0;
+    totals& operator+=(const totals& o) {
+        requests += o.requests, acknowledged += o.acknowledged, failed += o.failed, reads += o.reads;
+        recoveries += o.recoveries, fs_operations += o.fs_operations, faults += o.faults;
+        damaged += o.damaged, torn += o.torn, dropped += o.dropped;
+        return *this;
+    }
+    std::string describe() const {
+        char line[512];
+        std::snprintf(line, sizeof line,
+                      "%llu requests (%llu acknowledged, %llu failed), %llu reads checked, %llu recoveries, %llu "
+                      "file-system operations, %llu injected faults, %llu files damaged at rest, %llu torn writes, "
+                      "%llu unsynced changes lost",
+                      static_cast<unsigned long long>(requests), static_cast<unsigned long long>(acknowledged),
+                      static_cast<unsigned long long>(failed), static_cast<unsigned long long>(reads),
+                      static_cast<unsigned long long>(recoveries), static_cast<unsigned long long>(fs_operations),
+                      static_cast<unsigned long long>(faults), static_cast<unsigned long long>(damaged),
+                      static_cast<unsigned long long>(torn), static_cast<unsigned long long>(dropped));
+        return line;
+    }
 };
 
-std::string run_seed(std::uint64_t seed, const run_options& options, std::string* summary, totals* sum) {
+// Runs one seed; returns the first violation (empty if none).
+std::string run_seed(std::uint64_t seed, const run_options& options, totals* done) {
     simulation sim(seed, options);
     unsigned drives = 1 + static_cast<unsigned>(sim.draw(2));
     for (unsigned d = 0; d < drives; ++d) sim.drive_paths.push_back("/drive" + std::to_string(d));
@@ -683,27 +681,16 @@ std::string run_seed(std::uint64_t seed, const run_options& options, std::string
         sim.fs.crash_and_restart();
     }
     const sim_stats& st = sim.fs.stats();
-    sum->requests += sim.requests;
-    sum->acknowledged += sim.acknowledged;
-    sum->reads += sim.reads_checked;
-    sum->recoveries += sim.recoveries;
-    sum->fs_operations += st.operations;
-    sum->faults += st.injected_eio + st.injected_enospc + st.injected_short + st.injected_bit_flips;
-    sum->damaged += sim.damaged_files;
-    sum->torn += st.torn_writes;
-    sum->dropped += st.dropped_changes;
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "requests=%llu acked=%llu failed=%llu reads=%llu recoveries=%llu fs_ops=%llu eio=%llu "
-                  "enospc=%llu short=%llu flips=%llu damaged=%llu torn=%llu dropped=%llu",
-                  static_cast<unsigned long long>(sim.requests), static_cast<unsigned long long>(sim.acknowledged),
-                  static_cast<unsigned long long>(sim.failed), static_cast<unsigned long long>(sim.reads_checked),
-                  static_cast<unsigned long long>(sim.recoveries), static_cast<unsigned long long>(st.operations),
-                  static_cast<unsigned long long>(st.injected_eio), static_cast<unsigned long long>(st.injected_enospc),
-                  static_cast<unsigned long long>(st.injected_short),
-                  static_cast<unsigned long long>(st.injected_bit_flips), static_cast<unsigned long long>(sim.damaged_files),
-                  static_cast<unsigned long long>(st.torn_writes), static_cast<unsigned long long>(st.dropped_changes));
-    *summary = line;
+    done->requests = sim.requests;
+    done->acknowledged = sim.acknowledged;
+    done->failed = sim.failed;
+    done->reads = sim.reads_checked;
+    done->recoveries = sim.recoveries;
+    done->fs_operations = st.operations;
+    done->faults = st.injected_eio + st.injected_enospc + st.injected_short + st.injected_bit_flips;
+    done->damaged = sim.damaged_files;
+    done->torn = st.torn_writes;
+    done->dropped = st.dropped_changes;
     return sim.failure;
 }
 
@@ -751,8 +738,10 @@ int main(int argc, char** argv) {
     for (std::uint64_t seed = options.first_seed; seed < options.first_seed + options.seeds; ++seed) {
         g_current_seed = seed;
         ::alarm(120);
-        std::string summary;
-        std::string failure = run_seed(seed, options, &summary, &sum);
+        totals done;
+        std::string failure = run_seed(seed, options, &done);
+        sum += done;
+        std::string summary = done.describe();
         ::alarm(0);
         if (!failure.empty()) {
             ++failures;
@@ -767,13 +756,6 @@ int main(int argc, char** argv) {
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::printf("engine_sim: %llu seeds from %llu, %llu failed, %.1f s\n", static_cast<unsigned long long>(options.seeds),
                 static_cast<unsigned long long>(options.first_seed), static_cast<unsigned long long>(failures), seconds);
-    std::printf("  in all: %llu requests (%llu acknowledged), %llu reads checked, %llu recoveries, %llu file-system "
-                "operations, %llu injected faults, %llu files damaged at rest, %llu torn writes, %llu unsynced "
-                "changes lost\n",
-                static_cast<unsigned long long>(sum.requests), static_cast<unsigned long long>(sum.acknowledged),
-                static_cast<unsigned long long>(sum.reads), static_cast<unsigned long long>(sum.recoveries),
-                static_cast<unsigned long long>(sum.fs_operations), static_cast<unsigned long long>(sum.faults),
-                static_cast<unsigned long long>(sum.damaged), static_cast<unsigned long long>(sum.torn),
-                static_cast<unsigned long long>(sum.dropped));
+    std::printf("  in all: %s\n", sum.describe().c_str());
     return failures ? 1 : 0;
 }
