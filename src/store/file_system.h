@@ -26,6 +26,12 @@
 
 namespace fjord::store {
 
+struct file_stat {
+    std::uint64_t inode = 0;
+    std::uint32_t links = 0;
+    std::uint64_t size_bytes = 0;
+};
+
 class file_system {
 public:
     virtual ~file_system() = default;
@@ -43,6 +49,8 @@ public:
     virtual io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
     // A second name for an existing file (a hard link): server-side copies share data this way.
     virtual io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
+    // Identity and link count of a named file (spare data files are reused only when nothing else names them).
+    virtual io::task<int> stat(int dir_fd, std::string name, file_stat& out) = 0;
     // Pipelined variants: start the operation now, the caller awaits `op` later. `op` and the buffer must
     // stay alive and in place until then.
     virtual void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset,

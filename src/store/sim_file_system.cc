@@ -43,6 +43,7 @@ struct sim_file_system::node {
     using entry_map = std::map<std::string, std::shared_ptr<node>>;
 
     bool directory = false;
+    std::uint64_t inode = 0;
     bool damaged = false;  // a bit was flipped at rest
     std::string bytes;
     std::string durable_bytes;
@@ -164,6 +165,7 @@ int sim_file_system::do_open(const std::string& path, int flags) {
             if (!(flags & O_CREAT)) return -ENOENT;
             if (inject(fault::enospc)) return -ENOSPC;
             target = std::make_shared<node>();
+            target->inode = _next_inode++;
             parent->entries[name] = target;
             parent->unsynced_entries.push_back({entry_change::kind::link, name, {}, target});
         }
@@ -276,16 +278,36 @@ int sim_file_system::do_rename(const std::string& from, const std::string& to) {
     auto [parent, name] = parent_of(from);
     auto [to_parent, to_name] = parent_of(to);
     if (!parent || !to_parent) return -ENOENT;
-    if (parent != to_parent) return -EXDEV;  // the engine renames within one directory only
     auto it = parent->entries.find(name);
     if (it == parent->entries.end()) return -ENOENT;
     if (inject(fault::eio)) return -EIO;
     std::shared_ptr<node> target = it->second;
     parent->entries.erase(it);
-    parent->entries[to_name] = target;
-    parent->unsynced_entries.push_back({entry_change::kind::rename, name, to_name, target});
+    if (parent == to_parent) {
+        parent->entries[to_name] = target;
+        parent->unsynced_entries.push_back({entry_change::kind::rename, name, to_name, target});
+        return 0;
+    }
+    // Across directories each side is a change of its own directory, made durable by that directory's fsync;
+    // a crash may keep either, both or neither (weaker than a journaling file system, which keeps both or
+    // neither: the engine must cope with both names or none).
+    auto& replaced = to_parent->entries[to_name];
+    replaced = target;
+    to_parent->unsynced_entries.push_back({entry_change::kind::link, to_name, {}, target});
+    parent->unsynced_entries.push_back({entry_change::kind::unlink, name, {}, target});
     return 0;
 }
+
+namespace {
+std::uint32_t count_links(const sim_file_system::node& dir, const sim_file_system::node* target) {
+    std::uint32_t n = 0;
+    for (const auto& [name, child] : dir.entries) {
+        if (child.get() == target) ++n;
+        if (child->directory) n += count_links(*child, target);
+    }
+    return n;
+}
+}  // namespace
 
 // ---- asynchronous operations ----
 
@@ -369,6 +391,20 @@ io::task<int> sim_file_system::linkat(int old_dir_fd, std::string old_name, int 
     co_return 0;
 }
 
+io::task<int> sim_file_system::stat(int dir_fd, std::string name, file_stat& out) {
+    co_await maybe_delay();
+    if (!begin()) co_return -EIO;
+    std::string path = resolve(dir_fd, name);
+    if (path.empty()) co_return -EBADF;
+    std::shared_ptr<node> target = lookup(path);
+    if (!target) co_return -ENOENT;
+    if (inject(fault::eio)) co_return -EIO;
+    out.inode = target->inode;
+    out.links = target->directory ? 2 : count_links(*_root, target.get());
+    out.size_bytes = target->bytes.size();
+    co_return 0;
+}
+
 void sim_file_system::start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset, int) {
     op.complete_now(begin() ? static_cast<std::int32_t>(do_read(fd, buf, len, offset, true)) : -EIO);
 }
@@ -431,6 +467,7 @@ int sim_file_system::mkdir_blocking(const std::string& path) {
     if (parent->entries.count(name)) return -EEXIST;
     if (inject(fault::eio)) return -EIO;
     auto dir = std::make_shared<node>();
+    dir->inode = _next_inode++;
     dir->directory = true;
     parent->entries[name] = dir;
     parent->unsynced_entries.push_back({entry_change::kind::link, name, {}, dir});

@@ -86,6 +86,7 @@ public:
     io::task<int> unlinkat(int dir_fd, std::string name) override;
     io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
     io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
+    io::task<int> stat(int dir_fd, std::string name, file_stat& out) override;
     void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index) override;
     void start_write(io::async_op& op, int fd, const void* buf, unsigned len, std::uint64_t offset,
                      int buf_index) override;
@@ -139,6 +140,7 @@ private:
     std::shared_ptr<node> _root;
     std::map<int, open_file> _fds;
     int _next_fd = 1000;
+    std::uint64_t _next_inode = 1;
     bool _powered = true;
     std::optional<std::uint64_t> _power_off_at;
 };
