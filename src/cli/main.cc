@@ -61,6 +61,8 @@ void print_usage() {
         "  --disk-writes-in-flight N   data writes in flight per drive, all cores together; each core\n"
         "                        gets an equal share, at least one (default 8)\n"
         "  --disk-write-kib N    largest single data write, a multiple of 4 (default 256)\n"
+        "  --spare-data-mib N    freed data files of 1 MiB or more kept per drive for reuse by later writes,\n"
+        "                        all cores together (default 1024, 0: remove them at once)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
@@ -136,6 +138,7 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--multipart-expiry-interval-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--io-depth") { if (!need(parse_number(value, n) && n >= 1 && n <= 64)) return 2; cfg.engine.data_files.pipeline_depth = n; ++i; }
         else if (arg == "--disk-writes-in-flight") { if (!need(parse_number(value, n) && n >= 1 && n <= 1024)) return 2; cfg.engine.writes.writes_in_flight_per_drive = n; ++i; }
+        else if (arg == "--spare-data-mib") { if (!need(parse_number(value, n) && n <= 1024 * 1024)) return 2; cfg.engine.spares.bytes_per_drive = n * 1024 * 1024; ++i; }
         else if (arg == "--disk-write-kib") {
             if (!need(parse_number(value, n) && n >= 4 && n <= 8192 && n % 4 == 0)) return 2;
             cfg.engine.writes.write_bytes = n * 1024;

@@ -82,7 +82,7 @@ io::task<base::result<received_body>> service::copy_data(const store::object_rec
     co_await _engine.copy_admission().acquire();
     io::semaphore::permit admitted(_engine.copy_admission());
     store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings(),
-                                 &_engine.writes());
+                                 &_engine.writes(), &_engine.spares());
     base::result<store::segment> sealed = base::fail(base::errc::internal);
     copy_sink sink(writer, alg);
     if (auto opened = co_await writer.open(length); !opened) {

@@ -228,7 +228,7 @@ io::task<base::result<received_body>> service::receive_body(context& c, std::uin
 
     payload_source source(c.ex.body(), c.auth, po);
     store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings(),
-                                 &_engine.writes());
+                                 &_engine.writes(), &_engine.spares());
     base::result<store::segment> sealed = base::fail(base::errc::internal);
     if (auto opened = co_await writer.open(size); !opened) {
         sealed = opened.as_failure();

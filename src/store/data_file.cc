@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "base/checksum.h"
 #include "base/log.h"
@@ -49,12 +50,12 @@ std::uint64_t footer_bytes(std::uint64_t size_bytes, std::uint32_t block_bytes) 
 // ---- writer ----
 
 object_writer::object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options,
-                             write_scheduler* scheduler)
+                             write_scheduler* scheduler, spare_files* spares)
     : _drives(drives), _pool(pool), _id(id), _options(options),
       _own_scheduler(scheduler ? nullptr
                                : std::make_unique<write_scheduler>(drives.fs(), drives.size(), options.pipeline_depth,
                                                                    pool.buffer_bytes())),
-      _scheduler(scheduler ? scheduler : _own_scheduler.get()), _drive(drives.place(id)),
+      _scheduler(scheduler ? scheduler : _own_scheduler.get()), _spares(spares), _drive(drives.place(id)),
       _name(drive_set::file_name(id)) {
     FJORD_ASSERT(pool.buffer_bytes() % options.block_bytes == 0);
     FJORD_ASSERT(options.block_bytes % align == 0);
@@ -64,17 +65,36 @@ object_writer::~object_writer() { FJORD_ASSERT(_fd < 0, "object_writer destroyed
 
 io::task<base::result<void>> object_writer::open(std::optional<std::uint64_t> expected_size_bytes) {
     int dir = _drives.dir_fd_for(_drive, _id);
-    int fd = co_await _drives.fs().openat(dir, _name, O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0644);
-    if (fd < 0) co_return errno_failure(-fd, "create data file " + _name);
+    file_system& fs = _drives.fs();
+    std::uint64_t total = 0;
+    if (expected_size_bytes && *expected_size_bytes > 0)
+        total = base::align_up(*expected_size_bytes, align) + footer_bytes(*expected_size_bytes, _options.block_bytes);
+    if (_spares && total > 0 && co_await _spares->take(_drive, total, dir, _name)) {
+        int fd = co_await fs.openat(dir, _name, O_WRONLY | O_DIRECT);
+        if (fd >= 0) {
+            _fd = fd;
+            _created = true;
+            _reused = true;
+            co_return base::result<void>{};
+        }
+        co_await fs.unlinkat(dir, _name);  // a fresh file instead
+    }
+    int fd = co_await fs.openat(dir, _name, O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0644);
+    if (fd < 0) co_return failed(-fd, "create data file " + _name);
     _fd = fd;
     _created = true;
-    if (expected_size_bytes && *expected_size_bytes > 0) {
-        std::uint64_t total = base::align_up(*expected_size_bytes, align) +
-                              footer_bytes(*expected_size_bytes, _options.block_bytes);
-        int rc = co_await _drives.fs().allocate(_fd, total);
-        if (rc < 0 && rc != -EOPNOTSUPP) co_return errno_failure(-rc, "preallocate data file");
+    if (total > 0) {
+        int rc = co_await fs.allocate(_fd, total);
+        // Space kept in spares is given back before the drive counts as full.
+        if (rc == -ENOSPC && _spares && co_await _spares->release(_drive)) rc = co_await fs.allocate(_fd, total);
+        if (rc < 0 && rc != -EOPNOTSUPP) co_return failed(-rc, "preallocate data file");
     }
     co_return base::result<void>{};
+}
+
+base::failure object_writer::failed(int err, const std::string& what) {
+    if (err == ENOSPC || err == EDQUOT) _out_of_space = true;
+    return errno_failure(err, what);
 }
 
 io::task<base::result<void>> object_writer::drain(std::vector<slot>& slots) {
@@ -82,7 +102,7 @@ io::task<base::result<void>> object_writer::drain(std::vector<slot>& slots) {
     for (auto& s : slots) {
         if (!s.op.in_flight()) continue;
         int rc = co_await s.op;
-        if (rc < 0 && outcome) outcome = errno_failure(-rc, "write data file");
+        if (rc < 0 && outcome) outcome = failed(-rc, "write data file");
         else if (rc >= 0 && static_cast<unsigned>(rc) != s.length && outcome)
             outcome = base::fail(base::errc::io_error, "short write to data file");
     }
@@ -105,7 +125,7 @@ io::task<base::result<object_writer::slot*>> object_writer::next_slot(std::vecto
     slot* s = &slots[submitted.front()];
     submitted.pop_front();
     int rc = co_await s->op;
-    if (rc < 0) co_return errno_failure(-rc, "write data file");
+    if (rc < 0) co_return failed(-rc, "write data file");
     if (static_cast<unsigned>(rc) != s->length) co_return base::fail(base::errc::io_error, "short write to data file");
     co_return s;
 }
@@ -220,10 +240,10 @@ io::task<base::result<segment>> object_writer::seal() {
     int rc = co_await _drives.fs().write(_fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset,
                                          buf.registered_index());
     buf.reset();
-    if (rc < 0) co_return errno_failure(-rc, "write data file footer");
+    if (rc < 0) co_return failed(-rc, "write data file footer");
     if (static_cast<std::uint64_t>(rc) != footer_len) co_return base::fail(base::errc::io_error, "short footer write");
     rc = co_await _drives.fs().fsync(_fd, true);
-    if (rc < 0) co_return errno_failure(-rc, "fdatasync data file");
+    if (rc < 0) co_return failed(-rc, "fdatasync data file");
     co_await _drives.fs().close(_fd);
     _fd = -1;
     segment seg;
@@ -244,6 +264,8 @@ io::task<void> object_writer::discard() {
         co_await _drives.fs().unlinkat(_drives.dir_fd_for(_drive, _id), _name);
         _created = false;
     }
+    // The drive filled up while writing: the space spares hold is given back, so that a retry can succeed.
+    if (_out_of_space && _spares) co_await _spares->release(_drive);
 }
 
 // ---- reader ----
@@ -263,16 +285,57 @@ struct open_segment {
     int fd = -1;
     std::string name;
     std::vector<std::uint32_t> table;
+    std::uint32_t drive = 0;
+    std::optional<std::uint64_t> pinned_inode;  // see open_reads
+
+    open_segment() = default;
+    // A moved-from segment owns neither the descriptor nor the pin.
+    open_segment(open_segment&& o) noexcept
+        : fd(std::exchange(o.fd, -1)), name(std::move(o.name)), table(std::move(o.table)), drive(o.drive),
+          pinned_inode(std::exchange(o.pinned_inode, std::nullopt)) {}
+    open_segment& operator=(open_segment&& o) noexcept {
+        FJORD_ASSERT(fd < 0 && !pinned_inode, "open_segment overwritten while open");
+        fd = std::exchange(o.fd, -1);
+        name = std::move(o.name);
+        table = std::move(o.table);
+        drive = o.drive;
+        pinned_inode = std::exchange(o.pinned_inode, std::nullopt);
+        return *this;
+    }
 };
+
+// Closes the file and unpins it.
+io::task<void> close_segment(const drive_set& drives, open_segment& file) {
+    if (file.fd >= 0) co_await drives.fs().close(file.fd);
+    file.fd = -1;
+    if (file.pinned_inode) drives.reads().unpin(file.drive, *file.pinned_inode);
+    file.pinned_inode.reset();
+}
 
 io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io::buffer_pool& pool,
                                                     const segment& seg) {
     open_segment out;
     out.name = drives.at(seg.drive).path + "/objects/" + drive_set::file_name(seg.id);
+    out.drive = seg.drive;
     file_system& fs = drives.fs();
-    int fd = co_await fs.openat(drives.dir_fd_for(seg.drive, seg.id), drive_set::file_name(seg.id), O_RDONLY | O_DIRECT);
-    if (fd == -ENOENT) co_return base::fail(base::errc::not_found, "data file gone: " + out.name);
-    if (fd < 0) co_return errno_failure(-fd, "open " + out.name);
+    const int dir_fd = drives.dir_fd_for(seg.drive, seg.id);
+    if (seg.size_bytes >= drives.spare_min_segment_bytes()) {
+        // Its file may become a spare and be overwritten once its name is gone: pin it before opening it.
+        file_stat st;
+        int rc = co_await fs.stat(dir_fd, drive_set::file_name(seg.id), st);
+        if (rc == -ENOENT) co_return base::fail(base::errc::not_found, "data file gone: " + out.name);
+        if (rc < 0) co_return errno_failure(-rc, "stat " + out.name);
+        drives.reads().pin(seg.drive, st.inode);
+        out.pinned_inode = st.inode;
+    }
+    int fd = co_await fs.openat(dir_fd, drive_set::file_name(seg.id), O_RDONLY | O_DIRECT);
+    base::result<open_segment> failure_result = base::fail(base::errc::internal);
+    if (fd == -ENOENT) failure_result = base::fail(base::errc::not_found, "data file gone: " + out.name);
+    else if (fd < 0) failure_result = errno_failure(-fd, "open " + out.name);
+    if (fd < 0) {
+        co_await close_segment(drives, out);
+        co_return failure_result;
+    }
     out.fd = fd;
     std::uint64_t footer_len = footer_bytes(seg.size_bytes, seg.block_bytes);
     std::uint64_t footer_offset = base::align_up(seg.size_bytes, align);
@@ -282,7 +345,6 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
         LOG_ERROR("data file %s: %s", out.name.c_str(), why);
         return base::fail(base::errc::data_corrupted, std::string("stored data failed verification: ") + why);
     };
-    base::result<open_segment> failure_result = base::fail(base::errc::internal);
     if (rc < 0) failure_result = errno_failure(-rc, "read footer of " + out.name);
     else if (static_cast<std::uint64_t>(rc) != footer_len) failure_result = corrupt("footer truncated");
     else {
@@ -306,7 +368,7 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
             else co_return out;
         }
     }
-    co_await fs.close(fd);
+    co_await close_segment(drives, out);
     co_return failure_result;
 }
 
@@ -325,9 +387,10 @@ base::result<void> verify_chunk(const read_slot& s, const segment& seg, const op
     return {};
 }
 
-io::task<base::result<void>> read_segment(file_system& fs, io::buffer_pool& pool, const segment& seg, open_segment file,
-                                          std::uint64_t begin, std::uint64_t end, byte_sink& sink,
+io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_pool& pool, const segment& seg,
+                                          open_segment file, std::uint64_t begin, std::uint64_t end, byte_sink& sink,
                                           const data_file_options& options) {
+    file_system& fs = drives.fs();
     const std::uint64_t chunk = pool.buffer_bytes();
     std::vector<read_slot> slots(options.pipeline_depth);
     std::deque<std::size_t> order;
@@ -379,7 +442,7 @@ io::task<base::result<void>> read_segment(file_system& fs, io::buffer_pool& pool
     }
     for (auto& s : slots)
         if (s.op.in_flight()) co_await s.op;
-    co_await fs.close(file.fd);
+    co_await close_segment(drives, file);
     co_return status;
 }
 
@@ -427,10 +490,11 @@ io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_poo
         }
         open_segment file = std::move(*pieces[i].file);
         pieces[i].file.reset();
-        status = co_await read_segment(drives.fs(), pool, *pieces[i].seg, std::move(file), pieces[i].begin, pieces[i].end, sink, options);
+        status = co_await read_segment(drives, pool, *pieces[i].seg, std::move(file), pieces[i].begin, pieces[i].end,
+                                       sink, options);
     }
     for (auto& p : pieces)  // files opened ahead but not read (an earlier piece failed)
-        if (p.file) co_await drives.fs().close(p.file->fd);
+        if (p.file) co_await close_segment(drives, *p.file);
     co_return status;
 }
 

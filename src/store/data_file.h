@@ -25,6 +25,7 @@
 #include "io/task.h"
 #include "store/drive.h"
 #include "store/object.h"
+#include "store/spare_files.h"
 #include "store/write_scheduler.h"
 
 namespace fjord::store {
@@ -53,15 +54,17 @@ constexpr std::uint64_t max_data_file_bytes = 5ULL * 1024 * 1024 * 1024;  // one
 class object_writer {
 public:
     // Data writes go through `scheduler` (the core's, shared by every request on it); without one the
-    // writer has its own, which bounds only this writer's writes (pipeline_depth whole buffers).
+    // writer has its own, which bounds only this writer's writes (pipeline_depth whole buffers). With
+    // `spares` (the core's), a write of known size reuses a spare data file when one fits.
     object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options = {},
-                  write_scheduler* scheduler = nullptr);
+                  write_scheduler* scheduler = nullptr, spare_files* spares = nullptr);
     ~object_writer();
     object_writer(const object_writer&) = delete;
     object_writer& operator=(const object_writer&) = delete;
 
-    // Creates the file; with a known size it is preallocated, so a full disk fails here, before any byte
-    // of the body is accepted.
+    // Creates the file, or with a known size takes a spare that fits; with a known size it is preallocated,
+    // so a full disk fails here, before any byte of the body is accepted (after the drive's spares were
+    // freed).
     io::task<base::result<void>> open(std::optional<std::uint64_t> expected_size_bytes);
     // Streams `source` to the file until it ends. Fails with entity_too_large past max_size_bytes.
     io::task<base::result<std::uint64_t>> write_from(byte_source& source, std::uint64_t max_size_bytes);
@@ -78,6 +81,7 @@ public:
     std::uint64_t size_bytes() const { return _size_bytes; }
     std::uint32_t drive_index() const { return _drive; }
     const object_id& id() const { return _id; }
+    bool reused_spare() const { return _reused; }
 
 private:
     struct slot {
@@ -85,6 +89,8 @@ private:
         scheduled_write op;
         unsigned length = 0;
     };
+    // A failed file operation's error; remembers a full drive (discard() then frees the spares).
+    base::failure failed(int err, const std::string& what);
     io::task<base::result<void>> drain(std::vector<slot>& slots);
     // A slot whose buffer is free to fill: an idle one, a new buffer, or the oldest write awaited.
     io::task<base::result<slot*>> next_slot(std::vector<slot>& slots, std::deque<std::size_t>& submitted);
@@ -99,9 +105,12 @@ private:
     data_file_options _options;
     std::unique_ptr<write_scheduler> _own_scheduler;
     write_scheduler* _scheduler;
+    spare_files* _spares;
     std::uint32_t _drive;
     int _fd = -1;
     bool _created = false;
+    bool _reused = false;  // a spare file: overwritten in place
+    bool _out_of_space = false;
     std::uint64_t _size_bytes = 0;
     std::vector<std::uint32_t> _block_crcs;
     std::string _name;

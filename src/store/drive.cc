@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/log.h"
+
 namespace fjord::store {
 
 namespace {
@@ -50,6 +52,7 @@ base::result<void> check_identity(file_system& fs, const std::string& dir, std::
 // in a crash is not durable, whatever was fsynced inside it.
 base::result<void> open_layout(file_system& fs, drive& d, bool metadata) {
     FJORD_TRY(make_dir(fs, d.path + "/objects"));
+    FJORD_TRY(make_dir(fs, d.path + "/spare"));
     if (metadata) FJORD_TRY(make_dir(fs, d.path + "/meta"));
     d.root_fd = fs.open_blocking(d.path, O_RDONLY | O_DIRECTORY);
     if (d.root_fd < 0) return io_failure("open " + d.path, d.root_fd);
@@ -61,7 +64,19 @@ base::result<void> open_layout(file_system& fs, drive& d, bool metadata) {
         d.object_dir_fds[b] = fs.open_blocking(sub, O_RDONLY | O_DIRECTORY);
         if (d.object_dir_fds[b] < 0) return io_failure("open " + sub, d.object_dir_fds[b]);
     }
-    for (const std::string& dir : {d.path + "/objects", d.path})
+    // Spare files do not outlive a restart: after a crash one may still have its old name too (a rename
+    // across directories that was half durable), so reusing it could overwrite an object's data. Removing
+    // this name never does: another name keeps the data.
+    std::string spare = d.path + "/spare";
+    auto spares = fs.list_blocking(spare);
+    if (!spares) return spares.as_failure();
+    for (const std::string& name : *spares)
+        if (int rc = fs.unlink_blocking(spare + "/" + name); rc < 0 && rc != -ENOENT)
+            LOG_WARN("cannot remove spare data file %s/%s: %s (tried again at the next start)", spare.c_str(),
+                     name.c_str(), strerror(-rc));
+    d.spare_fd = fs.open_blocking(spare, O_RDONLY | O_DIRECTORY);
+    if (d.spare_fd < 0) return io_failure("open " + spare, d.spare_fd);
+    for (const std::string& dir : {spare, d.path + "/objects", d.path})
         if (int rc = fs.fsync_path_blocking(dir); rc < 0) return io_failure("fsync " + dir, rc);
     return {};
 }
@@ -103,7 +118,9 @@ base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, f
     return set;
 }
 
-drive_set::drive_set(drive_set&& other) noexcept : _drives(std::move(other._drives)), _fs(other._fs) {
+drive_set::drive_set(drive_set&& other) noexcept
+    : _drives(std::move(other._drives)), _fs(other._fs), _reads(std::move(other._reads)),
+      _spare_min_segment_bytes(other._spare_min_segment_bytes) {
     other._drives.clear();
 }
 
@@ -120,9 +137,27 @@ drive_set::~drive_set() {
         for (int fd : d.object_dir_fds)
             if (fd >= 0) _fs->close_blocking(fd);
         if (d.root_fd >= 0) _fs->close_blocking(d.root_fd);
+        if (d.spare_fd >= 0) _fs->close_blocking(d.spare_fd);
         if (d.lock_fd >= 0) _fs->close_blocking(d.lock_fd);
     }
     _drives.clear();
+}
+
+void open_reads::pin(std::uint32_t drive, std::uint64_t inode) {
+    std::lock_guard lock(_mutex);
+    ++_pins[key(drive, inode)];
+}
+
+void open_reads::unpin(std::uint32_t drive, std::uint64_t inode) {
+    std::lock_guard lock(_mutex);
+    auto it = _pins.find(key(drive, inode));
+    FJORD_ASSERT(it != _pins.end());
+    if (--it->second == 0) _pins.erase(it);
+}
+
+bool open_reads::pinned(std::uint32_t drive, std::uint64_t inode) const {
+    std::lock_guard lock(_mutex);
+    return _pins.count(key(drive, inode)) > 0;
 }
 
 std::uint32_t drive_set::place(const object_id& id) const {

@@ -3,13 +3,18 @@
 // A drive is one data directory given with --data. Layout:
 //   DIR/FJORD_DRIVE          identity: format version, this drive's index, drive count
 //   DIR/objects/00 .. ff/    data files, named by object id (hex), fanned out by the id's low byte
+//   DIR/spare/               data files no object refers to, kept for reuse by later writes (spare_files.h);
+//                            emptied at every start
 //   DIR/meta/                metadata journals and snapshots (drive 0 only)
 // Directory file descriptors are opened once at start so the data path never resolves long paths.
 // The drive set is created before the reactors start and is read-only afterwards, so every core may use it.
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
@@ -22,7 +27,28 @@ struct drive {
     std::string path;
     int root_fd = -1;
     int lock_fd = -1;  // DIR/LOCK, flock()ed for the process lifetime: one process per data directory
+    int spare_fd = -1;  // DIR/spare
     std::array<int, 256> object_dir_fds{};
+};
+
+// The data files open for reading, by (drive, inode), all cores together. A reader pins a file before it
+// opens it and unpins it after closing it; a spare data file (spare_files.h) is reused only if nobody has
+// it pinned, since a reused file is overwritten in place while an open descriptor would still read it.
+// Protocol (why it is race-free): the reader looks up the inode by name, pins it, then opens by name; the
+// reclaimer first renames the file's last name away, then checks the pins. Either the pin comes first and
+// the reclaimer sees it, or the reader's open comes after the rename and fails with ENOENT.
+class open_reads {
+public:
+    void pin(std::uint32_t drive, std::uint64_t inode);
+    void unpin(std::uint32_t drive, std::uint64_t inode);
+    bool pinned(std::uint32_t drive, std::uint64_t inode) const;
+
+private:
+    static std::uint64_t key(std::uint32_t drive, std::uint64_t inode) {
+        return inode * 64 + drive;  // at most 64 drives; wrapping inode numbers only cost a false "pinned"
+    }
+    mutable std::mutex _mutex;
+    std::unordered_map<std::uint64_t, std::uint32_t> _pins;
 };
 
 class drive_set {
@@ -49,10 +75,17 @@ public:
     std::string meta_path() const { return _drives.at(0).path + "/meta"; }
     // File name of an object's data file inside its fan-out directory.
     static std::string file_name(const object_id& id) { return id.hex(); }
+    open_reads& reads() const { return *_reads; }
+    // Segments at least this large may have their data files reused as spares once freed, so readers pin
+    // them (open_reads). Set once by the engine before any I/O.
+    std::uint64_t spare_min_segment_bytes() const { return _spare_min_segment_bytes; }
+    void set_spare_min_segment_bytes(std::uint64_t bytes) { _spare_min_segment_bytes = bytes; }
 
 private:
     std::vector<drive> _drives;
     file_system* _fs = &posix_file_system();
+    std::unique_ptr<open_reads> _reads = std::make_unique<open_reads>();
+    std::uint64_t _spare_min_segment_bytes = 1024ULL * 1024;
 };
 
 }  // namespace fjord::store

@@ -66,7 +66,10 @@ base::result<void> check_conditions(const object_record* existing, const write_c
     return {};
 }
 
-engine::engine(engine_options options, drive_set drives) : _options(std::move(options)), _drives(std::move(drives)) {}
+engine::engine(engine_options options, drive_set drives) : _options(std::move(options)), _drives(std::move(drives)) {
+    _drives.set_spare_min_segment_bytes(_options.spares.min_segment_bytes);
+    _spares = std::make_unique<spare_files>(_drives, _options.spares);
+}
 
 engine::~engine() = default;
 
@@ -107,6 +110,7 @@ const engine::core_state& engine::local() const { return *_cores[io::reactor::cu
 io::buffer_pool& engine::pool() { return *local().pool; }
 io::semaphore& engine::copy_admission() { return *local().copies; }
 write_scheduler& engine::writes() { return *local().writes; }
+spare_files& engine::spares() { return *_spares; }
 
 unsigned engine::shard_of(const std::string& bucket, const std::string& key) const {
     std::uint32_t h = base::crc32c(base::as_bytes(bucket.data(), bucket.size()));
@@ -506,13 +510,7 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
 }
 
 io::task<void> engine::reclaim(object_record record) {
-    for (const auto& seg : record.segments) {
-        std::string name = drive_set::file_name(seg.id);
-        int rc = co_await _drives.fs().unlinkat(_drives.dir_fd_for(seg.drive, seg.id), name);
-        if (rc < 0 && rc != -ENOENT)
-            LOG_WARN("cannot remove data file %s: %s (it will be removed at the next start)", name.c_str(),
-                     strerror(-rc));
-    }
+    for (const auto& seg : record.segments) co_await _spares->give(seg);
 }
 
 io::task<base::result<std::vector<segment>>> engine::share_segments(std::vector<segment> source) {

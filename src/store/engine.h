@@ -38,6 +38,7 @@ struct engine_options {
     unsigned cores = 1;
     data_file_options data_files;
     write_scheduler_options writes;
+    spare_file_options spares;
     io::buffer_pool_options buffers;
     std::uint64_t journal_rotate_bytes = 64ULL * 1024 * 1024;  // snapshot + new journal past this size
     file_system* fs = nullptr;                 // null: posix_file_system(); a simulated one in tests
@@ -129,6 +130,9 @@ public:
     io::buffer_pool& pool();
     // This core's scheduler of data-file writes: give it to every object_writer on the core.
     write_scheduler& writes();
+    // The spare data files (reclaimed files kept for reuse; shared by every core): give them to every
+    // object_writer too.
+    spare_files& spares();
     // Server-side copies that stream data (read into some buffers, write from others) hold buffers while
     // they wait for more, so enough of them at once could take a core's whole pool and wait on each other
     // forever. Each must hold a unit of this (per core) while it streams: together they can take at most
@@ -159,7 +163,8 @@ public:
     io::task<base::result<std::optional<object_record>>> remove(std::string bucket, std::string key,
                                                                  write_conditions conditions);
     io::task<base::result<list_page>> list(list_request request);
-    // Removes the data files of a replaced or deleted record.
+    // Removes the data files of a replaced or deleted record (or keeps them as spares). Only once no
+    // durable record refers to them.
     io::task<void> reclaim(object_record record);
     io::task<void> reclaim_segments(std::vector<segment> segments);
     // New segments naming the same data as `source` (hard links under new object ids, on the same drives),
@@ -247,6 +252,7 @@ private:
     std::uint64_t _boot_nonce = 0;
     std::vector<std::unique_ptr<shard>> _shards;
     std::vector<std::unique_ptr<core_state>> _cores;
+    std::unique_ptr<spare_files> _spares;
     std::map<std::string, bucket_info> _recovered_buckets;
     recovery_stats _recovery;
 };

@@ -2,7 +2,8 @@
 
 The server runs on a small tmpfs mounted for the test (root only: skipped, with the reason, where mounting
 is not allowed). Data files are preallocated, so a PUT that does not fit fails before its body is accepted;
-objects stored before stay readable, and space freed by deletes can be used again.
+objects stored before stay readable, and space freed by deletes can be used again (freed data files are
+kept as spares for reuse, but a write that does not fit first takes their space back).
 """
 
 import hashlib
@@ -67,9 +68,17 @@ def test_full_disk_gives_insufficient_storage_and_keeps_data(small_fs):
 
         for key, _ in stored:
             s3.delete_object(Bucket="full", Key=key)
+        # The deleted files are spares now: one of the same size is reused, and a larger object, which no
+        # spare fits, gets their space (whichever core kept them).
         again = os.urandom(4 * 1024 * 1024)
         s3.put_object(Bucket="full", Key="again", Body=again)
         assert s3.get_object(Bucket="full", Key="again")["Body"].read() == again
+        larger = os.urandom(len(stored) * 4 * 1024 * 1024 - 8 * 1024 * 1024)
+        for attempt in range(2):
+            s3 = make_client(server)  # a new connection, which may land on another core
+            s3.put_object(Bucket="full", Key=f"larger/{attempt}", Body=larger)
+            assert s3.get_object(Bucket="full", Key=f"larger/{attempt}")["Body"].read() == larger
+            s3.delete_object(Bucket="full", Key=f"larger/{attempt}")
 
         server.stop()
         server.start()

@@ -275,10 +275,12 @@ def test_part_upload_racing_complete_is_not_lost_or_leaked(private, rng):
 
 def test_get_of_multipart_object_survives_delete_and_overwrite_midstream(fjord_server, bucket):
     """A GET that started streaming a multipart object completes with the old bytes even if the object is
-    deleted or overwritten meanwhile (its data files are opened before the first byte is sent)."""
+    deleted or overwritten meanwhile (its data files are opened before the first byte is sent). "refill" then
+    writes objects of the same part sizes, which would reuse the freed files (spares) if the reader's open
+    files were not protected from reuse."""
     from conftest import make_client
     s3 = make_client(fjord_server)
-    for action in ("delete", "overwrite"):
+    for action in ("delete", "overwrite", "refill"):
         key = f"streamed-{action}"
         parts = [os.urandom(20 * 1024 * 1024), os.urandom(5 * 1024 * 1024)]
         upload = s3.create_multipart_upload(Bucket=bucket, Key=key)
@@ -293,5 +295,8 @@ def test_get_of_multipart_object_survives_delete_and_overwrite_midstream(fjord_s
             other.delete_object(Bucket=bucket, Key=key)
         else:
             other.put_object(Bucket=bucket, Key=key, Body=b"new")
+        if action == "refill":
+            for n, part in enumerate(parts):
+                other.put_object(Bucket=bucket, Key=f"{key}-refill-{n}", Body=os.urandom(len(part)))
         rest = body.read()
         assert first + rest == parts[0] + parts[1], action

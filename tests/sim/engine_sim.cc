@@ -85,7 +85,7 @@ struct simulation {
     std::string failure;
     unsigned life = 0;
     // Counters for the summary line.
-    std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads_checked = 0, recoveries = 0;
+    std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads_checked = 0, recoveries = 0, spares_reused = 0;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
@@ -155,7 +155,7 @@ public:
 
 io::task<base::result<segment>> write_data(simulation& sim, const std::string& bytes) {
     engine& e = *sim.store;
-    object_writer writer(e.drives(), e.pool(), e.new_object_id(), e.data_file_settings(), &e.writes());
+    object_writer writer(e.drives(), e.pool(), e.new_object_id(), e.data_file_settings(), &e.writes(), &e.spares());
     base::result<segment> sealed = base::fail(errc::internal);
     bytes_source source(bytes, sim.rng());
     std::optional<std::uint64_t> expected;
@@ -588,6 +588,7 @@ io::task<void> live(simulation& sim, bool first) {
 
 io::task<void> run_then_stop(simulation& sim, bool first, io::reactor_group* group) {
     co_await live(sim, first);
+    sim.spares_reused += sim.store->spares().stats().reused;
     group->stop();
 }
 
@@ -597,6 +598,8 @@ engine_options options_for(simulation& sim) {
     o.cores = 1;
     o.buffers = io::buffer_pool_options{128 * 1024, 12};
     o.journal_rotate_bytes = 16 * 1024;  // rotate (snapshot) often
+    o.spares.min_segment_bytes = 64 * 1024;  // reuse the data files of most values, and evict often
+    o.spares.bytes_per_drive = 2 * 1024 * 1024;
     o.fs = &sim.fs;
     o.boot_nonce = sim.seed * 1000003 + sim.life + 1;
     return o;
@@ -625,11 +628,11 @@ std::unique_ptr<engine> recover(simulation& sim) {
 // What a run did, for one seed or summed over all.
 struct totals {
     std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads = 0, recoveries = 0, fs_operations = 0,
-                  faults = 0, damaged = 0, torn = 0, dropped = 0;
+                  faults = 0, damaged = 0, torn = 0, dropped = 0, spares_reused = 0;
     totals& operator+=(const totals& o) {
         requests += o.requests, acknowledged += o.acknowledged, failed += o.failed, reads += o.reads;
         recoveries += o.recoveries, fs_operations += o.fs_operations, faults += o.faults;
-        damaged += o.damaged, torn += o.torn, dropped += o.dropped;
+        damaged += o.damaged, torn += o.torn, dropped += o.dropped, spares_reused += o.spares_reused;
         return *this;
     }
     std::string describe() const {
@@ -637,12 +640,13 @@ struct totals {
         std::snprintf(line, sizeof line,
                       "%llu requests (%llu acknowledged, %llu failed), %llu reads checked, %llu recoveries, %llu "
                       "file-system operations, %llu injected faults, %llu files damaged at rest, %llu torn writes, "
-                      "%llu unsynced changes lost",
+                      "%llu unsynced changes lost, %llu data files reused",
                       static_cast<unsigned long long>(requests), static_cast<unsigned long long>(acknowledged),
                       static_cast<unsigned long long>(failed), static_cast<unsigned long long>(reads),
                       static_cast<unsigned long long>(recoveries), static_cast<unsigned long long>(fs_operations),
                       static_cast<unsigned long long>(faults), static_cast<unsigned long long>(damaged),
-                      static_cast<unsigned long long>(torn), static_cast<unsigned long long>(dropped));
+                      static_cast<unsigned long long>(torn), static_cast<unsigned long long>(dropped),
+                      static_cast<unsigned long long>(spares_reused));
         return line;
     }
 };
@@ -691,6 +695,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, totals* don
     done->damaged = sim.damaged_files;
     done->torn = st.torn_writes;
     done->dropped = st.dropped_changes;
+    done->spares_reused = sim.spares_reused;
     return sim.failure;
 }
 

@@ -1,6 +1,7 @@
 #include "store/engine.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,7 +73,8 @@ io::task<base::result<std::optional<object_record>>> put_object(engine* e, std::
                                                                 std::string data, std::string etag,
                                                                 write_conditions conditions,
                                                                 object_record* committed = nullptr) {
-    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings());
+    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings(), &e->writes(),
+                         &e->spares());
     auto opened = co_await writer.open(data.size());
     if (!opened) {
         co_await writer.discard();
@@ -831,6 +833,186 @@ TEST(engine, reopen_with_fresh_directory_is_empty) {
     EXPECT_EQ(e->recovery().journal_records, 0u);
     EXPECT_TRUE(testing::file_exists(dir.path() + "/meta/FORMAT"));
     EXPECT_TRUE(testing::file_exists(dir.path() + "/FJORD_DRIVE"));
+}
+
+}  // namespace
+}  // namespace fjord::store
+
+namespace fjord::store {
+namespace {
+
+// ---- spare data files (spare_files.h) ----
+
+std::uint64_t inode_of(const std::string& path) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) return 0;
+    return st.st_ino;
+}
+
+std::string data_path(const std::string& dir, const segment& seg) {
+    char fan[4];
+    std::snprintf(fan, sizeof fan, "%02llx", static_cast<unsigned long long>(seg.id.lo & 0xff));
+    return dir + "/objects/" + fan + "/" + drive_set::file_name(seg.id);
+}
+
+std::size_t spare_count(const std::string& dir) {
+    std::size_t n = 0;
+    if (DIR* d = ::opendir((dir + "/spare").c_str())) {
+        while (dirent* entry = ::readdir(d))
+            if (entry->d_name[0] != '.') ++n;
+        ::closedir(d);
+    }
+    return n;
+}
+
+io::task<object_record> put_and_get(engine* e, std::string key, std::string data) {
+    object_record committed;
+    auto put = co_await put_object(e, "b", key, std::move(data), "e", no_conditions, &committed);
+    EXPECT_TRUE(put.has_value()) << put.err().message;
+    co_return committed;
+}
+
+TEST(spare_files, a_replaced_file_is_reused_by_a_write_of_its_size_and_reads_stay_exact) {
+    temp_dir dir;
+    auto e = open_engine(test_options(dir.path()));
+    ASSERT_NE(e, nullptr);
+    const std::string a = testing::pattern_bytes(3 * MiB + 5, 1), b = testing::pattern_bytes(3 * MiB + 5, 2),
+                      c = testing::pattern_bytes(3 * MiB, 3), small = testing::pattern_bytes(100 * KiB, 4);
+    run_engine(*e, [&](engine* en) -> io::task<void> {
+        EXPECT_TRUE(co_await en->create_bucket("b"));
+        object_record first = co_await put_and_get(en, "k", a);
+        const std::uint64_t first_inode = inode_of(data_path(dir.path(), first.segments[0]));
+        CO_ASSERT_TRUE(first_inode != 0u);
+        co_await put_and_get(en, "k", b);  // frees a's file: kept as a spare
+        EXPECT_EQ(en->spares().stats().kept, 1u);
+        EXPECT_EQ(spare_count(dir.path()), 1u);
+        EXPECT_FALSE(testing::file_exists(data_path(dir.path(), first.segments[0])));
+        // Too small for the spare (it would waste more than the slack), and too large: fresh files.
+        co_await put_and_get(en, "small", small);
+        co_await put_and_get(en, "large", testing::pattern_bytes(5 * MiB, 5));
+        EXPECT_EQ(en->spares().stats().reused, 0u);
+        object_record third = co_await put_and_get(en, "k2", c);  // 5 bytes smaller: fits the spare
+        EXPECT_EQ(en->spares().stats().reused, 1u);
+        EXPECT_EQ(spare_count(dir.path()), 0u);
+        EXPECT_EQ(inode_of(data_path(dir.path(), third.segments[0])), first_inode) << "the same file, overwritten";
+        auto k = co_await en->lookup("b", "k");
+        auto k2 = co_await en->lookup("b", "k2");
+        auto small_record = co_await en->lookup("b", "small");
+        EXPECT_TRUE(k && k2 && small_record);
+        EXPECT_EQ(*co_await read_back(en, *k), b);
+        EXPECT_EQ(*co_await read_back(en, *k2), c);
+        EXPECT_EQ(*co_await read_back(en, *small_record), small);
+        co_await put_and_get(en, "small", small);  // a small replaced file is removed, not kept
+        EXPECT_EQ(en->spares().stats().kept, 1u);
+    });
+}
+
+// Blocks the first write until released, after telling that it got there.
+class gated_sink final : public byte_sink {
+public:
+    io::task<base::result<void>> write(std::span<const std::byte> data) override {
+        if (out.empty()) {
+            reached.count_down();
+            co_await gate.wait();
+        }
+        out.append(reinterpret_cast<const char*>(data.data()), data.size());
+        co_return base::result<void>{};
+    }
+    testing::local_latch reached{1}, gate{1};
+    std::string out;
+};
+
+io::task<void> read_into(engine* e, object_record record, gated_sink* sink, bool* ok) {
+    auto r = co_await read_object(e->drives(), e->pool(), record, 0, record.size_bytes, *sink, e->data_file_settings());
+    *ok = r.has_value();
+}
+
+TEST(spare_files, a_file_being_read_is_not_reused) {
+    temp_dir dir;
+    auto e = open_engine(test_options(dir.path()));
+    ASSERT_NE(e, nullptr);
+    // Larger than the reader's read-ahead (4 buffers of 1 MiB), so it reads most of the file after the gate.
+    const std::string a = testing::pattern_bytes(9 * MiB, 1), b = testing::pattern_bytes(9 * MiB, 2);
+    run_engine(*e, [&](engine* en) -> io::task<void> {
+        EXPECT_TRUE(co_await en->create_bucket("b"));
+        object_record first = co_await put_and_get(en, "k", a);
+        gated_sink sink;
+        bool read_ok = false;
+        testing::local_latch read_done(1);
+        io::spawn([](engine* x, object_record r, gated_sink* s, bool* ok, testing::local_latch* done) -> io::task<void> {
+            co_await read_into(x, std::move(r), s, ok);
+            done->count_down();
+        }(en, first, &sink, &read_ok, &read_done));
+        co_await sink.reached.wait();  // the reader has the file open and is sending its first chunk
+        co_await put_and_get(en, "k", b);  // frees the file the reader has open: removed, not kept
+        EXPECT_EQ(en->spares().stats().kept, 0u);
+        co_await put_and_get(en, "k2", b);  // would have overwritten it
+        EXPECT_EQ(en->spares().stats().reused, 0u);
+        sink.gate.count_down();
+        co_await read_done.wait();
+        EXPECT_TRUE(read_ok);
+        EXPECT_TRUE(sink.out == a) << "the reader saw bytes of a later object";
+    });
+}
+
+TEST(spare_files, a_file_another_object_shares_is_not_reused) {
+    temp_dir dir;
+    auto e = open_engine(test_options(dir.path()));
+    ASSERT_NE(e, nullptr);
+    const std::string a = testing::pattern_bytes(3 * MiB, 1), b = testing::pattern_bytes(3 * MiB, 2);
+    run_engine(*e, [&](engine* en) -> io::task<void> {
+        EXPECT_TRUE(co_await en->create_bucket("b"));
+        object_record first = co_await put_and_get(en, "k", a);
+        auto shared = co_await en->share_segments(first.segments);
+        CO_ASSERT_TRUE(shared.has_value());
+        object_record copy = first;
+        copy.segments = *shared;
+        auto committed = co_await en->commit_put("b", "copy", copy, no_conditions);
+        CO_ASSERT_TRUE(committed.has_value());
+        co_await put_and_get(en, "k", b);  // frees one of two names
+        EXPECT_EQ(en->spares().stats().kept, 0u);
+        co_await put_and_get(en, "k2", b);
+        auto found = co_await en->lookup("b", "copy");
+        CO_ASSERT_TRUE(found.has_value());
+        EXPECT_TRUE(*co_await read_back(en, *found) == a);
+        auto removed = co_await en->remove("b", "copy", no_conditions);  // the last name: now it is kept
+        CO_ASSERT_TRUE(removed.has_value() && removed->has_value());
+        co_await en->reclaim(**removed);
+        EXPECT_EQ(en->spares().stats().kept, 1u);
+    });
+}
+
+TEST(spare_files, spares_are_bounded_released_and_gone_after_a_restart) {
+    temp_dir dir;
+    engine_options options = test_options(dir.path());
+    options.spares.bytes_per_drive = 4 * MiB;  // room for one 3 MiB file
+    {
+        auto e = open_engine(options);
+        ASSERT_NE(e, nullptr);
+        run_engine(*e, [&](engine* en) -> io::task<void> {
+            EXPECT_TRUE(co_await en->create_bucket("b"));
+            for (int i = 0; i < 3; ++i) co_await put_and_get(en, "k" + std::to_string(i), testing::pattern_bytes(3 * MiB, i));
+            for (int i = 0; i < 3; ++i) co_await put_and_get(en, "k" + std::to_string(i), testing::pattern_bytes(3 * MiB + 4 * KiB * 100, i));
+            EXPECT_EQ(en->spares().stats().kept, 3u);
+            EXPECT_LE(en->spares().bytes_held(0), 4 * MiB);
+            EXPECT_EQ(spare_count(dir.path()), 1u) << "the oldest spares make room for newer ones";
+            EXPECT_TRUE(co_await en->spares().release(0));
+            EXPECT_EQ(spare_count(dir.path()), 0u);
+            EXPECT_EQ(en->spares().bytes_held(0), 0u);
+            co_await put_and_get(en, "k0", testing::pattern_bytes(3 * MiB, 7));  // a spare again
+            EXPECT_EQ(spare_count(dir.path()), 1u);
+        });
+    }
+    auto e = open_engine(options);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(spare_count(dir.path()), 0u) << "spares do not outlive a restart";
+    run_engine(*e, [&](engine* en) -> io::task<void> {
+        auto k0 = co_await en->lookup("b", "k0");
+        auto k2 = co_await en->lookup("b", "k2");
+        CO_ASSERT_TRUE(k0 && k2);
+        EXPECT_TRUE(*co_await read_back(en, *k0) == testing::pattern_bytes(3 * MiB, 7));
+        EXPECT_TRUE(*co_await read_back(en, *k2) == testing::pattern_bytes(3 * MiB + 4 * KiB * 100, 2));
+    });
 }
 
 }  // namespace

@@ -1,0 +1,122 @@
+#include "store/spare_files.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+
+namespace fjord::store {
+
+spare_files::spare_files(const drive_set& drives, spare_file_options options)
+    : _drives(drives), _options(options), _drives_state(drives.size()) {}
+
+std::uint64_t spare_files::bytes_held(std::uint32_t drive) const {
+    std::lock_guard lock(_mutex);
+    return _drives_state.at(drive).bytes;
+}
+
+spare_file_stats spare_files::stats() const {
+    std::lock_guard lock(_mutex);
+    return _stats;
+}
+
+io::task<bool> spare_files::take(std::uint32_t drive, std::uint64_t bytes, int dir_fd, std::string name) {
+    spare s;
+    {
+        std::lock_guard lock(_mutex);
+        per_drive& d = _drives_state.at(drive);
+        std::uint64_t slack = std::max(bytes / 8, _drives.spare_min_segment_bytes());
+        auto best = d.files.end();
+        for (auto it = d.files.begin(); it != d.files.end(); ++it)
+            if (it->size_bytes >= bytes && it->size_bytes <= bytes + slack &&
+                (best == d.files.end() || it->size_bytes < best->size_bytes))
+                best = it;
+        if (best == d.files.end()) co_return false;
+        s = std::move(*best);
+        d.files.erase(best);
+        d.bytes -= s.size_bytes;
+    }
+    int rc = co_await _drives.fs().renameat(_drives.at(drive).spare_fd, s.name, dir_fd, name);
+    if (rc < 0) {
+        LOG_WARN("cannot reuse spare data file %s: %s", s.name.c_str(), strerror(-rc));
+        co_await remove(drive, std::move(s.name));
+        co_return false;
+    }
+    std::lock_guard lock(_mutex);
+    ++_stats.reused;
+    co_return true;
+}
+
+io::task<void> spare_files::give(const segment& seg) {
+    file_system& fs = _drives.fs();
+    const int dir_fd = _drives.dir_fd_for(seg.drive, seg.id);
+    const int spare_fd = _drives.at(seg.drive).spare_fd;
+    std::string name = drive_set::file_name(seg.id);
+    std::string spare_name;
+    if (_options.bytes_per_drive >= _drives.spare_min_segment_bytes() &&
+        seg.size_bytes >= _drives.spare_min_segment_bytes()) {
+        std::lock_guard lock(_mutex);
+        spare_name = std::to_string(_next_name++);
+    }
+    // Rename first: from then on no reader can open the file by this name, and no copy can link it.
+    int rc = spare_name.empty() ? -EXDEV : co_await fs.renameat(dir_fd, name, spare_fd, spare_name);
+    if (rc == -ENOENT) co_return;
+    if (rc < 0) {  // not a candidate, or the rename failed: remove it as before
+        {
+            std::lock_guard lock(_mutex);
+            ++_stats.removed;
+        }
+        rc = co_await fs.unlinkat(dir_fd, name);
+        if (rc < 0 && rc != -ENOENT)
+            LOG_WARN("cannot remove data file %s: %s (it will be removed at the next start)", name.c_str(),
+                     strerror(-rc));
+        co_return;
+    }
+    file_stat st;
+    rc = co_await fs.stat(spare_fd, spare_name, st);
+    bool keep = rc == 0 && st.links == 1 && !_drives.reads().pinned(seg.drive, st.inode) &&
+                st.size_bytes <= _options.bytes_per_drive;
+    std::deque<spare> evicted;
+    if (keep) {
+        std::lock_guard lock(_mutex);
+        per_drive& d = _drives_state.at(seg.drive);
+        while (!d.files.empty() && d.bytes + st.size_bytes > _options.bytes_per_drive) {  // the oldest make room
+            d.bytes -= d.files.front().size_bytes;
+            evicted.push_back(std::move(d.files.front()));
+            d.files.pop_front();
+        }
+        d.files.push_back({std::move(spare_name), st.size_bytes});
+        d.bytes += st.size_bytes;
+        ++_stats.kept;
+    } else {
+        evicted.push_back({std::move(spare_name), 0});
+    }
+    for (auto& s : evicted) co_await remove(seg.drive, std::move(s.name));
+}
+
+io::task<bool> spare_files::release(std::uint32_t drive) {
+    std::deque<spare> files;
+    {
+        std::lock_guard lock(_mutex);
+        per_drive& d = _drives_state.at(drive);
+        files.swap(d.files);
+        d.bytes = 0;
+    }
+    if (files.empty()) co_return false;
+    for (auto& s : files) co_await remove(drive, std::move(s.name));
+    co_return true;
+}
+
+io::task<void> spare_files::remove(std::uint32_t drive, std::string name) {
+    {
+        std::lock_guard lock(_mutex);
+        ++_stats.removed;
+    }
+    int rc = co_await _drives.fs().unlinkat(_drives.at(drive).spare_fd, name);
+    if (rc < 0 && rc != -ENOENT)
+        LOG_WARN("cannot remove spare data file %s: %s (it will be removed at the next start)", name.c_str(),
+                 strerror(-rc));
+}
+
+}  // namespace fjord::store
