@@ -78,7 +78,7 @@ metrics_snapshot metrics::collect() const {
     return s;
 }
 
-std::string render_prometheus(const metrics_snapshot& s) {
+std::string render_prometheus(const metrics_snapshot& s, const storage_figures& storage) {
     std::string out;
     out.reserve(4096);
     append_help(out, "fjord_requests_total", "counter",
@@ -116,6 +116,15 @@ std::string render_prometheus(const metrics_snapshot& s) {
     append_counter(out, "fjord_data_corrupted_total",
                    "Reads of stored data that failed verification (checksum mismatch or missing data file).",
                    s.get(counter::data_corrupted));
+    append_help(out, "fjord_spare_data_files_total", "counter",
+                "Data files of replaced or deleted objects: kept as spares for reuse, reused by a write, or "
+                "removed (too small, shared, being read, over --spare-data-mib, or freed for space).");
+    append_sample(out, "fjord_spare_data_files_total", "event=\"kept\"", std::to_string(storage.spare_files_kept));
+    append_sample(out, "fjord_spare_data_files_total", "event=\"reused\"", std::to_string(storage.spare_files_reused));
+    append_sample(out, "fjord_spare_data_files_total", "event=\"removed\"",
+                  std::to_string(storage.spare_files_removed));
+    append_help(out, "fjord_spare_data_bytes", "gauge", "Bytes held by spare data files now, all drives.");
+    append_sample(out, "fjord_spare_data_bytes", {}, std::to_string(storage.spare_bytes));
     return out;
 }
 

@@ -103,8 +103,17 @@ private:
     std::unique_ptr<padded_shard[]> _shards;
 };
 
+// Figures the storage engine keeps itself (not per-core counters), filled in by the caller of
+// render_prometheus: spare data files (store/spare_files.h).
+struct storage_figures {
+    std::uint64_t spare_files_kept = 0;
+    std::uint64_t spare_files_reused = 0;
+    std::uint64_t spare_files_removed = 0;
+    std::uint64_t spare_bytes = 0;
+};
+
 // Prometheus text exposition format 0.0.4: HELP and TYPE for every metric, names prefixed `fjord_`.
-std::string render_prometheus(const metrics_snapshot& snapshot);
+std::string render_prometheus(const metrics_snapshot& snapshot, const storage_figures& storage = {});
 inline constexpr std::string_view prometheus_content_type = "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace fjord::base

@@ -240,7 +240,11 @@ io::task<void> service::send_not_an_operation(context& c, base::error err) {
 io::task<void> service::send_metrics(context& c) {
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", std::string(base::prometheus_content_type));
-    (void)co_await c.ex.send_all(200, headers, base::render_prometheus(_metrics.collect()));
+    const store::spare_files& spares = _engine.spares();
+    store::spare_file_stats st = spares.stats();
+    base::storage_figures storage{st.kept, st.reused, st.removed, 0};
+    for (std::uint32_t d = 0; d < _engine.drives().size(); ++d) storage.spare_bytes += spares.bytes_held(d);
+    (void)co_await c.ex.send_all(200, headers, base::render_prometheus(_metrics.collect(), storage));
 }
 
 io::task<void> service::handle(http::exchange& ex) {

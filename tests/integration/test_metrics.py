@@ -1,6 +1,7 @@
 """GET /metrics: Prometheus text, SigV4 required unless --metrics-public, counters that follow the traffic,
 and a bucket named "metrics" that stays usable."""
 
+import os
 import socket
 
 import requests
@@ -72,6 +73,26 @@ def test_requests_bytes_and_connections_are_counted(make_server):
     for sock in held:
         sock.close()
     s3util.wait_until(lambda: server_metric(server, open_gauge) <= 2, timeout_s=10, what="held ones closed")
+
+
+def test_spare_data_files_are_counted(make_server):
+    """A replaced object's data file (1 MiB or more) is kept as a spare, then reused by a write of its size."""
+    server = make_server()
+    s3 = make_client(server)
+    s3.create_bucket(Bucket="spares")
+    kept = 'fjord_spare_data_files_total{event="kept"}'
+    reused = 'fjord_spare_data_files_total{event="reused"}'
+    body = os.urandom(3 * 1024 * 1024)
+    s3.put_object(Bucket="spares", Key="k", Body=body)
+    assert server_metric(server, kept) == 0 and server_metric(server, "fjord_spare_data_bytes") == 0
+    s3.put_object(Bucket="spares", Key="k", Body=body)  # frees the first file: a spare
+    assert server_metric(server, kept) == 1
+    assert server_metric(server, "fjord_spare_data_bytes") >= len(body)
+    s3.put_object(Bucket="spares", Key="k2", Body=body)  # takes it
+    assert server_metric(server, reused) == 1
+    assert server_metric(server, "fjord_spare_data_bytes") == 0
+    assert s3.get_object(Bucket="spares", Key="k")["Body"].read() == body
+    assert s3.get_object(Bucket="spares", Key="k2")["Body"].read() == body
 
 
 def test_a_bucket_named_metrics_stays_usable(fjord_server):
