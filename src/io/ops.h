@@ -97,9 +97,10 @@ inline auto fallocate(int fd, int mode, std::uint64_t offset, std::uint64_t len)
 inline auto unlinkat(int dir_fd, const char* path, int flags = 0) {
     return make_op([=](io_uring_sqe* s) { io_uring_prep_unlinkat(s, dir_fd, path, flags); });
 }
-inline auto renameat(int old_dir_fd, const char* old_path, int new_dir_fd, const char* new_path) {
+// flags: renameat2's (RENAME_NOREPLACE: fail with EEXIST rather than replace the target).
+inline auto renameat(int old_dir_fd, const char* old_path, int new_dir_fd, const char* new_path, unsigned flags = 0) {
     return make_op(
-        [=](io_uring_sqe* s) { io_uring_prep_renameat(s, old_dir_fd, old_path, new_dir_fd, new_path, 0); });
+        [=](io_uring_sqe* s) { io_uring_prep_renameat(s, old_dir_fd, old_path, new_dir_fd, new_path, flags); });
 }
 inline auto linkat(int old_dir_fd, const char* old_path, int new_dir_fd, const char* new_path) {
     return make_op(

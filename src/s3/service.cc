@@ -210,6 +210,9 @@ io::task<void> service::send_error(context& c, const base::error& err, http::hea
     headers.emplace_back("Content-Type", "application/xml");
     std::string body = error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource, c.request_id);
     (void)co_await c.ex.send_all(status, headers, body);
+    // A drive ran out of space (a journal append, a link, a write of unknown size): the space spare data
+    // files hold is given back, so that the client's retry finds it.
+    if (err.code == base::errc::storage_full) co_await _engine.spares().release_all();
 }
 
 base::error service::read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,

@@ -74,7 +74,6 @@ io::task<base::result<void>> object_writer::open(std::optional<std::uint64_t> ex
         if (fd >= 0) {
             _fd = fd;
             _created = true;
-            _reused = true;
             co_return base::result<void>{};
         }
         co_await fs.unlinkat(dir, _name);  // a fresh file instead
@@ -86,7 +85,8 @@ io::task<base::result<void>> object_writer::open(std::optional<std::uint64_t> ex
     if (total > 0) {
         int rc = co_await fs.allocate(_fd, total);
         // Space kept in spares is given back before the drive counts as full.
-        if (rc == -ENOSPC && _spares && co_await _spares->release(_drive)) rc = co_await fs.allocate(_fd, total);
+        if ((rc == -ENOSPC || rc == -EDQUOT) && _spares && co_await _spares->release(_drive))
+            rc = co_await fs.allocate(_fd, total);
         if (rc < 0 && rc != -EOPNOTSUPP) co_return failed(-rc, "preallocate data file");
     }
     co_return base::result<void>{};
@@ -328,7 +328,7 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
         drives.reads().pin(seg.drive, st.inode);
         out.pinned_inode = st.inode;
     }
-    int fd = co_await fs.openat(dir_fd, drive_set::file_name(seg.id), O_RDONLY | O_DIRECT);
+    int fd = co_await fs.openat(dir_fd, drive_set::file_name(seg.id), O_RDONLY | O_DIRECT | O_NOFOLLOW);
     base::result<open_segment> failure_result = base::fail(base::errc::internal);
     if (fd == -ENOENT) failure_result = base::fail(base::errc::not_found, "data file gone: " + out.name);
     else if (fd < 0) failure_result = errno_failure(-fd, "open " + out.name);
@@ -449,7 +449,8 @@ io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_po
 }  // namespace
 
 // Up to this many data files of one object are opened before the first byte is sent, so an overwrite or
-// delete that unlinks them meanwhile cannot cut the response short (an open file outlives its name).
+// delete that frees them meanwhile cannot cut the response short (an open file outlives its name, and a
+// pinned one is never reused as a spare).
 // Objects with more parts open the rest as the read reaches them.
 constexpr std::size_t max_files_opened_ahead = 1024;
 

@@ -55,7 +55,7 @@ class object_writer {
 public:
     // Data writes go through `scheduler` (the core's, shared by every request on it); without one the
     // writer has its own, which bounds only this writer's writes (pipeline_depth whole buffers). With
-    // `spares` (the core's), a write of known size reuses a spare data file when one fits.
+    // `spares` (the engine's), a write of known size reuses a spare data file when one fits.
     object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options = {},
                   write_scheduler* scheduler = nullptr, spare_files* spares = nullptr);
     ~object_writer();
@@ -81,7 +81,6 @@ public:
     std::uint64_t size_bytes() const { return _size_bytes; }
     std::uint32_t drive_index() const { return _drive; }
     const object_id& id() const { return _id; }
-    bool reused_spare() const { return _reused; }
 
 private:
     struct slot {
@@ -109,7 +108,6 @@ private:
     std::uint32_t _drive;
     int _fd = -1;
     bool _created = false;
-    bool _reused = false;  // a spare file: overwritten in place
     bool _out_of_space = false;
     std::uint64_t _size_bytes = 0;
     std::vector<std::uint32_t> _block_crcs;

@@ -7,7 +7,8 @@
 //                            emptied at every start
 //   DIR/meta/                metadata journals and snapshots (drive 0 only)
 // Directory file descriptors are opened once at start so the data path never resolves long paths.
-// The drive set is created before the reactors start and is read-only afterwards, so every core may use it.
+// The drive set is created before the reactors start and is read-only afterwards, so every core may use it;
+// only its open_reads registry changes, under its own lock.
 
 #include <array>
 #include <cstdint>

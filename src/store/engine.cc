@@ -67,8 +67,9 @@ base::result<void> check_conditions(const object_record* existing, const write_c
 }
 
 engine::engine(engine_options options, drive_set drives) : _options(std::move(options)), _drives(std::move(drives)) {
-    _drives.set_spare_min_segment_bytes(_options.spares.min_segment_bytes);
     _spares = std::make_unique<spare_files>(_drives, _options.spares);
+    // Without spares no file is ever reused, so readers need not pin any.
+    _drives.set_spare_min_segment_bytes(_spares->enabled() ? _options.spares.min_segment_bytes : UINT64_MAX);
 }
 
 engine::~engine() = default;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>  // RENAME_NOREPLACE
 #include <cstring>
 
 namespace fjord::store {
@@ -89,12 +90,17 @@ public:
     io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override {
         co_return co_await io::renameat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str());
     }
+    io::task<int> rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
+                                   std::string new_name) override {
+        co_return co_await io::renameat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str(), RENAME_NOREPLACE);
+    }
     io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override {
         co_return co_await io::linkat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str());
     }
     io::task<int> stat(int dir_fd, std::string name, file_stat& out) override {
         struct statx st{};
-        int rc = co_await io::statx(dir_fd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_NLINK | STATX_SIZE, &st);
+        int rc = co_await io::statx(dir_fd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_NLINK | STATX_SIZE,
+                                    &st);
         if (rc < 0) co_return rc;
         out.inode = st.stx_ino;
         out.links = st.stx_nlink;

@@ -47,6 +47,9 @@ public:
     virtual io::task<int> allocate(int fd, std::uint64_t len) = 0;
     virtual io::task<int> unlinkat(int dir_fd, std::string name) = 0;
     virtual io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
+    // Like renameat, but fails with -EEXIST instead of replacing an existing target (RENAME_NOREPLACE).
+    virtual io::task<int> rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
+                                           std::string new_name) = 0;
     // A second name for an existing file (a hard link): server-side copies share data this way.
     virtual io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
     // Identity and link count of a named file (spare data files are reused only when nothing else names them).

@@ -274,12 +274,13 @@ int sim_file_system::do_unlink(const std::string& path) {
     return 0;
 }
 
-int sim_file_system::do_rename(const std::string& from, const std::string& to) {
+int sim_file_system::do_rename(const std::string& from, const std::string& to, bool replace) {
     auto [parent, name] = parent_of(from);
     auto [to_parent, to_name] = parent_of(to);
     if (!parent || !to_parent) return -ENOENT;
     auto it = parent->entries.find(name);
     if (it == parent->entries.end()) return -ENOENT;
+    if (!replace && to_parent->entries.count(to_name)) return -EEXIST;
     if (inject(fault::eio)) return -EIO;
     std::shared_ptr<node> target = it->second;
     parent->entries.erase(it);
@@ -371,6 +372,15 @@ io::task<int> sim_file_system::renameat(int old_dir_fd, std::string old_name, in
     std::string from = resolve(old_dir_fd, old_name), to = resolve(new_dir_fd, new_name);
     if (from.empty() || to.empty()) co_return -EBADF;
     co_return do_rename(from, to);
+}
+
+io::task<int> sim_file_system::rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
+                                                std::string new_name) {
+    co_await maybe_delay();
+    if (!begin()) co_return -EIO;
+    std::string from = resolve(old_dir_fd, old_name), to = resolve(new_dir_fd, new_name);
+    if (from.empty() || to.empty()) co_return -EBADF;
+    co_return do_rename(from, to, false);
 }
 
 io::task<int> sim_file_system::linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) {

@@ -85,6 +85,8 @@ public:
     io::task<int> allocate(int fd, std::uint64_t len) override;
     io::task<int> unlinkat(int dir_fd, std::string name) override;
     io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
+    io::task<int> rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
+                                   std::string new_name) override;
     io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
     io::task<int> stat(int dir_fd, std::string name, file_stat& out) override;
     void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index) override;
@@ -130,7 +132,7 @@ private:
     std::int64_t do_write(int fd, const void* buf, std::size_t len, std::uint64_t offset, bool direct_checks);
     int do_fsync(int fd);
     int do_unlink(const std::string& path);
-    int do_rename(const std::string& from, const std::string& to);
+    int do_rename(const std::string& from, const std::string& to, bool replace = true);
     void crash_directory(node& dir);
     void crash_file(node& file);
 

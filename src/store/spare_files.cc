@@ -2,11 +2,19 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "base/log.h"
 
 namespace fjord::store {
+
+namespace {
+std::int64_t steady_now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+}  // namespace
 
 spare_files::spare_files(const drive_set& drives, spare_file_options options)
     : _drives(drives), _options(options), _drives_state(drives.size()) {}
@@ -37,7 +45,8 @@ io::task<bool> spare_files::take(std::uint32_t drive, std::uint64_t bytes, int d
         d.files.erase(best);
         d.bytes -= s.size_bytes;
     }
-    int rc = co_await _drives.fs().renameat(_drives.at(drive).spare_fd, s.name, dir_fd, name);
+    // Never over an existing file, as the O_EXCL create of a fresh file would not.
+    int rc = co_await _drives.fs().rename_noreplace(_drives.at(drive).spare_fd, s.name, dir_fd, name);
     if (rc < 0) {
         LOG_WARN("cannot reuse spare data file %s: %s", s.name.c_str(), strerror(-rc));
         co_await remove(drive, std::move(s.name));
@@ -54,15 +63,13 @@ io::task<void> spare_files::give(const segment& seg) {
     const int spare_fd = _drives.at(seg.drive).spare_fd;
     std::string name = drive_set::file_name(seg.id);
     std::string spare_name;
-    if (_options.bytes_per_drive >= _drives.spare_min_segment_bytes() &&
-        seg.size_bytes >= _drives.spare_min_segment_bytes()) {
+    if (enabled() && seg.size_bytes >= _drives.spare_min_segment_bytes()) {
         std::lock_guard lock(_mutex);
-        spare_name = std::to_string(_next_name++);
+        if (steady_now_ms() >= _drives_state.at(seg.drive).full_until_ms) spare_name = std::to_string(_next_name++);
     }
     // Rename first: from then on no reader can open the file by this name, and no copy can link it.
     int rc = spare_name.empty() ? -EXDEV : co_await fs.renameat(dir_fd, name, spare_fd, spare_name);
-    if (rc == -ENOENT) co_return;
-    if (rc < 0) {  // not a candidate, or the rename failed: remove it as before
+    if (rc < 0) {  // not a candidate, or the rename failed: remove it as before (gone already is fine)
         {
             std::lock_guard lock(_mutex);
             ++_stats.removed;
@@ -102,10 +109,15 @@ io::task<bool> spare_files::release(std::uint32_t drive) {
         per_drive& d = _drives_state.at(drive);
         files.swap(d.files);
         d.bytes = 0;
+        d.full_until_ms = steady_now_ms() + _options.full_cooldown_ms;
     }
     if (files.empty()) co_return false;
     for (auto& s : files) co_await remove(drive, std::move(s.name));
     co_return true;
+}
+
+io::task<void> spare_files::release_all() {
+    for (std::uint32_t d = 0; d < _drives.size(); ++d) co_await release(d);
 }
 
 io::task<void> spare_files::remove(std::uint32_t drive, std::string name) {

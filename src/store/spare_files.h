@@ -18,10 +18,15 @@
 // the start, and its footer sits right after the new size, so bytes past it (the old object's, when the
 // spare was larger) are never read. Spares are removed at the next start (drive.h).
 //
-// Bounds: at most `bytes_per_drive` of spares per drive (the oldest go first), only files of segments of at least `min_segment_bytes` (small files gain
-// nothing), and a spare is taken only by a write that fits it closely (at most 1/8 or
-// `min_segment_bytes` larger). A drive that runs out of space frees every spare it holds before a write
-// fails for want of space (object_writer).
+// Bounds: at most `bytes_per_drive` of spares per drive (the oldest go first), only files of segments of at
+// least `min_segment_bytes` (small files gain nothing), and a spare is taken only by a write that fits it
+// closely (larger by at most the larger of 1/8 and `min_segment_bytes`).
+//
+// A full drive: a data file that cannot be preallocated frees the drive's spares and tries again
+// (object_writer::open); any other write that runs out of space (a write of unknown size, the journal, a
+// link) frees them when it fails (object_writer::discard, and the S3 layer for every InsufficientStorage
+// answer), so that a retry finds the space. After that the drive keeps no spares for a while
+// (full_cooldown_ms): objects deleted to make room then free their space at once.
 //
 // Threading: one per engine, shared by every core: the lists are guarded by a mutex, held only to pick or
 // add an entry; the file operations run on the calling core's reactor.
@@ -39,15 +44,16 @@
 namespace fjord::store {
 
 struct spare_file_options {
-    std::uint64_t bytes_per_drive = 1024ULL * 1024 * 1024;  // 0: remove freed files at once
+    std::uint64_t bytes_per_drive = 1024ULL * 1024 * 1024;  // below min_segment_bytes: remove freed files at once
     // Data files of smaller segments are never kept (they gain little), so their readers need not pin them.
     // The engine hands this to its drive_set (drive_set::spare_min_segment_bytes), which readers consult.
     std::uint64_t min_segment_bytes = 1024ULL * 1024;
+    std::int64_t full_cooldown_ms = 60'000;
 };
 
 struct spare_file_stats {
     std::uint64_t kept = 0;     // freed files kept as spares
-    std::uint64_t reused = 0;   // spares taken by a write
+    std::uint64_t reused = 0;   // spares taken by a write (renamed to its object id)
     std::uint64_t removed = 0;  // freed files removed (too small, shared, being read, over the bound, or evicted)
 };
 
@@ -62,8 +68,13 @@ public:
     io::task<bool> take(std::uint32_t drive, std::uint64_t bytes, int dir_fd, std::string name);
     // The data file of a segment that no durable record refers to any more: kept as a spare or removed.
     io::task<void> give(const segment& seg);
-    // Removes every spare on `drive` (it is full). Returns whether there were any.
+    // The drive is full: removes every spare on it, and keeps none there for full_cooldown_ms. Returns
+    // whether there were any.
     io::task<bool> release(std::uint32_t drive);
+    // The same for every drive (a request failed for want of space somewhere).
+    io::task<void> release_all();
+    // Whether spares are kept at all (--spare-data-mib of at least one segment).
+    bool enabled() const { return _options.bytes_per_drive >= _options.min_segment_bytes; }
 
     std::uint64_t bytes_held(std::uint32_t drive) const;
     spare_file_stats stats() const;
@@ -76,6 +87,7 @@ private:
     struct per_drive {
         std::deque<spare> files;  // oldest first
         std::uint64_t bytes = 0;
+        std::int64_t full_until_ms = 0;  // steady clock: keep no spares before this
     };
     io::task<void> remove(std::uint32_t drive, std::string name);
 

@@ -69,7 +69,7 @@ def test_full_disk_gives_insufficient_storage_and_keeps_data(small_fs):
         for key, _ in stored:
             s3.delete_object(Bucket="full", Key=key)
         # The deleted files are spares now: one of the same size is reused, and a larger object, which no
-        # spare fits, gets their space (whichever core kept them).
+        # spare fits, gets their space (its preallocation frees them and tries again), on any core.
         again = os.urandom(4 * 1024 * 1024)
         s3.put_object(Bucket="full", Key="again", Body=again)
         assert s3.get_object(Bucket="full", Key="again")["Body"].read() == again

@@ -600,6 +600,7 @@ engine_options options_for(simulation& sim) {
     o.journal_rotate_bytes = 16 * 1024;  // rotate (snapshot) often
     o.spares.min_segment_bytes = 64 * 1024;  // reuse the data files of most values, and evict often
     o.spares.bytes_per_drive = 2 * 1024 * 1024;
+    o.spares.full_cooldown_ms = 0;  // an injected ENOSPC would otherwise end reuse for the rest of the life
     o.fs = &sim.fs;
     o.boot_nonce = sim.seed * 1000003 + sim.life + 1;
     return o;
