@@ -781,7 +781,16 @@ io::task<void> engine::rotate(shard& s) {
     }
     // The new journal exists before the snapshot is renamed into place, so once the snapshot is visible
     // nothing can fail before the switch: a snapshot never hides records written to the old journal.
-    int jfd = co_await fs.openat(AT_FDCWD, new_journal, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    // It is always a new file: a journal G+1 seen now is left by an earlier attempt whose removal failed
+    // too (recovery makes the newest journal the active one, so it holds no record), and its directory
+    // entry may never become durable (a failed fsync loses it for good), so reusing it could put
+    // acknowledged records into a file a crash takes away.
+    if (int stale = co_await fs.unlinkat(AT_FDCWD, new_journal); stale < 0 && stale != -ENOENT) {
+        fail("remove a journal left by a failed attempt", stale);
+        co_await fs.unlinkat(AT_FDCWD, tmp);
+        co_return;
+    }
+    int jfd = co_await fs.openat(AT_FDCWD, new_journal, O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (jfd < 0) {
         fail("create journal", jfd);
         co_await fs.unlinkat(AT_FDCWD, tmp);
