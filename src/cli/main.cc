@@ -63,6 +63,7 @@ void print_usage() {
         "  --disk-write-kib N    largest single data write, a multiple of 4 (default 256)\n"
         "  --spare-data-mib N    freed data files of 1 MiB or more kept per drive for reuse by later writes,\n"
         "                        all cores together (default 1024, 0: remove them at once)\n"
+        "  --spare-data-idle-seconds N   remove spare data files no write took for N s (default 600)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
@@ -138,6 +139,7 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--multipart-expiry-interval-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--io-depth") { if (!need(parse_number(value, n) && n >= 1 && n <= 64)) return 2; cfg.engine.data_files.pipeline_depth = n; ++i; }
         else if (arg == "--disk-writes-in-flight") { if (!need(parse_number(value, n) && n >= 1 && n <= 1024)) return 2; cfg.engine.writes.writes_in_flight_per_drive = n; ++i; }
+        else if (arg == "--spare-data-idle-seconds") { if (!need(parse_number(value, n) && n >= 1 && n <= 86400 * 365)) return 2; cfg.engine.spares.idle_ms = static_cast<std::int64_t>(n) * 1000; ++i; }
         else if (arg == "--spare-data-mib") { if (!need(parse_number(value, n) && n <= 1024 * 1024)) return 2; cfg.engine.spares.bytes_per_drive = n * 1024 * 1024; ++i; }
         else if (arg == "--disk-write-kib") {
             if (!need(parse_number(value, n) && n >= 4 && n <= 8192 && n % 4 == 0)) return 2;
@@ -181,6 +183,18 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
     cfg.service.credentials.add({cfg.default_credentials ? default_access_key : access,
                                  cfg.default_credentials ? default_secret_key : secret});
     return 0;
+}
+
+// Removes spare data files that no write has taken for a while (core 0 only: the spares are shared).
+io::task<void> expire_spares(store::engine* engine, std::int64_t idle_ms) {
+    const std::int64_t interval_ms = std::clamp<std::int64_t>(idle_ms / 2, 1000, 60'000);
+    while (!io::reactor::current().stopping()) {
+        co_await io::sleep_for(interval_ms);
+        if (io::reactor::current().stopping()) break;
+        if (std::uint64_t n = co_await engine->spares().expire_idle(); n > 0)
+            LOG_INFO("removed %llu spare data files unused for %lld s", static_cast<unsigned long long>(n),
+                     static_cast<long long>(idle_ms / 1000));
+    }
 }
 
 // Aborts this core's stale multipart uploads now and then. It holds no reactor reference, so shutdown
@@ -245,6 +259,7 @@ int serve(int argc, char** argv) {
         }
         io::spawn(servers[core]->run());
         io::spawn(expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
+        if (core == 0) io::spawn(expire_spares(engine.get(), cfg.engine.spares.idle_ms));
         if (core == 0) {
             LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
                      cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,

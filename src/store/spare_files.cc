@@ -93,7 +93,7 @@ io::task<void> spare_files::give(const segment& seg) {
             evicted.push_back(std::move(d.files.front()));
             d.files.pop_front();
         }
-        d.files.push_back({std::move(spare_name), st.size_bytes});
+        d.files.push_back({std::move(spare_name), st.size_bytes, steady_now_ms()});
         d.bytes += st.size_bytes;
         ++_stats.kept;
     } else {
@@ -118,6 +118,26 @@ io::task<bool> spare_files::release(std::uint32_t drive) {
 
 io::task<void> spare_files::release_all() {
     for (std::uint32_t d = 0; d < _drives.size(); ++d) co_await release(d);
+}
+
+io::task<std::uint64_t> spare_files::expire_idle() {
+    std::uint64_t expired = 0;
+    for (std::uint32_t drive = 0; drive < _drives.size(); ++drive) {
+        std::deque<spare> old;
+        {
+            std::lock_guard lock(_mutex);
+            per_drive& d = _drives_state.at(drive);
+            const std::int64_t cutoff = steady_now_ms() - _options.idle_ms;
+            while (!d.files.empty() && d.files.front().kept_ms <= cutoff) {
+                d.bytes -= d.files.front().size_bytes;
+                old.push_back(std::move(d.files.front()));
+                d.files.pop_front();
+            }
+        }
+        expired += old.size();
+        for (auto& s : old) co_await remove(drive, std::move(s.name));
+    }
+    co_return expired;
 }
 
 io::task<void> spare_files::remove(std::uint32_t drive, std::string name) {

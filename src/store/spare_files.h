@@ -18,7 +18,8 @@
 // the start, and its footer sits right after the new size, so bytes past it (the old object's, when the
 // spare was larger) are never read. Spares are removed at the next start (drive.h).
 //
-// Bounds: at most `bytes_per_drive` of spares per drive (the oldest go first), only files of segments of at
+// Bounds: at most `bytes_per_drive` of spares per drive (the oldest go first; none kept longer than
+// `idle_ms`), only files of segments of at
 // least `min_segment_bytes` (small files gain nothing), and a spare is taken only by a write that fits it
 // closely (larger by at most the larger of 1/8 and `min_segment_bytes`).
 //
@@ -49,6 +50,9 @@ struct spare_file_options {
     // The engine hands this to its drive_set (drive_set::spare_min_segment_bytes), which readers consult.
     std::uint64_t min_segment_bytes = 1024ULL * 1024;
     std::int64_t full_cooldown_ms = 60'000;
+    // Spares no write has taken for this long are removed by expire_idle (the server calls it every
+    // minute), so space held for a workload that stopped is given back.
+    std::int64_t idle_ms = 600'000;
 };
 
 struct spare_file_stats {
@@ -73,6 +77,8 @@ public:
     io::task<bool> release(std::uint32_t drive);
     // The same for every drive (a request failed for want of space somewhere).
     io::task<void> release_all();
+    // Removes the spares kept longer than idle_ms ago; returns how many.
+    io::task<std::uint64_t> expire_idle();
     // Whether spares are kept at all (--spare-data-mib of at least one segment).
     bool enabled() const { return _options.bytes_per_drive >= _options.min_segment_bytes; }
 
@@ -83,9 +89,10 @@ private:
     struct spare {
         std::string name;
         std::uint64_t size_bytes = 0;
+        std::int64_t kept_ms = 0;  // steady clock
     };
     struct per_drive {
-        std::deque<spare> files;  // oldest first
+        std::deque<spare> files;  // oldest first (by kept_ms)
         std::uint64_t bytes = 0;
         std::int64_t full_until_ms = 0;  // steady clock: keep no spares before this
     };

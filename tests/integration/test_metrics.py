@@ -3,6 +3,7 @@ and a bucket named "metrics" that stays usable."""
 
 import os
 import socket
+from pathlib import Path
 
 import requests
 
@@ -93,6 +94,22 @@ def test_spare_data_files_are_counted(make_server):
     assert server_metric(server, "fjord_spare_data_bytes") == 0
     assert s3.get_object(Bucket="spares", Key="k")["Body"].read() == body
     assert s3.get_object(Bucket="spares", Key="k2")["Body"].read() == body
+
+
+def test_spare_data_files_no_write_takes_are_removed(make_server):
+    """--spare-data-idle-seconds: spares unused that long are removed (the server looks every second here)."""
+    server = make_server(["--spare-data-idle-seconds", "2"])
+    s3 = make_client(server)
+    s3.create_bucket(Bucket="idle")
+    body = os.urandom(2 * 1024 * 1024)
+    s3.put_object(Bucket="idle", Key="k", Body=body)
+    s3.put_object(Bucket="idle", Key="k", Body=body)
+    assert server_metric(server, 'fjord_spare_data_files_total{event="kept"}') == 1
+    s3util.wait_until(lambda: server_metric(server, "fjord_spare_data_bytes") == 0, timeout_s=15,
+                      what="the idle spare removed")
+    assert server_metric(server, 'fjord_spare_data_files_total{event="removed"}') == 1
+    assert all(not list(Path(d, "spare").iterdir()) for d in server.data_dirs)
+    assert s3.get_object(Bucket="idle", Key="k")["Body"].read() == body
 
 
 def test_a_bucket_named_metrics_stays_usable(fjord_server):

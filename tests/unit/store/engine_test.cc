@@ -978,6 +978,24 @@ TEST(spare_files, a_file_another_object_shares_is_not_reused) {
     });
 }
 
+TEST(spare_files, spares_no_write_takes_expire) {
+    temp_dir dir;
+    for (std::int64_t idle_ms : {600'000, 0}) {
+        engine_options options = test_options(dir.path());
+        options.spares.idle_ms = idle_ms;
+        auto e = open_engine(options);
+        ASSERT_NE(e, nullptr);
+        run_engine(*e, [&](engine* en) -> io::task<void> {
+            (void)co_await en->create_bucket("b");
+            co_await put_and_get(en, "k", testing::pattern_bytes(2 * MiB, 1));
+            co_await put_and_get(en, "k", testing::pattern_bytes(2 * MiB, 2));
+            EXPECT_EQ(spare_count(dir.path()), 1u);
+            EXPECT_EQ(co_await en->spares().expire_idle(), idle_ms == 0 ? 1u : 0u);
+            EXPECT_EQ(spare_count(dir.path()), idle_ms == 0 ? 0u : 1u);
+        });
+    }
+}
+
 TEST(spare_files, spares_are_bounded_released_and_gone_after_a_restart) {
     temp_dir dir;
     engine_options options = test_options(dir.path());
