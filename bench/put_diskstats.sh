@@ -34,5 +34,6 @@ d = [y - x for x, y in zip(a, b)]
 # fields after the name: reads, merged, sectors, ms, writes, merged, sectors, ms, in flight, io ms,
 # weighted ms, discards, merged, sectors, ms, flushes, flush ms
 print(f"{sys.argv[3]}: written {d[6] * 512 / 2**30:.2f} GiB in {d[4]} writes (avg {d[6] * 512 / max(d[4], 1) / 1024:.0f} KiB), "
-      f"discarded {d[13] * 512 / 2**30:.2f} GiB ({d[14]} ms), flushes {d[15]} ({d[16]} ms), busy {d[9]} ms")
+      f"discarded {d[13] * 512 / 2**30:.2f} GiB ({d[14]} ms), flushes {d[15]} ({d[16]} ms), busy {d[9]} ms, "
+      f"mean requests in flight while busy {d[10] / max(d[9], 1):.1f}")
 PY
