@@ -22,7 +22,7 @@ for _ in $(seq 200); do curl -sf -o /dev/null "$ENDPOINT/health/ready" && break;
 # The device under the data directory (a partition's stats are its own line in /proc/diskstats).
 DEV=$(lsblk -no KNAME "$(df --output=source "$DATA" | tail -1)" 2>/dev/null | head -1)
 [[ -n "$DEV" ]] || { echo "cannot find the block device of $DATA" >&2; exit 1; }
-S3=(--endpoint "$ENDPOINT" --bucket bench --op put --size 64MiB --concurrency 8 --objects 16)
+S3=(--endpoint "$ENDPOINT" --bucket bench --op put --unique-bodies --size 64MiB --concurrency 8 --objects 16)
 "$FJORD" bench s3 "${S3[@]}" --duration 3 >/dev/null
 before=$(awk -v d="$DEV" '$3 == d' /proc/diskstats)
 "$FJORD" bench s3 "${S3[@]}" --duration "$DURATION" --server-pid "$SERVER_PID" | grep -E "total|cpu"

@@ -3,8 +3,10 @@
 // `fio --direct=1 --ioengine=io_uring --fixedbufs --rw=write/read --iodepth=32`. The file is
 // preallocated (as fio does) and removed at the end. With --files N the blocks go round-robin to N files
 // written at once (the pattern of N concurrent PUTs), `depth` blocks in flight over all of them. Every pass
-// is printed: the first writes into freshly preallocated space, as a PUT does; later passes overwrite it. This runs on a plain thread with its own ring,
-// not on a reactor: it measures the device, not Fjord's runtime.
+// is printed: the first writes into freshly preallocated space, as a PUT does; later passes overwrite it.
+// Every 4 KiB block written is distinct (--repeat-blocks: the same few buffers over and over, as before).
+// This runs on a plain thread with its own ring, not on a reactor: it measures the device, not Fjord's
+// runtime.
 
 #include <fcntl.h>
 #include <liburing.h>
@@ -32,6 +34,7 @@ struct disk_config {
     unsigned depth = 32;
     unsigned files = 1;
     unsigned passes = 1;  // each direction reports its best pass (the device is shared and noisy)
+    bool repeat_blocks = false;  // write the same `depth` buffers over and over (the old behaviour)
     std::string json_path;
 };
 
@@ -43,7 +46,7 @@ struct phase_result {
 // One sequential pass over the file: `depth` blocks in flight, each completion refilled with the next
 // offset. Returns the elapsed time, or a message.
 base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds, const disk_config& cfg,
-                                     std::byte* memory, bool registered, bool write) {
+                                     std::byte* memory, bool registered, bool write, std::uint64_t pass_stamp) {
     std::uint64_t blocks = cfg.size_bytes / cfg.block_bytes, next = 0, done = 0;
     std::int64_t start_ns = base::monotonic_now_ns();
     auto submit_block = [&](unsigned slot) {
@@ -51,6 +54,14 @@ base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds
         FJORD_ASSERT(sqe != nullptr, "ring sized for depth");
         std::byte* buf = memory + slot * cfg.block_bytes;
         auto len = static_cast<unsigned>(cfg.block_bytes);
+        // Every 4 KiB block written is distinct (its pass, block and offset stamped on the random fill), as
+        // a workload's data is: a storage layer that dedups or caches repeated blocks must not flatter the
+        // limit (fio refills its buffers for the same reason). --repeat-blocks turns it off.
+        if (write && !cfg.repeat_blocks)
+            for (std::size_t o = 0; o < cfg.block_bytes; o += 4096) {
+                std::uint64_t stamp = (pass_stamp << 40) ^ (next << 16) ^ o;
+                std::memcpy(buf + o, &stamp, sizeof stamp);
+            }
         int fd = fds[next % fds.size()];
         std::uint64_t offset = next / fds.size() * cfg.block_bytes;
         if (write && registered) io_uring_prep_write_fixed(sqe, fd, buf, len, offset, static_cast<int>(slot));
@@ -84,11 +95,13 @@ base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds
 
 base::result<disk_config> parse_disk_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"dir", "size-mib", "block-kib", "depth", "passes", "files", "json"};
-    auto opts = bench_options::parse(argc, argv, with_value, {});
+    static constexpr std::string_view flags[] = {"repeat-blocks"};
+    auto opts = bench_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     disk_config cfg;
     cfg.dir = opts->text("dir");
     cfg.json_path = opts->text("json");
+    cfg.repeat_blocks = opts->has("repeat-blocks");
     if (cfg.dir.empty()) return base::fail(base::errc::invalid_argument, "--dir is required");
     auto size_mib = opts->number("size-mib", 1024), block_kib = opts->number("block-kib", 1024),
          depth = opts->number("depth", 32), passes = opts->number("passes", 1), files = opts->number("files", 1);
@@ -111,20 +124,23 @@ int report(const disk_config& cfg, const phase_result& w, const phase_result& r,
            bool registered) {
     double write_gib_s = gib_per_s(w.bytes, w.seconds), read_gib_s = gib_per_s(r.bytes, r.seconds);
     double first_write_gib_s = gib_per_s(first_write.bytes, first_write.seconds);
-    std::printf("disk %s: %llu MiB in %u file(s), %llu KiB blocks, depth %u, O_DIRECT, %s buffers, best of %u pass(es)\n",
+    std::printf("disk %s: %llu MiB in %u file(s), %llu KiB blocks, depth %u, O_DIRECT, %s buffers, %s data, best of "
+                "%u pass(es)\n",
                 cfg.dir.c_str(), static_cast<unsigned long long>(cfg.size_bytes / base::MiB), cfg.files,
                 static_cast<unsigned long long>(cfg.block_bytes / base::KiB), cfg.depth,
-                registered ? "registered" : "unregistered", cfg.passes);
+                registered ? "registered" : "unregistered", cfg.repeat_blocks ? "repeated" : "distinct", cfg.passes);
     std::printf("  write: %.3f GiB/s (%.2f s, fdatasync included)\n", write_gib_s, w.seconds);
     std::printf("  read:  %.3f GiB/s (%.2f s)\n", read_gib_s, r.seconds);
     if (cfg.json_path.empty()) return 0;
     char json[1024];
     std::snprintf(json, sizeof json,
                   "{\"bench\": \"disk\", \"dir\": %s, \"size_bytes\": %llu, \"block_bytes\": %llu, \"depth\": %u, \"files\": %u, \"passes\": %u, "
+                  "\"distinct_blocks\": %s, "
                   "\"registered_buffers\": %s, \"write_gib_s\": %.4f, \"write_s\": %.4f, \"read_gib_s\": %.4f, "
                   "\"read_s\": %.4f, \"first_pass_write_gib_s\": %.4f}",
                   json_string(cfg.dir).c_str(), static_cast<unsigned long long>(cfg.size_bytes),
-                  static_cast<unsigned long long>(cfg.block_bytes), cfg.depth, cfg.files, cfg.passes, registered ? "true" : "false",
+                  static_cast<unsigned long long>(cfg.block_bytes), cfg.depth, cfg.files, cfg.passes,
+                  cfg.repeat_blocks ? "false" : "true", registered ? "true" : "false",
                   write_gib_s, w.seconds, read_gib_s, r.seconds, first_write_gib_s);
     return write_json_file(cfg.json_path, json) ? 0 : 1;
 }
@@ -176,8 +192,8 @@ int bench_disk_main(int argc, char** argv) {
     base::result<phase_result> written = phase_result{}, read = phase_result{};
     phase_result first_write;  // into freshly preallocated space, as every PUT writes
     for (unsigned pass = 0; pass < cfg->passes; ++pass) {
-        auto w = run_phase(ring, fds, *cfg, memory, registered, true);
-        auto r = w ? run_phase(ring, fds, *cfg, memory, registered, false) : w;
+        auto w = run_phase(ring, fds, *cfg, memory, registered, true, pass + 1);
+        auto r = w ? run_phase(ring, fds, *cfg, memory, registered, false, pass + 1) : w;
         if (!r) {
             read = r;
             break;

@@ -15,11 +15,12 @@ namespace {
 
 void print_bench_usage() {
     std::fputs(
-        "usage: fjord bench disk --dir DIR [--size-mib 1024] [--block-kib 1024] [--depth 32] [--json FILE]\n"
+        "usage: fjord bench disk --dir DIR [--size-mib 1024] [--block-kib 1024] [--depth 32] [--files 1] [--passes 1]\n"
+        "                      [--repeat-blocks] [--json FILE]\n"
         "       fjord bench net [--seconds 3] [--streams 1] [--buffer-kib 1024] [--json FILE]\n"
         "       fjord bench s3 --bucket B --op put|get|mixed|head|delete|list [--endpoint http://127.0.0.1:9000]\n"
         "                      [--size 64MiB (4KiB for head, delete, list)] [--concurrency 8] [--duration 10 | --count N]\n"
-        "                      [--cores 2] [--objects N] [--verify] [--trailer crc32c|crc64nvme] [--server-pid PID]\n"
+        "                      [--cores 2] [--objects N] [--verify | --unique-bodies] [--trailer crc32c|crc64nvme] [--server-pid PID]\n"
         "                      [--json FILE] [--report DIR]\n"
         "       fjord bench checkpoint [--endpoint URL] [--bucket checkpoint] [--ranks 8] [--scale 1/32]\n"
         "                      [--checkpoints 10] [--compute-seconds 5] [--part-size 5MiB] [--read-size 128MiB]\n"

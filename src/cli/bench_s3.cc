@@ -64,6 +64,7 @@ struct s3_config {
     unsigned cores = 2;
     std::uint64_t objects = 0;  // a multiple of concurrency
     bool verify = false;
+    bool unique_bodies = false;  // every PUT body differs (a different window of a larger random pool)
     client::put_options put;  // --trailer crc32c|crc64nvme: aws-chunked bodies with a checksum trailer
     long server_pid = 0;
     std::string json_path;
@@ -98,13 +99,15 @@ struct worker_stats {
 struct shared_run {
     const s3_config* config = nullptr;
     client::client_options client;
-    std::span<const std::byte> data;                 // the PUT pool, read-only
+    std::span<const std::byte> data;                 // the PUT pool, read-only (size_bytes, or more)
+    std::uint64_t unique_window_bytes = 0;           // with unique_bodies: the spread of body offsets
     std::vector<std::span<std::byte>> destinations;  // one GET buffer per worker
     std::vector<worker_stats> stats;                 // one per worker
     io::reactor_group* group = nullptr;
     progress_line* progress = nullptr;  // during the measured phase
     std::atomic<unsigned> workers_left{0};
     std::atomic<std::uint64_t> next_operation{0};
+    std::atomic<std::uint64_t> next_body{0};
     std::int64_t deadline_ns = 0;
 
     bool claim_operation() {
@@ -152,7 +155,7 @@ io::task<void> prepare_worker(shared_run* run, unsigned worker) {
             ++st.reused;
             continue;
         }
-        auto put = co_await client.put_object(cfg.bucket, key, run->data, cfg.put);
+        auto put = co_await client.put_object(cfg.bucket, key, run->data.first(cfg.size_bytes), cfg.put);
         if (!put) note_error(st, "PUT " + key, put.err());
         else ++st.prepared;
     }
@@ -172,7 +175,14 @@ io::task<op_outcome> transfer_op(shared_run* run, unsigned worker, client::s3_cl
     worker_stats& st = run->stats[worker];
     op_outcome out{false, base::monotonic_now_ns(), 0, cfg.size_bytes, is_put ? &worker_stats::put : &worker_stats::get};
     if (is_put) {
-        auto r = co_await client->put_object(cfg.bucket, key, run->data, cfg.put);
+        std::span<const std::byte> body = run->data.first(cfg.size_bytes);
+        if (cfg.unique_bodies) {
+            // 8-byte-aligned windows whose offsets differ modulo 4 KiB for 512 bodies in a row, so no 4 KiB
+            // block of one object repeats a block of another among them (a storage layer cannot dedup them).
+            std::uint64_t n = run->next_body.fetch_add(1, std::memory_order_relaxed);
+            body = run->data.subspan((n * 8 * 1021) % run->unique_window_bytes, cfg.size_bytes);
+        }
+        auto r = co_await client->put_object(cfg.bucket, key, body, cfg.put);
         if (!r) note_error(st, "PUT " + key, r.err());
         out.ok = r.has_value();
     } else {
@@ -203,7 +213,7 @@ io::task<op_outcome> head_or_delete_op(shared_run* run, unsigned worker, client:
         else out.ok = true;
         co_return out;
     }
-    auto put = co_await client->put_object(cfg.bucket, key, run->data, cfg.put);
+    auto put = co_await client->put_object(cfg.bucket, key, run->data.first(cfg.size_bytes), cfg.put);
     if (!put) {
         note_error(st, "PUT " + key, put.err());
         co_return out;
@@ -286,7 +296,7 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"endpoint", "bucket", "op",      "size",       "concurrency",
                                                       "duration", "count",  "cores",   "objects",    "server-pid",
                                                       "json", "trailer", "report"};
-    static constexpr std::string_view flags[] = {"verify"};
+    static constexpr std::string_view flags[] = {"verify", "unique-bodies"};
     auto opts = bench_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     s3_config cfg;
@@ -324,6 +334,9 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     cfg.duration_s = *duration;
     cfg.cores = static_cast<unsigned>(*cores);
     cfg.verify = opts->has("verify");
+    cfg.unique_bodies = opts->has("unique-bodies");
+    if (cfg.verify && cfg.unique_bodies)
+        return base::fail(base::errc::invalid_argument, "--verify compares with one body: not with --unique-bodies");
     std::string trailer = opts->text("trailer");
     if (trailer == "crc32c") cfg.put.crc32c_trailer = true;
     else if (trailer == "crc64nvme") cfg.put.crc64nvme_trailer = true;
@@ -569,9 +582,11 @@ int bench_s3_main(int argc, char** argv) {
     run.config = &*cfg;
     run.client.endpoint = cfg->endpoint;
     run.client.credentials = cfg->credentials;
-    std::span<std::byte> data = map_bytes(cfg->size_bytes);
+    constexpr std::uint64_t unique_window_bytes = 4 * base::MiB;
+    std::span<std::byte> data = map_bytes(cfg->size_bytes + (cfg->unique_bodies ? unique_window_bytes : 0));
     fill_random(data, 0x5EED0F0F1A2B3C4DULL);
     run.data = data;
+    run.unique_window_bytes = unique_window_bytes;
     if (cfg->op == op_kind::get || cfg->op == op_kind::mixed) {
         for (unsigned w = 0; w < cfg->concurrency; ++w) {
             run.destinations.push_back(map_bytes(cfg->size_bytes));

@@ -77,6 +77,19 @@ def test_bench_s3_put_then_get_reuses_objects(fjord_server, s3, bench_bucket, tm
     assert get["by_op"]["put"]["operations"] == 0
 
 
+def test_bench_s3_unique_bodies_differ(fjord_server, s3, bench_bucket, tmp_dir):
+    put = run_s3_bench(fjord_server, bench_bucket, tmp_dir / "put.json", "--op", "put", "--count", 8,
+                       "--size", "64KiB", "--concurrency", 2, "--objects", 8, "--unique-bodies")
+    assert_healthy(put, "put")
+    bodies = [s3.get_object(Bucket=bench_bucket, Key=f"bench/{i % 2}/{i // 2}")["Body"].read() for i in range(8)]
+    assert all(len(b) == 64 * KiB for b in bodies)
+    blocks = {b[o:o + 4096] for b in bodies for o in range(0, len(b), 4096)}
+    assert len(blocks) == 8 * 16, "no 4 KiB block repeats across or within the bodies"
+    refused = run_bench("s3", "--endpoint", fjord_server.endpoint, "--bucket", bench_bucket, "--op", "get",
+                        "--unique-bodies", "--verify", env=bench_env(fjord_server), check=False)
+    assert refused.returncode == 2 and "--unique-bodies" in refused.stderr
+
+
 def test_bench_s3_get_prepares_missing_objects_and_counts_exactly(fjord_server, bench_bucket, tmp_dir):
     get = run_s3_bench(fjord_server, bench_bucket, tmp_dir / "get.json", "--op", "get", "--count", 25,
                        "--size", "1MiB", "--concurrency", 3, "--objects", 5, "--verify")
@@ -113,6 +126,7 @@ def test_bench_disk_small(tmp_dir):
     disk = json.loads(out.read_text())
     assert disk["size_bytes"] == 8 * MiB and disk["block_bytes"] == 256 * KiB and disk["depth"] == 4
     assert disk["write_gib_s"] > 0 and disk["read_gib_s"] > 0
+    assert disk["distinct_blocks"] is True
     assert list(tmp_dir.iterdir()) == [out]  # the test file is gone
 
 
