@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What the block device does during a PUT phase: starts a fresh `fjord serve` (extra options from the
-# command line), warms it up for 3 s, then runs `fjord bench s3 --op put` (64 MiB x 8 over 16 keys, so most
-# PUTs replace an object) for BENCH_DURATION seconds and prints the /proc/diskstats deltas of the device
-# that holds BENCH_DIR: bytes written, average write, discards, flushes and busy time.
+# command line), warms it up for 3 s, then runs `fjord bench s3 --op put` (BENCH_SIZE, default 64 MiB, x 8
+# over 16 keys, so most PUTs replace an object) for BENCH_DURATION seconds and prints the /proc/diskstats
+# deltas of the device that holds BENCH_DIR: bytes written, average write, discards, flushes, busy time
+# and the mean number of requests in flight.
 #   bench/put_diskstats.sh                       # defaults
 #   bench/put_diskstats.sh --spare-data-mib 0    # freed data files removed at once
 set -euo pipefail
@@ -22,7 +23,7 @@ for _ in $(seq 200); do curl -sf -o /dev/null "$ENDPOINT/health/ready" && break;
 # The device under the data directory (a partition's stats are its own line in /proc/diskstats).
 DEV=$(lsblk -no KNAME "$(df --output=source "$DATA" | tail -1)" 2>/dev/null | head -1)
 [[ -n "$DEV" ]] || { echo "cannot find the block device of $DATA" >&2; exit 1; }
-S3=(--endpoint "$ENDPOINT" --bucket bench --op put --unique-bodies --size 64MiB --concurrency 8 --objects 16)
+S3=(--endpoint "$ENDPOINT" --bucket bench --op put --unique-bodies --size "${BENCH_SIZE:-64MiB}" --concurrency 8 --objects 16)
 "$FJORD" bench s3 "${S3[@]}" --duration 3 >/dev/null
 before=$(awk -v d="$DEV" '$3 == d' /proc/diskstats)
 "$FJORD" bench s3 "${S3[@]}" --duration "$DURATION" --server-pid "$SERVER_PID" | grep -E "total|cpu"
