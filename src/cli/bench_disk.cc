@@ -54,12 +54,12 @@ base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds
         FJORD_ASSERT(sqe != nullptr, "ring sized for depth");
         std::byte* buf = memory + slot * cfg.block_bytes;
         auto len = static_cast<unsigned>(cfg.block_bytes);
-        // Every 4 KiB block written is distinct (its pass, block and offset stamped on the random fill), as
-        // a workload's data is: a storage layer that dedups or caches repeated blocks must not flatter the
-        // limit (fio refills its buffers for the same reason). --repeat-blocks turns it off.
+        // Every 4 KiB block written is distinct (its pass and its index in the pass stamped on the random
+        // fill), as a workload's data is: a storage layer that dedups or caches repeated blocks must not
+        // flatter the limit (fio scrambles its buffers for the same reason). --repeat-blocks turns it off.
         if (write && !cfg.repeat_blocks)
             for (std::size_t o = 0; o < cfg.block_bytes; o += 4096) {
-                std::uint64_t stamp = (pass_stamp << 40) ^ (next << 16) ^ o;
+                std::uint64_t stamp = (pass_stamp << 48) | (next * (cfg.block_bytes / 4096) + o / 4096);
                 std::memcpy(buf + o, &stamp, sizeof stamp);
             }
         int fd = fds[next % fds.size()];

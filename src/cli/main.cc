@@ -259,7 +259,8 @@ int serve(int argc, char** argv) {
         }
         io::spawn(servers[core]->run());
         io::spawn(expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
-        if (core == 0) io::spawn(expire_spares(engine.get(), cfg.engine.spares.idle_ms));
+        if (core == 0 && engine->spares().enabled())
+            io::spawn(expire_spares(engine.get(), cfg.engine.spares.idle_ms));
         if (core == 0) {
             LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
                      cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,

@@ -524,7 +524,8 @@ io::task<base::result<std::vector<segment>>> engine::share_segments(std::vector<
         int rc = co_await fs.linkat(_drives.dir_fd_for(from.drive, from.id), drive_set::file_name(from.id),
                                     _drives.dir_fd_for(to.drive, to.id), drive_set::file_name(to.id));
         if (rc == -ENOENT) status = base::fail(base::errc::not_found, "source data file gone");
-        else if (rc == -ENOSPC) status = base::fail(base::errc::storage_full, "no space left on drive");
+        else if (rc == -ENOSPC || rc == -EDQUOT)
+            status = base::fail(base::errc::storage_full, "no space left on drive");
         else if (rc < 0) status = base::fail(base::errc::io_error, std::string("link data file: ") + strerror(-rc));
         if (!status) break;
         shared.push_back(to);
@@ -784,7 +785,9 @@ io::task<void> engine::rotate(shard& s) {
     // It is always a new file: a journal G+1 seen now is left by an earlier attempt whose removal failed
     // too (recovery makes the newest journal the active one, so it holds no record), and its directory
     // entry may never become durable (a failed fsync loses it for good), so reusing it could put
-    // acknowledged records into a file a crash takes away.
+    // acknowledged records into a file a crash takes away. (Not removed before the snapshot is built: the
+    // snapshot's last sequence number must be read with no suspension before it, or appends queued
+    // meanwhile would take numbers the snapshot claims to contain.)
     if (int stale = co_await fs.unlinkat(AT_FDCWD, new_journal); stale < 0 && stale != -ENOENT) {
         fail("remove a journal left by a failed attempt", stale);
         co_await fs.unlinkat(AT_FDCWD, tmp);

@@ -43,7 +43,7 @@ int file_system::fsync_path_blocking(const std::string& path) {
 base::result<void> file_system::replace_file_blocking(const std::string& path, const std::string& content) {
     std::string tmp = path + ".tmp";
     auto failed = [&](const std::string& what, int rc) {
-        return base::fail(rc == -ENOSPC ? base::errc::storage_full : base::errc::io_error,
+        return base::fail(rc == -ENOSPC || rc == -EDQUOT ? base::errc::storage_full : base::errc::io_error,
                           what + ": " + strerror(-rc));
     };
     int fd = open_blocking(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -180,7 +180,7 @@ io::task<base::result<void>> journal::write_batch(const std::string& bytes, cons
         int rc = co_await _fs.write(_fd, bytes.data() + done, len, _offset + done);
         if (rc <= 0) {
             int err = rc < 0 ? -rc : EIO;
-            co_return base::fail(err == ENOSPC ? base::errc::storage_full : base::errc::io_error,
+            co_return base::fail(err == ENOSPC || err == EDQUOT ? base::errc::storage_full : base::errc::io_error,
                                  std::string("write journal: ") + strerror(err));
         }
         done += static_cast<std::size_t>(rc);

@@ -34,7 +34,7 @@ io::task<bool> spare_files::take(std::uint32_t drive, std::uint64_t bytes, int d
     {
         std::lock_guard lock(_mutex);
         per_drive& d = _drives_state.at(drive);
-        std::uint64_t slack = std::max(bytes / 8, _drives.spare_min_segment_bytes());
+        std::uint64_t slack = std::max(bytes / 8, _options.min_segment_bytes);
         auto best = d.files.end();
         for (auto it = d.files.begin(); it != d.files.end(); ++it)
             if (it->size_bytes >= bytes && it->size_bytes <= bytes + slack &&
@@ -45,8 +45,10 @@ io::task<bool> spare_files::take(std::uint32_t drive, std::uint64_t bytes, int d
         d.files.erase(best);
         d.bytes -= s.size_bytes;
     }
-    // Never over an existing file, as the O_EXCL create of a fresh file would not.
+    // Never over an existing file, as the O_EXCL create of a fresh file would not. A file system without
+    // RENAME_NOREPLACE (EINVAL) gets a plain rename: the target is a new object id.
     int rc = co_await _drives.fs().rename_noreplace(_drives.at(drive).spare_fd, s.name, dir_fd, name);
+    if (rc == -EINVAL) rc = co_await _drives.fs().renameat(_drives.at(drive).spare_fd, s.name, dir_fd, name);
     if (rc < 0) {
         LOG_WARN("cannot reuse spare data file %s: %s", s.name.c_str(), strerror(-rc));
         co_await remove(drive, std::move(s.name));
@@ -85,19 +87,22 @@ io::task<void> spare_files::give(const segment& seg) {
     bool keep = rc == 0 && st.links == 1 && !_drives.reads().pinned(seg.drive, st.inode) &&
                 st.size_bytes <= _options.bytes_per_drive;
     std::deque<spare> evicted;
-    if (keep) {
+    {
         std::lock_guard lock(_mutex);
         per_drive& d = _drives_state.at(seg.drive);
-        while (!d.files.empty() && d.bytes + st.size_bytes > _options.bytes_per_drive) {  // the oldest make room
-            d.bytes -= d.files.front().size_bytes;
-            evicted.push_back(std::move(d.files.front()));
-            d.files.pop_front();
+        const std::int64_t now = steady_now_ms();
+        if (keep && now >= d.full_until_ms) {  // the drive may have been found full during the rename
+            while (!d.files.empty() && d.bytes + st.size_bytes > _options.bytes_per_drive) {  // oldest go first
+                d.bytes -= d.files.front().size_bytes;
+                evicted.push_back(std::move(d.files.front()));
+                d.files.pop_front();
+            }
+            d.files.push_back({std::move(spare_name), st.size_bytes, now});
+            d.bytes += st.size_bytes;
+            ++_stats.kept;
+        } else {
+            evicted.push_back({std::move(spare_name), 0, 0});
         }
-        d.files.push_back({std::move(spare_name), st.size_bytes, steady_now_ms()});
-        d.bytes += st.size_bytes;
-        ++_stats.kept;
-    } else {
-        evicted.push_back({std::move(spare_name), 0});
     }
     for (auto& s : evicted) co_await remove(seg.drive, std::move(s.name));
 }
