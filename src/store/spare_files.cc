@@ -51,7 +51,7 @@ io::task<bool> spare_files::take(std::uint32_t drive, std::uint64_t bytes, int d
     if (rc == -EINVAL) rc = co_await _drives.fs().renameat(_drives.at(drive).spare_fd, s.name, dir_fd, name);
     if (rc < 0) {
         LOG_WARN("cannot reuse spare data file %s: %s", s.name.c_str(), strerror(-rc));
-        co_await remove(drive, std::move(s.name));
+        co_await remove(_drives.at(drive).spare_fd, std::move(s.name));
         co_return false;
     }
     std::lock_guard lock(_mutex);
@@ -72,14 +72,7 @@ io::task<void> spare_files::give(const segment& seg) {
     // Rename first: from then on no reader can open the file by this name, and no copy can link it.
     int rc = spare_name.empty() ? -EXDEV : co_await fs.renameat(dir_fd, name, spare_fd, spare_name);
     if (rc < 0) {  // not a candidate, or the rename failed: remove it as before (gone already is fine)
-        {
-            std::lock_guard lock(_mutex);
-            ++_stats.removed;
-        }
-        rc = co_await fs.unlinkat(dir_fd, name);
-        if (rc < 0 && rc != -ENOENT)
-            LOG_WARN("cannot remove data file %s: %s (it will be removed at the next start)", name.c_str(),
-                     strerror(-rc));
+        co_await remove(dir_fd, std::move(name));
         co_return;
     }
     file_stat st;
@@ -92,11 +85,8 @@ io::task<void> spare_files::give(const segment& seg) {
         per_drive& d = _drives_state.at(seg.drive);
         const std::int64_t now = steady_now_ms();
         if (keep && now >= d.full_until_ms) {  // the drive may have been found full during the rename
-            while (!d.files.empty() && d.bytes + st.size_bytes > _options.bytes_per_drive) {  // oldest go first
-                d.bytes -= d.files.front().size_bytes;
-                evicted.push_back(std::move(d.files.front()));
-                d.files.pop_front();
-            }
+            const std::uint64_t limit = _options.bytes_per_drive;  // the oldest make room
+            pop_oldest_while(d, evicted, [&](const spare&) { return d.bytes + st.size_bytes > limit; });
             d.files.push_back({std::move(spare_name), st.size_bytes, now});
             d.bytes += st.size_bytes;
             ++_stats.kept;
@@ -104,7 +94,7 @@ io::task<void> spare_files::give(const segment& seg) {
             evicted.push_back({std::move(spare_name), 0, 0});
         }
     }
-    for (auto& s : evicted) co_await remove(seg.drive, std::move(s.name));
+    for (auto& s : evicted) co_await remove(spare_fd, std::move(s.name));
 }
 
 io::task<bool> spare_files::release(std::uint32_t drive) {
@@ -112,12 +102,11 @@ io::task<bool> spare_files::release(std::uint32_t drive) {
     {
         std::lock_guard lock(_mutex);
         per_drive& d = _drives_state.at(drive);
-        files.swap(d.files);
-        d.bytes = 0;
+        pop_oldest_while(d, files, [](const spare&) { return true; });
         d.full_until_ms = steady_now_ms() + _options.full_cooldown_ms;
     }
     if (files.empty()) co_return false;
-    for (auto& s : files) co_await remove(drive, std::move(s.name));
+    for (auto& s : files) co_await remove(_drives.at(drive).spare_fd, std::move(s.name));
     co_return true;
 }
 
@@ -133,26 +122,22 @@ io::task<std::uint64_t> spare_files::expire_idle() {
             std::lock_guard lock(_mutex);
             per_drive& d = _drives_state.at(drive);
             const std::int64_t cutoff = steady_now_ms() - _options.idle_ms;
-            while (!d.files.empty() && d.files.front().kept_ms <= cutoff) {
-                d.bytes -= d.files.front().size_bytes;
-                old.push_back(std::move(d.files.front()));
-                d.files.pop_front();
-            }
+            pop_oldest_while(d, old, [&](const spare& oldest) { return oldest.kept_ms <= cutoff; });
         }
         expired += old.size();
-        for (auto& s : old) co_await remove(drive, std::move(s.name));
+        for (auto& s : old) co_await remove(_drives.at(drive).spare_fd, std::move(s.name));
     }
     co_return expired;
 }
 
-io::task<void> spare_files::remove(std::uint32_t drive, std::string name) {
+io::task<void> spare_files::remove(int dir_fd, std::string name) {
     {
         std::lock_guard lock(_mutex);
         ++_stats.removed;
     }
-    int rc = co_await _drives.fs().unlinkat(_drives.at(drive).spare_fd, name);
+    int rc = co_await _drives.fs().unlinkat(dir_fd, name);
     if (rc < 0 && rc != -ENOENT)
-        LOG_WARN("cannot remove spare data file %s: %s (it will be removed at the next start)", name.c_str(),
+        LOG_WARN("cannot remove data file %s: %s (it will be removed at the next start)", name.c_str(),
                  strerror(-rc));
 }
 

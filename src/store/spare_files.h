@@ -96,7 +96,17 @@ private:
         std::uint64_t bytes = 0;
         std::int64_t full_until_ms = 0;  // steady clock: keep no spares before this
     };
-    io::task<void> remove(std::uint32_t drive, std::string name);
+    // Removes a data file or spare by name (counted; a file already gone is fine).
+    io::task<void> remove(int dir_fd, std::string name);
+    // Moves the oldest spares of `d` to `out` while `more(oldest)` holds, keeping d.bytes right. Under _mutex.
+    template <class Predicate>
+    static void pop_oldest_while(per_drive& d, std::deque<spare>& out, Predicate more) {
+        while (!d.files.empty() && more(d.files.front())) {
+            d.bytes -= d.files.front().size_bytes;
+            out.push_back(std::move(d.files.front()));
+            d.files.pop_front();
+        }
+    }
 
     const drive_set& _drives;
     spare_file_options _options;
