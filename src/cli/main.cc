@@ -58,6 +58,8 @@ void print_usage() {
         "  --buffers N           I/O buffers per core (default 64)\n"
         "  --io-size-kib N       size of one disk I/O and buffer, 512 or more, a multiple of 64 (default 1024)\n"
         "  --io-depth N          disk I/Os in flight per request (default 4)\n"
+        "  --no-huge-pages       keep the I/O buffers on 4 KiB pages (default: transparent huge pages\n"
+        "                        when the kernel gives them; see src/io/README.md)\n"
         "  --disk-writes-in-flight N   data writes in flight per drive, all cores together; each core\n"
         "                        gets an equal share, at least one (default 8)\n"
         "  --disk-write-kib N    largest single data write, a multiple of 4 (default 256)\n"
@@ -151,6 +153,7 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
             cfg.engine.buffers.buffer_bytes = n * 1024;
             ++i;
         }
+        else if (arg == "--no-huge-pages") cfg.engine.buffers.huge_pages = false;
         else if (arg == "--buffers") { if (!need(parse_number(value, n) && n >= 8 && n <= 16384)) return 2; cfg.engine.buffers.buffer_count = n; ++i; }
         else if (arg == "--log-level") {
             if (!need(value)) return 2;
@@ -204,6 +207,24 @@ io::task<void> expire_uploads(store::engine* engine, std::int64_t max_age_s, std
         co_await io::sleep_for(interval_s * 1000);
         if (io::reactor::current().stopping()) break;
         (void)co_await engine->expire_local_uploads(base::unix_now_ms() - max_age_s * 1000);
+    }
+}
+
+// Says once at start whether the I/O buffers got huge pages: on 4 KiB pages a virtio disk holds far fewer
+// writes at a time (io/io_memory.h), which an operator otherwise only sees as lower throughput.
+void log_buffer_memory(const io::buffer_pool& pool, const io::buffer_pool_options& options) {
+    std::size_t total = pool.buffer_bytes() * pool.buffer_count(), huge = pool.huge_page_bytes();
+    LOG_INFO("I/O buffers: %zu x %zu KiB per core, %zu of %zu MiB on huge pages", pool.buffer_count(),
+             pool.buffer_bytes() / base::KiB, huge / base::MiB, total / base::MiB);
+    if (options.huge_pages && huge < total / 2) {
+        char mode[128] = "unknown";
+        if (FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re")) {
+            if (!std::fgets(mode, sizeof mode, f)) std::strcpy(mode, "unknown");
+            std::fclose(f);
+            mode[std::strcspn(mode, "\n")] = '\0';
+        }
+        LOG_WARN("most I/O buffers are on 4 KiB pages (transparent huge pages: %s; 'madvise' or 'always' "
+                 "lets Fjord use them): disk throughput may be lower", mode);
     }
 }
 
@@ -262,6 +283,7 @@ int serve(int argc, char** argv) {
         if (core == 0 && engine->spares().enabled())
             io::spawn(expire_spares(engine.get(), cfg.engine.spares.idle_ms));
         if (core == 0) {
+            log_buffer_memory(engine->pool(), cfg.engine.buffers);
             LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
                      cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,
                      cfg.engine.data_dirs[0].c_str(), cfg.engine.data_dirs.size() > 1 ? " and more" : "");

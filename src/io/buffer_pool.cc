@@ -1,7 +1,6 @@
 #include "io/buffer_pool.h"
 
 #include <liburing.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include <cstring>
@@ -35,22 +34,18 @@ void buffer::reset() {
 buffer_pool::buffer_pool(buffer_pool_options options) : _options(options) {
     FJORD_ASSERT(options.buffer_bytes % base::direct_io_alignment_bytes == 0);
     FJORD_ASSERT(options.buffer_count >= 1 && options.buffer_count <= 16384);
-    std::size_t total = options.buffer_bytes * options.buffer_count;
-    void* memory = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    FJORD_ASSERT(memory != MAP_FAILED, "cannot map the I/O buffer pool");
-    _memory = static_cast<std::byte*>(memory);
+    _memory = io_memory(options.buffer_bytes * options.buffer_count, options.huge_pages);
     for (std::size_t i = options.buffer_count; i-- > 0;) _free.push_back(static_cast<std::uint32_t>(i));
 }
 
 buffer_pool::~buffer_pool() {
     FJORD_ASSERT(_free.size() == _options.buffer_count, "buffer pool destroyed with buffers in use");
-    munmap(_memory, _options.buffer_bytes * _options.buffer_count);
 }
 
 bool buffer_pool::register_with(io_uring* ring) {
     std::vector<iovec> iovecs(_options.buffer_count);
     for (std::size_t i = 0; i < iovecs.size(); ++i)
-        iovecs[i] = iovec{_memory + i * _options.buffer_bytes, _options.buffer_bytes};
+        iovecs[i] = iovec{_memory.data() + i * _options.buffer_bytes, _options.buffer_bytes};
     int rc = io_uring_register_buffers(ring, iovecs.data(), static_cast<unsigned>(iovecs.size()));
     if (rc < 0) {
         LOG_WARN("cannot register I/O buffers with io_uring (%s); using unregistered buffers", strerror(-rc));
@@ -61,7 +56,7 @@ bool buffer_pool::register_with(io_uring* ring) {
 }
 
 buffer buffer_pool::make_buffer(std::uint32_t slot) {
-    return buffer(this, slot, _memory + slot * _options.buffer_bytes, _options.buffer_bytes,
+    return buffer(this, slot, _memory.data() + slot * _options.buffer_bytes, _options.buffer_bytes,
                   _registered ? static_cast<int>(slot) : -1);
 }
 

@@ -5,6 +5,9 @@
 // per core: when it is empty, acquire() waits (FIFO), which back-pressures receivers instead of growing
 // memory. Owned by one core; not thread-safe.
 //
+// The memory is io_memory: 2 MiB-aligned and on transparent huge pages when the kernel gives them, so a
+// buffer is one physically contiguous segment to the device (see io/io_memory.h for why that matters).
+//
 // memory_kind leaves room for pinned host memory and GPU memory (GPUDirect Storage via cuFile) later: a
 // consumer asks a buffer what it is instead of assuming host memory.
 
@@ -16,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/io_memory.h"
 #include "io/task.h"
 
 struct io_uring;
@@ -56,6 +60,7 @@ private:
 struct buffer_pool_options {
     std::size_t buffer_bytes = 1024 * 1024;  // one disk I/O unit
     std::size_t buffer_count = 64;           // per core
+    bool huge_pages = true;                  // advise transparent huge pages (best effort)
 };
 
 class buffer_pool {
@@ -74,6 +79,8 @@ public:
     std::size_t available() const { return _free.size(); }
     std::size_t buffer_bytes() const { return _options.buffer_bytes; }
     std::size_t buffer_count() const { return _options.buffer_count; }
+    // Bytes of the pool on huge pages (reads /proc/self/smaps: a diagnostic, not for the data path).
+    std::size_t huge_page_bytes() const { return _memory.huge_page_bytes(); }
 
 private:
     friend class buffer;
@@ -85,7 +92,7 @@ private:
     buffer make_buffer(std::uint32_t slot);
 
     buffer_pool_options _options;
-    std::byte* _memory = nullptr;
+    io_memory _memory;
     bool _registered = false;
     std::vector<std::uint32_t> _free;
     std::deque<waiter*> _waiters;

@@ -1,0 +1,76 @@
+#include "io/io_memory.h"
+
+#include <sys/mman.h>
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <utility>
+
+#include "base/assert.h"
+#include "base/units.h"
+
+namespace fjord::io {
+
+io_memory::io_memory(std::size_t bytes, bool huge_pages) {
+    _size = base::align_up(bytes, base::direct_io_alignment_bytes);
+    if (_size == 0) return;
+    // Over-map by one huge page so that the data can start on a 2 MiB boundary, then give back the slack
+    // on both sides: a huge page can only back a 2 MiB-aligned range.
+    _mapping_bytes = _size + huge_page_bytes_per_page;
+    void* p = mmap(nullptr, _mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    FJORD_ASSERT(p != MAP_FAILED, "cannot map I/O buffer memory");
+    _mapping = static_cast<std::byte*>(p);
+    auto start = reinterpret_cast<std::uintptr_t>(_mapping);
+    auto aligned = (start + huge_page_bytes_per_page - 1) & ~static_cast<std::uintptr_t>(huge_page_bytes_per_page - 1);
+    _data = reinterpret_cast<std::byte*>(aligned);
+    std::size_t head = aligned - start, tail = _mapping_bytes - head - _size;
+    if (head > 0) munmap(_mapping, head);
+    if (tail > 0) munmap(_data + _size, tail);
+    _mapping = _data;
+    _mapping_bytes = _size;
+    // Best effort: EINVAL when the kernel has no transparent huge pages; the memory works either way.
+    if (huge_pages && _size >= huge_page_bytes_per_page) (void)madvise(_data, _size, MADV_HUGEPAGE);
+}
+
+io_memory& io_memory::operator=(io_memory&& other) noexcept {
+    if (this != &other) {
+        unmap();
+        _mapping = std::exchange(other._mapping, nullptr);
+        _mapping_bytes = std::exchange(other._mapping_bytes, 0);
+        _data = std::exchange(other._data, nullptr);
+        _size = std::exchange(other._size, 0);
+    }
+    return *this;
+}
+
+io_memory::~io_memory() { unmap(); }
+
+void io_memory::unmap() {
+    if (_mapping) munmap(_mapping, _mapping_bytes);
+    _mapping = _data = nullptr;
+    _mapping_bytes = _size = 0;
+}
+
+std::size_t io_memory::huge_page_bytes() const {
+    if (!_data) return 0;
+    FILE* f = std::fopen("/proc/self/smaps", "re");
+    if (!f) return 0;
+    const auto lo = reinterpret_cast<std::uintptr_t>(_data), hi = lo + _size;
+    std::size_t total = 0;
+    bool inside = false;
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) {
+        std::uintmax_t start = 0, end = 0, kib = 0;
+        // A mapping's header is "start-end perms ..."; its fields follow as "Name:   value kB" (no field
+        // name parses as two hex numbers joined by '-').
+        if (std::sscanf(line, "%" SCNxMAX "-%" SCNxMAX " ", &start, &end) == 2)
+            inside = start < hi && end > lo;
+        else if (inside && std::sscanf(line, "AnonHugePages: %" SCNuMAX " kB", &kib) == 1)
+            total += static_cast<std::size_t>(kib) * 1024;
+    }
+    std::fclose(f);
+    return total < _size ? total : _size;
+}
+
+}  // namespace fjord::io
