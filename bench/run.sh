@@ -82,6 +82,8 @@ for _ in $(seq 200); do  # up to 20 s
 done
 curl -sf -o /dev/null "$ENDPOINT/health/ready" || { echo "fjord serve not ready after 20 s" >&2; exit 1; }
 echo "== fjord serve pid $SERVER_PID on $ENDPOINT, $SERVER_CORES cores, data in $DATA ${SERVER_ARGS[*]}"
+# Whether its I/O buffers got huge pages (io/io_memory.h): on 4 KiB pages this virtual disk is much slower.
+grep -aoE "I/O buffers: .*|most I/O buffers are on 4 KiB pages.*" "$WORK/server.log" | sed 's/^/   /' || true
 
 # A `top` snapshot halfway through a phase: who used the CPU.
 SNAPSHOT_PIDS=()

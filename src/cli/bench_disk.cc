@@ -5,12 +5,13 @@
 // written at once (the pattern of N concurrent PUTs), `depth` blocks in flight over all of them. Every pass
 // is printed: the first writes into freshly preallocated space, as a PUT does; later passes overwrite it.
 // Every 4 KiB block written is distinct (--repeat-blocks: the same few buffers over and over, as before).
+// The buffers are on transparent huge pages, as the server's are (io/io_memory.h; --no-huge-pages: 4 KiB
+// pages), so that the limit is measured with the memory the server writes from.
 // This runs on a plain thread with its own ring, not on a reactor: it measures the device, not Fjord's
 // runtime.
 
 #include <fcntl.h>
 #include <liburing.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +23,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "cli/bench.h"
+#include "io/io_memory.h"
 
 namespace fjord::cli {
 
@@ -35,6 +37,7 @@ struct disk_config {
     unsigned files = 1;
     unsigned passes = 1;  // each direction reports its best pass (the device is shared and noisy)
     bool repeat_blocks = false;  // write the same `depth` buffers over and over (the old behaviour)
+    bool huge_pages = true;      // buffers on transparent huge pages, as the server's (io/io_memory.h)
     std::string json_path;
 };
 
@@ -95,13 +98,14 @@ base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds
 
 base::result<disk_config> parse_disk_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"dir", "size-mib", "block-kib", "depth", "passes", "files", "json"};
-    static constexpr std::string_view flags[] = {"repeat-blocks"};
+    static constexpr std::string_view flags[] = {"repeat-blocks", "no-huge-pages"};
     auto opts = bench_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     disk_config cfg;
     cfg.dir = opts->text("dir");
     cfg.json_path = opts->text("json");
     cfg.repeat_blocks = opts->has("repeat-blocks");
+    cfg.huge_pages = !opts->has("no-huge-pages");
     if (cfg.dir.empty()) return base::fail(base::errc::invalid_argument, "--dir is required");
     auto size_mib = opts->number("size-mib", 1024), block_kib = opts->number("block-kib", 1024),
          depth = opts->number("depth", 32), passes = opts->number("passes", 1), files = opts->number("files", 1);
@@ -121,26 +125,27 @@ base::result<disk_config> parse_disk_args(int argc, char** argv) {
 }
 
 int report(const disk_config& cfg, const phase_result& w, const phase_result& r, const phase_result& first_write,
-           bool registered) {
+           bool registered, std::size_t huge_page_bytes) {
     double write_gib_s = gib_per_s(w.bytes, w.seconds), read_gib_s = gib_per_s(r.bytes, r.seconds);
     double first_write_gib_s = gib_per_s(first_write.bytes, first_write.seconds);
-    std::printf("disk %s: %llu MiB in %u file(s), %llu KiB blocks, depth %u, O_DIRECT, %s buffers, %s data, best of "
-                "%u pass(es)\n",
+    std::printf("disk %s: %llu MiB in %u file(s), %llu KiB blocks, depth %u, O_DIRECT, %s buffers (%zu KiB on huge "
+                "pages), %s data, best of %u pass(es)\n",
                 cfg.dir.c_str(), static_cast<unsigned long long>(cfg.size_bytes / base::MiB), cfg.files,
                 static_cast<unsigned long long>(cfg.block_bytes / base::KiB), cfg.depth,
-                registered ? "registered" : "unregistered", cfg.repeat_blocks ? "repeated" : "distinct", cfg.passes);
+                registered ? "registered" : "unregistered", huge_page_bytes / base::KiB,
+                cfg.repeat_blocks ? "repeated" : "distinct", cfg.passes);
     std::printf("  write: %.3f GiB/s (%.2f s, fdatasync included)\n", write_gib_s, w.seconds);
     std::printf("  read:  %.3f GiB/s (%.2f s)\n", read_gib_s, r.seconds);
     if (cfg.json_path.empty()) return 0;
     char json[1024];
     std::snprintf(json, sizeof json,
                   "{\"bench\": \"disk\", \"dir\": %s, \"size_bytes\": %llu, \"block_bytes\": %llu, \"depth\": %u, \"files\": %u, \"passes\": %u, "
-                  "\"distinct_blocks\": %s, "
+                  "\"distinct_blocks\": %s, \"huge_page_bytes\": %zu, "
                   "\"registered_buffers\": %s, \"write_gib_s\": %.4f, \"write_s\": %.4f, \"read_gib_s\": %.4f, "
                   "\"read_s\": %.4f, \"first_pass_write_gib_s\": %.4f}",
                   json_string(cfg.dir).c_str(), static_cast<unsigned long long>(cfg.size_bytes),
                   static_cast<unsigned long long>(cfg.block_bytes), cfg.depth, cfg.files, cfg.passes,
-                  cfg.repeat_blocks ? "false" : "true", registered ? "true" : "false",
+                  cfg.repeat_blocks ? "false" : "true", huge_page_bytes, registered ? "true" : "false",
                   write_gib_s, w.seconds, read_gib_s, r.seconds, first_write_gib_s);
     return write_json_file(cfg.json_path, json) ? 0 : 1;
 }
@@ -174,9 +179,8 @@ int bench_disk_main(int argc, char** argv) {
         }
     }
     std::size_t memory_bytes = cfg->block_bytes * cfg->depth;
-    void* mapped = mmap(nullptr, memory_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    FJORD_ASSERT(mapped != MAP_FAILED, "cannot map the I/O buffers");
-    auto* memory = static_cast<std::byte*>(mapped);
+    io::io_memory mapped(memory_bytes, cfg->huge_pages);
+    auto* memory = mapped.data();
     std::uint64_t state = 0x9E3779B97F4A7C15ULL;  // incompressible content, fixed seed
     for (std::size_t i = 0; i + 8 <= memory_bytes; i += 8) {
         state ^= state << 13, state ^= state >> 7, state ^= state << 17;
@@ -205,13 +209,13 @@ int bench_disk_main(int argc, char** argv) {
         if (pass == 0 || r->seconds < read->seconds) read = *r;
     }
     io_uring_queue_exit(&ring);
-    munmap(mapped, memory_bytes);
+    std::size_t huge_page_bytes = mapped.huge_page_bytes();
     close_all();
     if (!read) {
         std::fprintf(stderr, "fjord bench disk: %s\n", read.err().message.c_str());
         return 1;
     }
-    return report(*cfg, *written, *read, first_write, registered);
+    return report(*cfg, *written, *read, first_write, registered, huge_page_bytes);
 }
 
 }  // namespace fjord::cli

@@ -16,7 +16,7 @@ namespace {
 void print_bench_usage() {
     std::fputs(
         "usage: fjord bench disk --dir DIR [--size-mib 1024] [--block-kib 1024] [--depth 32] [--files 1] [--passes 1]\n"
-        "                      [--repeat-blocks] [--json FILE]\n"
+        "                      [--repeat-blocks] [--no-huge-pages] [--json FILE]\n"
         "       fjord bench net [--seconds 3] [--streams 1] [--buffer-kib 1024] [--json FILE]\n"
         "       fjord bench s3 --bucket B --op put|get|mixed|head|delete|list [--endpoint http://127.0.0.1:9000]\n"
         "                      [--size 64MiB (4KiB for head, delete, list)] [--concurrency 8] [--duration 10 | --count N]\n"
