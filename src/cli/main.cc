@@ -62,7 +62,7 @@ void print_usage() {
         "                        when the kernel gives them; see src/io/README.md)\n"
         "  --disk-writes-in-flight N   data writes in flight per drive, all cores together; each core\n"
         "                        gets an equal share, at least one (default 8)\n"
-        "  --disk-write-kib N    largest single data write, a multiple of 4 (default 256)\n"
+        "  --disk-write-kib N    largest single data write, a multiple of 4 (default 1024)\n"
         "  --spare-data-mib N    freed data files of 1 MiB or more kept per drive for reuse by later writes,\n"
         "                        all cores together (default 1024, 0: remove them at once)\n"
         "  --spare-data-idle-seconds N   remove spare data files no write took for N s (default 600)\n"

@@ -6,7 +6,8 @@
 // Why: each request used to keep its own pipeline of writes, so the device queue grew with the number of
 // requests (eight 64 MiB PUTs: 32 writes of 1 MiB). A device has a queue shape it serves best, and more or
 // larger writes in flight can lower its throughput rather than raise it: on the virtual disk of
-// docs/benchmarks.md, `fjord bench disk --files 8` writes faster at depth 8 x 256 KiB than at 32 x 1 MiB.
+// docs/benchmarks.md with buffers on 4 KiB pages, `fjord bench disk --files 8` wrote faster at depth
+// 8 x 256 KiB than at 32 x 1 MiB (on huge pages, io/io_memory.h, 1 MiB writes are the faster ones).
 // The budget keeps the device at one chosen shape however many requests write. Requests keep their buffers
 // (the socket keeps filling them); only the writes to the device wait here.
 //
@@ -35,8 +36,9 @@ struct write_scheduler_options {
     // The default is the best shape `fjord bench disk` found on the benchmark machine (depth 8).
     std::size_t writes_in_flight_per_drive = 8;
     // Largest single write to a data file; a multiple of 4 KiB. Buffers larger than this are written in
-    // several pieces.
-    std::size_t write_bytes = 256 * 1024;
+    // several pieces. A whole 1 MiB buffer by default: on huge-page buffers (io/io_memory.h) it is one
+    // segment, and PUT wrote 1.2-1.3x faster in 1 MiB writes than in 256 KiB ones (docs/benchmarks.md).
+    std::size_t write_bytes = 1024 * 1024;
 };
 
 // A write handed to a write_scheduler; awaitable like io::async_op. Awaiting it gives the bytes written
