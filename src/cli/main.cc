@@ -217,14 +217,19 @@ void log_buffer_memory(const io::buffer_pool& pool, const io::buffer_pool_option
     LOG_INFO("I/O buffers: %zu x %zu KiB per core, %zu of %zu MiB on huge pages", pool.buffer_count(),
              pool.buffer_bytes() / base::KiB, huge / base::MiB, total / base::MiB);
     if (options.huge_pages && huge < total / 2) {
-        char mode[128] = "unknown";
-        if (FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re")) {
-            if (!std::fgets(mode, sizeof mode, f)) std::strcpy(mode, "unknown");
-            std::fclose(f);
-            mode[std::strcspn(mode, "\n")] = '\0';
-        }
-        LOG_WARN("most I/O buffers are on 4 KiB pages (transparent huge pages: %s; 'madvise' or 'always' "
-                 "lets Fjord use them): disk throughput may be lower", mode);
+        auto setting = [](const char* path) {
+            std::string text = "unknown";
+            if (FILE* f = std::fopen(path, "re")) {
+                char line[128];
+                if (std::fgets(line, sizeof line, f)) text.assign(line, std::strcspn(line, "\n"));
+                std::fclose(f);
+            }
+            return text;
+        };
+        LOG_WARN("most I/O buffers are on 4 KiB pages (transparent huge pages: %s; defrag: %s): disk "
+                 "throughput may be lower (src/io/README.md)",
+                 setting("/sys/kernel/mm/transparent_hugepage/enabled").c_str(),
+                 setting("/sys/kernel/mm/transparent_hugepage/defrag").c_str());
     }
 }
 

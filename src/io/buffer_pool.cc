@@ -32,7 +32,7 @@ void buffer::reset() {
 }
 
 buffer_pool::buffer_pool(buffer_pool_options options) : _options(options) {
-    FJORD_ASSERT(options.buffer_bytes % base::direct_io_alignment_bytes == 0);
+    FJORD_ASSERT(options.buffer_bytes > 0 && options.buffer_bytes % base::direct_io_alignment_bytes == 0);
     FJORD_ASSERT(options.buffer_count >= 1 && options.buffer_count <= 16384);
     _memory = io_memory(options.buffer_bytes * options.buffer_count, options.huge_pages);
     for (std::size_t i = options.buffer_count; i-- > 0;) _free.push_back(static_cast<std::uint32_t>(i));

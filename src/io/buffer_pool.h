@@ -6,7 +6,8 @@
 // memory. Owned by one core; not thread-safe.
 //
 // The memory is io_memory: 2 MiB-aligned and on transparent huge pages when the kernel gives them, so a
-// buffer is one physically contiguous segment to the device (see io/io_memory.h for why that matters).
+// buffer whose size divides 2 MiB is one physically contiguous segment to the device (io/io_memory.h says
+// why that matters).
 //
 // memory_kind leaves room for pinned host memory and GPU memory (GPUDirect Storage via cuFile) later: a
 // consumer asks a buffer what it is instead of assuming host memory.

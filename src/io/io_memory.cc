@@ -17,27 +17,28 @@ io_memory::io_memory(std::size_t bytes, bool huge_pages) {
     if (_size == 0) return;
     // Over-map by one huge page so that the data can start on a 2 MiB boundary, then give back the slack
     // on both sides: a huge page can only back a 2 MiB-aligned range.
-    _mapping_bytes = _size + huge_page_bytes_per_page;
-    void* p = mmap(nullptr, _mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const std::size_t mapped = _size + huge_page_bytes_per_page;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     FJORD_ASSERT(p != MAP_FAILED, "cannot map I/O buffer memory");
-    _mapping = static_cast<std::byte*>(p);
-    auto start = reinterpret_cast<std::uintptr_t>(_mapping);
+    auto start = reinterpret_cast<std::uintptr_t>(p);
     auto aligned = (start + huge_page_bytes_per_page - 1) & ~static_cast<std::uintptr_t>(huge_page_bytes_per_page - 1);
     _data = reinterpret_cast<std::byte*>(aligned);
-    std::size_t head = aligned - start, tail = _mapping_bytes - head - _size;
-    if (head > 0) munmap(_mapping, head);
-    if (tail > 0) munmap(_data + _size, tail);
-    _mapping = _data;
-    _mapping_bytes = _size;
-    // Best effort: EINVAL when the kernel has no transparent huge pages; the memory works either way.
-    if (huge_pages && _size >= huge_page_bytes_per_page) (void)madvise(_data, _size, MADV_HUGEPAGE);
+    std::size_t head = aligned - start, tail = mapped - head - _size;
+    FJORD_ASSERT((head == 0 || munmap(p, head) == 0) && (tail == 0 || munmap(_data + _size, tail) == 0),
+                 "cannot trim the I/O buffer mapping");
+    // Best effort: EINVAL when the kernel has no transparent huge pages; the memory works either way. Told
+    // not to, the range opts out, so that a kernel in "always" mode does not give it huge pages anyway.
+    if (_size >= huge_page_bytes_per_page) (void)madvise(_data, _size, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    // Allocate the pages now (what they are is then known at start, and the first I/Os do not fault);
+    // kernels before 5.14 lack MADV_POPULATE_WRITE and fault them in on first use instead.
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(_data, _size, MADV_POPULATE_WRITE);
+#endif
 }
 
 io_memory& io_memory::operator=(io_memory&& other) noexcept {
     if (this != &other) {
         unmap();
-        _mapping = std::exchange(other._mapping, nullptr);
-        _mapping_bytes = std::exchange(other._mapping_bytes, 0);
         _data = std::exchange(other._data, nullptr);
         _size = std::exchange(other._size, 0);
     }
@@ -47,9 +48,9 @@ io_memory& io_memory::operator=(io_memory&& other) noexcept {
 io_memory::~io_memory() { unmap(); }
 
 void io_memory::unmap() {
-    if (_mapping) munmap(_mapping, _mapping_bytes);
-    _mapping = _data = nullptr;
-    _mapping_bytes = _size = 0;
+    if (_data) munmap(_data, _size);
+    _data = nullptr;
+    _size = 0;
 }
 
 std::size_t io_memory::huge_page_bytes() const {

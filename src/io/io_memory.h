@@ -8,13 +8,14 @@
 // machine (virtio-blk with a 256-entry ring and no indirect descriptors, max_segments 254) takes one ring
 // entry per segment, so on 4 KiB pages the device holds about 1 MiB of writes at a time (a 1 MiB write is
 // even split in two), and every completion must be refilled by the guest before the device has more work.
-// On huge pages the ring holds dozens of 1 MiB writes. Measured in docs/benchmarks.md ("Huge-page
-// buffers"): PUT of 64 MiB objects x8 about 1.3-1.4x faster. Real NVMe drives gain fewer, cheaper
-// segments (PRP/SGL entries) too.
+// On huge pages the ring holds dozens of 1 MiB writes. Measured in docs/benchmarks.md ("Huge-page I/O
+// buffers"): raw O_DIRECT writes about 1.7-1.8x and PUT of 64 MiB objects x8 about 1.3x faster. Elsewhere
+// fewer segments mean fewer scatter-gather (and IOMMU) entries per request.
 //
 // Huge pages are best effort: the kernel may have transparent huge pages off ("never") or no free 2 MiB
 // page, and then the memory is ordinary 4 KiB pages and everything still works; huge_page_bytes() tells
-// which it got. The pages are allocated when first touched (io_uring buffer registration pins them).
+// which it got. The pages are allocated at construction (MADV_POPULATE_WRITE). With huge_pages false the
+// range is advised MADV_NOHUGEPAGE, so it stays on 4 KiB pages even in the kernel's "always" mode.
 //
 // Lifecycle: owns the mapping; move-only; unmapped when destroyed. Not tied to any thread.
 
@@ -44,9 +45,7 @@ public:
 
 private:
     void unmap();
-    std::byte* _mapping = nullptr;  // what mmap returned (the aligned data may start later)
-    std::size_t _mapping_bytes = 0;
-    std::byte* _data = nullptr;
+    std::byte* _data = nullptr;  // the whole mapping: the alignment slack is unmapped at once
     std::size_t _size = 0;
 };
 

@@ -37,7 +37,7 @@ struct write_scheduler_options {
     std::size_t writes_in_flight_per_drive = 8;
     // Largest single write to a data file; a multiple of 4 KiB. Buffers larger than this are written in
     // several pieces. A whole 1 MiB buffer by default: on huge-page buffers (io/io_memory.h) it is one
-    // segment, and PUT wrote 1.2-1.3x faster in 1 MiB writes than in 256 KiB ones (docs/benchmarks.md).
+    // segment, and PUT wrote about 1.2x faster in 1 MiB writes than in 256 KiB ones (docs/benchmarks.md).
     std::size_t write_bytes = 1024 * 1024;
 };
 
