@@ -24,7 +24,39 @@ namespace fjord::store {
 namespace {
 
 
-constexpr char snapshot_magic[8] = {'F', 'J', 'S', 'N', 'A', 'P', '0', '1'};
+// Snapshot file: a 24-byte header, magic | u64 last_seq | u32 crc32c(magic, last_seq) | u32 zero, then the
+// state as journal records (seq 1, 2, ...) ending in record_snapshot_end. last_seq is the sequence number
+// of the last journal record the state contains: the next journal must start right after it, so one
+// damaged byte there would make every later record look like a torn tail; hence its own checksum. A v1
+// snapshot (16-byte header, no checksum) from before is still read.
+constexpr char snapshot_magic_v1[8] = {'F', 'J', 'S', 'N', 'A', 'P', '0', '1'};
+constexpr char snapshot_magic[8] = {'F', 'J', 'S', 'N', 'A', 'P', '0', '2'};
+constexpr std::size_t snapshot_header_bytes = 24;
+
+std::string snapshot_header(std::uint64_t last_seq) {
+    std::string header(snapshot_magic, 8);
+    header.append(reinterpret_cast<const char*>(&last_seq), 8);
+    std::uint32_t crc = base::crc32c(base::as_bytes(header.data(), header.size()));
+    header.append(reinterpret_cast<const char*>(&crc), 4);
+    header.append(4, '\0');
+    return header;
+}
+
+// The last_seq of a snapshot image and where its records start; nullopt when the header is damaged.
+std::optional<std::pair<std::uint64_t, std::size_t>> parse_snapshot_header(const std::string& image) {
+    std::uint64_t last_seq = 0;
+    if (image.size() >= 16 && std::memcmp(image.data(), snapshot_magic_v1, 8) == 0) {
+        std::memcpy(&last_seq, image.data() + 8, 8);
+        return std::pair{last_seq, std::size_t{16}};
+    }
+    if (image.size() < snapshot_header_bytes || std::memcmp(image.data(), snapshot_magic, 8) != 0) return std::nullopt;
+    std::uint32_t crc = 0, reserved = 0;
+    std::memcpy(&last_seq, image.data() + 8, 8);
+    std::memcpy(&crc, image.data() + 16, 4);
+    std::memcpy(&reserved, image.data() + 20, 4);
+    if (crc != base::crc32c(base::as_bytes(image.data(), 16)) || reserved != 0) return std::nullopt;
+    return std::pair{last_seq, snapshot_header_bytes};
+}
 
 std::string shard_dir(const std::string& meta, unsigned id) { return meta + "/shard-" + std::to_string(id); }
 std::string gen_name(const char* kind, std::uint64_t gen, const char* ext) {
@@ -268,12 +300,13 @@ base::result<void> engine::recover_shard(shard& s) {
         std::string path = s.dir + "/" + gen_name("snapshot", snapshot_gen, "snap");
         auto image = fs.read_file_blocking(path);
         if (!image) return image.as_failure();
-        std::uint64_t last_seq = 0;
-        if (image->size() < 16 || std::memcmp(image->data(), snapshot_magic, 8) != 0)
-            return base::fail(base::errc::data_corrupted, path + ": not a Fjord snapshot");
-        std::memcpy(&last_seq, image->data() + 8, 8);
+        auto header = parse_snapshot_header(*image);
+        if (!header)
+            return base::fail(base::errc::data_corrupted,
+                              path + ": not a Fjord snapshot, or its header is damaged; refusing to start without it");
+        auto [last_seq, records_at] = *header;
         bool ended = false;
-        journal_scan scan = scan_journal(std::string_view(*image).substr(16), 1,
+        journal_scan scan = scan_journal(std::string_view(*image).substr(records_at), 1,
                                          [&](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
                                              if (type == record_snapshot_end) ended = true;
                                              else apply(seq, type, payload);
@@ -288,6 +321,18 @@ base::result<void> engine::recover_shard(shard& s) {
     if (!listed_journals) return listed_journals.as_failure();
     const std::vector<std::uint64_t>& journals = *listed_journals;
     std::uint64_t active_gen = std::max<std::uint64_t>(snapshot_gen, 1);
+    // A journal was complete when the next one was started, so damage in it is not a torn tail; an empty
+    // later journal does not count (a rotation that failed after creating it may have left it behind).
+    std::uint64_t last_written_gen = 0;
+    for (std::uint64_t g : journals) {
+        if (g < active_gen) continue;
+        int fd = fs.open_blocking(s.dir + "/" + gen_name("journal", g, "log"), O_RDONLY);
+        if (fd < 0) return base::fail(base::errc::io_error, "open journal " + gen_name("journal", g, "log") + ": " + strerror(-fd));
+        std::int64_t size = fs.size_blocking(fd);
+        fs.close_blocking(fd);
+        if (size < 0) return base::fail(base::errc::io_error, "size of journal " + gen_name("journal", g, "log"));
+        if (size > 0) last_written_gen = g;
+    }
     journal_scan last{};
     for (std::uint64_t g : journals) {
         std::string path = s.dir + "/" + gen_name("journal", g, "log");
@@ -295,7 +340,7 @@ base::result<void> engine::recover_shard(shard& s) {
             fs.unlink_blocking(path);  // fully contained in the snapshot
             continue;
         }
-        auto scan = read_journal(fs, path, next_seq, visit);
+        auto scan = read_journal(fs, path, next_seq, visit, g >= last_written_gen);
         if (!scan) return scan.as_failure();
         if (!apply.ok) return base::fail(base::errc::data_corrupted, path + ": undecodable record");
         _recovery.journal_records += scan->records;
@@ -720,9 +765,7 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
 io::task<void> engine::rotate(shard& s) {
     // Snapshot G+1 holds the state after every record in journals <= G; journal G+1 continues from there.
     std::uint64_t next_gen = s.generation + 1;
-    std::string image(snapshot_magic, 8);
-    std::uint64_t last_seq = s.log->next_seq() - 1;
-    image.append(reinterpret_cast<const char*>(&last_seq), 8);
+    std::string image = snapshot_header(s.log->next_seq() - 1);
     std::uint64_t seq = 1;
     if (s.id == 0) {
         for (const auto& [name, info] : local().buckets) {

@@ -43,7 +43,10 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
         std::memcpy(&seq, h + 8, 8);
         if (len > journal_max_payload_bytes || len > image.size() - pos - journal_record_header_bytes) break;
         if (base::crc32c(base::as_bytes(h + 8, 9 + len)) != crc) break;
-        if (expected != 0 && seq != expected) break;
+        if (expected != 0 && seq != expected) {
+            scan.sequence_break = true;
+            break;
+        }
         visit(seq, static_cast<std::uint8_t>(h[16]), image.substr(pos + journal_record_header_bytes, len));
         expected = seq + 1;
         scan.last_seq = seq;
@@ -75,15 +78,20 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
 }
 
 base::result<journal_scan> read_journal(file_system& fs, const std::string& path, std::uint64_t first_seq,
-                                        const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit) {
+                                        const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit,
+                                        bool last) {
     auto image = fs.read_file_blocking(path);
     if (!image) return image.as_failure();
     journal_scan scan = scan_journal(*image, first_seq, visit);
-    if (scan.corrupt_before_valid_records)
+    const char* damage = nullptr;
+    if (scan.corrupt_before_valid_records) damage = "valid records follow";
+    else if (scan.sequence_break) damage = "the record there has a valid checksum but an unexpected sequence number";
+    else if (scan.torn_tail && !last) damage = "a later journal holds records, so this one was complete";
+    if (damage)
         return base::fail(base::errc::data_corrupted,
-                          path + " is damaged at offset " + std::to_string(scan.valid_bytes) +
-                              " and valid records follow: refusing to start rather than drop acknowledged "
-                              "writes (restore the file from a backup, or move it away to accept the loss)");
+                          path + " is damaged at offset " + std::to_string(scan.valid_bytes) + " (" + damage +
+                              "): refusing to start rather than drop acknowledged writes (restore the file from "
+                              "a backup, or move it away to accept the loss)");
     if (scan.torn_tail) {
         LOG_WARN("journal %s: dropping %zu bytes of torn or corrupt tail after %llu records", path.c_str(),
                  image->size() - scan.valid_bytes, static_cast<unsigned long long>(scan.records));

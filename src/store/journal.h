@@ -8,8 +8,10 @@
 //
 // Record framing (little-endian): u32 payload_bytes | u32 crc32c(seq..payload) | u64 seq | u8 type | payload
 // A record is valid only if its CRC matches and its seq is the previous one plus one; recovery stops at the
-// first invalid record (a torn tail) and truncates the file there, unless valid records follow more than
-// one batch (max_batch_bytes) later: that is damage in the middle, and the server refuses to start.
+// first invalid record (a torn tail) and truncates the file there, unless it is damage rather than a torn
+// write, and then the server refuses to start: valid records follow more than one batch (max_batch_bytes)
+// later, a whole record with a valid CRC carries the wrong sequence number (a torn write cannot make
+// one: the file and the snapshot before it disagree), or the file is not the last one written.
 //
 // Owned by the core that owns its shard; not thread-safe. Recovery (read_journal) runs at startup, before
 // the reactors, with plain blocking I/O.
@@ -43,6 +45,8 @@ struct journal_scan {
     // A valid later record follows the first invalid one: that is damage in the middle of the journal,
     // not a torn tail, and dropping the rest would lose acknowledged writes.
     bool corrupt_before_valid_records = false;
+    // The scan stopped at a whole record with a valid CRC but an unexpected sequence number.
+    bool sequence_break = false;
 };
 
 // Decodes records from an in-memory image of a journal; calls visit(seq, type, payload) for each valid one.
@@ -50,9 +54,12 @@ struct journal_scan {
 journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
                           const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit);
 
-// Reads a journal file, visits its valid records, and truncates a torn tail (startup only).
+// Reads a journal file, visits its valid records, and truncates a torn tail (startup only). A file that later
+// journals follow (`last` false) was complete when its successor was started, so anything but valid
+// records in it is damage. Damage is refused with data_corrupted, before anything is truncated.
 base::result<journal_scan> read_journal(file_system& fs, const std::string& path, std::uint64_t first_seq,
-                                        const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit);
+                                        const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit,
+                                        bool last = true);
 
 class journal {
 public:

@@ -220,6 +220,54 @@ TEST(journal, first_seq_mismatch_stops_at_once) {
     EXPECT_FALSE(scan.torn_tail);
 }
 
+TEST(journal, a_whole_record_with_an_unexpected_sequence_number_is_a_sequence_break) {
+    // A torn write leaves a record with a bad checksum or cut short; a whole one with a good checksum and
+    // the wrong number means the file and what came before it disagree.
+    std::string image;
+    frame_many(image, 1, 3);
+    frame_many(image, 5, 2);
+    journal_scan scan;
+    scan_all(image, 1, &scan);
+    EXPECT_TRUE(scan.sequence_break);
+    scan_all(image.substr(0, image.size() - 3), 1, &scan);
+    EXPECT_TRUE(scan.sequence_break) << "the break comes before the cut";
+    std::string torn;
+    frame_many(torn, 1, 3);
+    torn += std::string(journal_record_header_bytes + 4, '\x5a');
+    scan_all(torn, 1, &scan);
+    EXPECT_TRUE(scan.torn_tail);
+    EXPECT_FALSE(scan.sequence_break);
+}
+
+TEST(journal, read_journal_refuses_a_sequence_break_and_leaves_the_file_alone) {
+    temp_dir dir;
+    const std::string path = dir.path() + "/journal.log";
+    std::string image;
+    frame_many(image, 7, 5);  // starts at 7 where 3 is expected: the snapshot before it says otherwise
+    testing::write_file(path, image);
+    auto scan = read_journal(posix_file_system(), path, 3, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    ASSERT_FALSE(scan.has_value());
+    EXPECT_EQ(scan.code(), base::errc::data_corrupted);
+    EXPECT_EQ(testing::read_file(path), image) << "the journal was truncated";
+}
+
+TEST(journal, read_journal_refuses_any_damage_in_a_journal_that_is_not_the_last) {
+    temp_dir dir;
+    const std::string path = dir.path() + "/journal.log";
+    std::string image;
+    frame_many(image, 1, 4);
+    image += "garbage tail";
+    testing::write_file(path, image);
+    auto visit = [](std::uint64_t, std::uint8_t, std::string_view) {};
+    auto earlier = read_journal(posix_file_system(), path, 1, visit, false);
+    ASSERT_FALSE(earlier.has_value());
+    EXPECT_EQ(earlier.code(), base::errc::data_corrupted);
+    EXPECT_EQ(testing::read_file(path), image);
+    auto last = read_journal(posix_file_system(), path, 1, visit, true);
+    ASSERT_TRUE(last.has_value());
+    EXPECT_TRUE(last->torn_tail);
+}
+
 TEST(journal, oversized_length_field_is_a_torn_tail_not_a_crash) {
     std::string image;
     frame_many(image, 1, 2);
