@@ -765,7 +765,9 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
 io::task<void> engine::rotate(shard& s) {
     // Snapshot G+1 holds the state after every record in journals <= G; journal G+1 continues from there.
     std::uint64_t next_gen = s.generation + 1;
-    std::string image = snapshot_header(s.log->next_seq() - 1);
+    // Between batches every durable record is applied and nothing queued is: the index is exactly the
+    // state up to durable_seq, and the queued batches (their records numbered after it) go to the new file.
+    std::string image = snapshot_header(s.log->durable_seq());
     std::uint64_t seq = 1;
     if (s.id == 0) {
         for (const auto& [name, info] : local().buckets) {

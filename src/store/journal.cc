@@ -105,7 +105,7 @@ base::result<journal_scan> read_journal(file_system& fs, const std::string& path
 }
 
 journal::journal(file_system& fs, int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq)
-    : _fs(fs), _fd(fd), _path(std::move(path)), _offset(offset), _next_seq(next_seq) {
+    : _fs(fs), _fd(fd), _path(std::move(path)), _offset(offset), _next_seq(next_seq), _durable_seq(next_seq - 1) {
     FJORD_ASSERT(next_seq >= 1);
 }
 
@@ -145,6 +145,7 @@ io::task<base::result<void>> journal::append(std::uint8_t type, std::string payl
     if (_queue.empty() || _queue.back().bytes.size() + journal_record_header_bytes + payload.size() > max_batch_bytes)
         _queue.push_back(batch{{}, {}, {}, _next_seq});
     batch& b = _queue.back();
+    b.last_seq = _next_seq;
     frame_record(b.bytes, _next_seq++, type, payload);
     for (int fd : sync_dir_fds)
         if (std::find(b.dirs.begin(), b.dirs.end(), fd) == b.dirs.end()) b.dirs.push_back(fd);
@@ -211,6 +212,7 @@ io::task<void> journal::flush_loop() {
         auto outcome = co_await write_batch(b.bytes, b.dirs);
         if (outcome) {
             _offset += b.bytes.size();
+            _durable_seq = b.last_seq;
             for (waiter* w : b.waiters)
                 if (w->on_durable) w->on_durable();
         } else {
@@ -234,7 +236,9 @@ io::task<void> journal::flush_loop() {
             }
         }
         for (waiter* w : b.waiters) finish(w, outcome);
-        if (_queue.empty() && _rotate && _rotate_bytes > 0 && _offset >= _rotate_bytes) co_await _rotate();
+        // Not only when the queue is empty: under steady group-commit load it never is, and the file would
+        // grow without bound (and recovery read it whole). Batches queued meanwhile wait for the switch.
+        if (!_broken && _rotate && _rotate_bytes > 0 && _offset >= _rotate_bytes) co_await _rotate();
     }
     _flushing = false;
     io::reactor::current().release();

@@ -77,12 +77,17 @@ public:
 
     std::uint64_t size_bytes() const { return _offset; }
     std::uint64_t next_seq() const { return _next_seq; }
+    // The sequence number of the last durable record (every on_durable up to it has run); records after it
+    // are queued, not yet written. A snapshot taken between batches holds exactly the state up to here.
+    std::uint64_t durable_seq() const { return _durable_seq; }
     const std::string& path() const { return _path; }
     bool idle() const { return !_flushing && _queue.empty(); }
     // A failed batch could not be cut back: the shard's in-memory state is no longer authoritative (a
     // write that failed may reappear at the next start), so it must not answer anything as done.
     bool broken() const { return _broken; }
-    // Called between batches when the file passed rotate_bytes: the shard snapshots and switches files.
+    // Called between batches once the file has passed rotate_bytes, whether or not more batches are queued
+    // (under steady load the queue never empties): the shard snapshots the state up to durable_seq() and
+    // switches files; the queued batches then go to the new file.
     void set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate);
     // Switches to a new file (used by rotation); the old fd is closed by the caller.
     int replace_file(int fd, std::string path);
@@ -105,11 +110,13 @@ private:
     std::string _path;
     std::uint64_t _offset;
     std::uint64_t _next_seq;
+    std::uint64_t _durable_seq;
     struct batch {
         std::string bytes;
         std::vector<waiter*> waiters;
         std::vector<int> dirs;
         std::uint64_t first_seq = 0;
+        std::uint64_t last_seq = 0;
     };
     std::deque<batch> _queue;  // the batch being filled is the last
     bool _flushing = false;

@@ -336,6 +336,7 @@ TEST(journal, concurrent_appends_become_durable_in_append_order) {
     for (int i = 0; i < 2 * count; ++i) EXPECT_EQ(st.durable_order[i], i);
     EXPECT_EQ(st.resumed_order.size(), static_cast<std::size_t>(2 * count));
     EXPECT_EQ(log.next_seq(), first_seq + 2 * count);
+    EXPECT_EQ(log.durable_seq(), first_seq + 2 * count - 1);
 
     std::string image = testing::read_file(path);
     EXPECT_EQ(image.size(), log.size_bytes());
