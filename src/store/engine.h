@@ -236,6 +236,9 @@ private:
     io::task<base::result<std::optional<part_record>>> shard_commit_part(unsigned shard_id, std::string upload_id,
                                                                           std::string bucket, std::string key,
                                                                           part_record part);
+    io::task<base::result<std::optional<part_record>>> shard_commit_part_entered(shard& s, std::string upload_id,
+                                                                                  std::string bucket, std::string key,
+                                                                                  part_record part);
     io::task<base::result<completed_upload>> shard_complete_upload(unsigned shard_id, std::string bucket,
                                                                    std::string key, std::string upload_id,
                                                                    upload_finalizer finalize,

@@ -6,6 +6,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "io/reactor.h"
 #include "io/task.h"
@@ -30,6 +31,19 @@ struct key_lock_table {
     std::unordered_map<std::string, std::deque<std::coroutine_handle<>>> held;
 };
 
+// Part commits of one upload run side by side (their journal records share group commits), but never
+// while its completion or abort decides which parts the object keeps: a closer waits until the parts
+// being committed are durable, and parts that arrive meanwhile wait until it is done. (Otherwise a
+// completion could build the object from part N's old data while a newer upload of part N became
+// durable first, and the old data would be reclaimed as "replaced" while the object used it.)
+struct upload_gate {
+    unsigned parts_in_flight = 0;
+    bool closing = false;             // a completion or abort holds the upload: at most one, under the key lock
+    std::coroutine_handle<> closer;   // waiting for parts_in_flight to reach zero
+    std::deque<std::coroutine_handle<>> parts_waiting;
+};
+using upload_gates = std::unordered_map<std::string, upload_gate>;  // by upload id; idle gates are erased
+
 struct engine::shard {
     unsigned id = 0;
     std::string dir;
@@ -39,6 +53,7 @@ struct engine::shard {
     key_lock_table locks;
     std::map<std::string, int> commits_in_flight;  // per bucket
     std::map<std::string, upload_record> uploads;  // by upload id
+    upload_gates gates;
     std::uint64_t recovered_next_seq = 1;
     std::uint64_t recovered_offset = 0;
 };
@@ -81,6 +96,55 @@ inline void unlock_key(key_lock_table& table, const std::string& key) {
     io::reactor::current().schedule(next);
 }
 
+
+struct handle_awaiter {
+    std::coroutine_handle<>* slot;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) noexcept { *slot = h; }
+    void await_resume() const noexcept {}
+};
+
+// A part commit enters the gate of its upload, waiting while a completion or abort holds it.
+inline io::task<void> enter_part(upload_gates& gates, std::string upload_id) {
+    for (;;) {
+        upload_gate& g = gates[upload_id];  // looked up again after each wait: an idle gate may be erased
+        if (!g.closing) {
+            ++g.parts_in_flight;
+            co_return;
+        }
+        co_await lock_awaiter{&g.parts_waiting};
+    }
+}
+
+inline void erase_if_idle(upload_gates& gates, upload_gates::iterator it) {
+    const upload_gate& g = it->second;
+    if (g.parts_in_flight == 0 && !g.closing && g.parts_waiting.empty()) gates.erase(it);
+}
+
+inline void leave_part(upload_gates& gates, const std::string& upload_id) {
+    auto it = gates.find(upload_id);
+    FJORD_ASSERT(it != gates.end() && it->second.parts_in_flight > 0);
+    upload_gate& g = it->second;
+    if (--g.parts_in_flight == 0 && g.closer) io::reactor::current().schedule(std::exchange(g.closer, nullptr));
+    erase_if_idle(gates, it);
+}
+
+// A completion or abort (holding the key lock) takes the upload: returns once no part commit is in flight.
+inline io::task<void> enter_close(upload_gates& gates, std::string upload_id) {
+    upload_gate& g = gates[upload_id];  // not erased while closing
+    FJORD_ASSERT(!g.closing, "two closers of one upload: they must hold the key lock");
+    g.closing = true;
+    if (g.parts_in_flight > 0) co_await handle_awaiter{&g.closer};
+}
+
+inline void leave_close(upload_gates& gates, const std::string& upload_id) {
+    auto it = gates.find(upload_id);
+    FJORD_ASSERT(it != gates.end() && it->second.closing);
+    upload_gate& g = it->second;
+    g.closing = false;
+    for (auto h : std::exchange(g.parts_waiting, {})) io::reactor::current().schedule(h);
+    erase_if_idle(gates, it);
+}
 
 // A shard whose journal could not cut back a failed batch may see that batch's changes reappear at the next
 // start, so its in-memory state cannot vouch for any answer: every mutator checks this after taking its

@@ -97,12 +97,17 @@ io::task<base::result<std::string>> engine::shard_create_upload(unsigned shard_i
     shard& s = *_shards[shard_id];
     if (!bucket_exists(upload.bucket))
         co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    // Counted from the check to the end, as a PUT is: a DeleteBucket meanwhile sees the bucket in use,
+    // instead of deleting it under an upload that then survives (and reappears with the name).
+    const std::string bucket = upload.bucket;
+    ++s.commits_in_flight[bucket];
     std::string payload;
     encoder e(payload);
     encode_upload_header(e, upload);
     std::string id = upload.upload_id;
     auto appended = co_await s.log->append(record_create_upload, std::move(payload), {},
                                            [&] { s.uploads[upload.upload_id] = std::move(upload); });
+    if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     if (!appended) co_return appended.as_failure();
     co_return id;
 }
@@ -132,6 +137,16 @@ io::task<base::result<std::optional<part_record>>> engine::shard_commit_part(uns
                                                                              std::string bucket, std::string key,
                                                                              part_record part) {
     shard& s = *_shards[shard_id];
+    co_await enter_part(s.gates, upload_id);
+    auto outcome = co_await shard_commit_part_entered(s, upload_id, bucket, key, std::move(part));
+    leave_part(s.gates, upload_id);
+    co_return outcome;
+}
+
+io::task<base::result<std::optional<part_record>>> engine::shard_commit_part_entered(shard& s, std::string upload_id,
+                                                                                     std::string bucket,
+                                                                                     std::string key,
+                                                                                     part_record part) {
     FJORD_CO_TRY(journal_usable(*s.log));
     if (!find_upload(s.uploads, upload_id, bucket, key)) co_return no_such_upload();
     std::string payload;
@@ -174,6 +189,9 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned 
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
     co_await lock_key(s.locks, lock);
+    // The parts are chosen once no part commit of this upload is in flight, and none starts until the
+    // completion is durable (or failed).
+    co_await enter_close(s.gates, upload_id);
     base::result<completed_upload> outcome = base::fail(base::errc::internal);
     upload_record* u = find_upload(s.uploads, upload_id, bucket, key);
     const object_record* existing = nullptr;
@@ -215,6 +233,7 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned 
         else if (upload_gone) outcome = no_such_upload();
         else outcome = std::move(done);
     }
+    leave_close(s.gates, upload_id);
     unlock_key(s.locks, lock);
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     co_return outcome;
@@ -231,9 +250,11 @@ io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_
     shard& s = *_shards[shard_id];
     FJORD_CO_TRY(journal_usable(*s.log));
     if (!find_upload(s.uploads, upload_id, bucket, key)) co_return no_such_upload();
-    // Under the key lock, so an abort and a completion of the same upload never interleave.
+    // Under the key lock, so an abort and a completion of the same upload never interleave; and once no
+    // part commit is in flight, so that every part's data is in the record it returns (for reclaiming).
     std::string lock = lock_name(bucket, key);
     co_await lock_key(s.locks, lock);
+    co_await enter_close(s.gates, upload_id);
     std::string payload;
     encoder e(payload);
     e.str(upload_id);
@@ -244,6 +265,7 @@ io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_
         removed = std::move(it->second);
         s.uploads.erase(it);
     });
+    leave_close(s.gates, upload_id);
     unlock_key(s.locks, lock);
     if (!appended) co_return appended.as_failure();
     if (!removed) co_return no_such_upload();

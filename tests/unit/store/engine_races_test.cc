@@ -22,6 +22,188 @@ using base::errc;
 using namespace engine_testing;
 using testing::temp_dir;
 
+// Writes a durable data file holding `data` on this core, not committed anywhere.
+io::task<base::result<segment>> write_data(engine* e, std::string data) {
+    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings(), &e->writes(),
+                         &e->spares());
+    auto opened = co_await writer.open(data.size());
+    if (opened) {
+        const std::uint64_t size = data.size();
+        testing::string_source source(std::move(data), size + 5);
+        auto written = co_await writer.write_from(source, max_data_file_bytes);
+        if (!written) opened = written.as_failure();
+    }
+    if (opened) {
+        auto sealed = co_await writer.seal();
+        if (sealed) co_return *sealed;
+        opened = sealed.as_failure();
+    }
+    co_await writer.discard();
+    co_return opened.as_failure();
+}
+
+bool same_file(const segment& a, const segment& b) { return a.id == b.id; }
+
+// Builds the object from every part the upload holds, as they are when the completion chooses them.
+base::result<object_record> assemble_all_parts(const upload_record& u) {
+    object_record r = u.object;
+    r.etag = "assembled";
+    r.size_bytes = 0;
+    for (const auto& [number, part] : u.parts) {
+        r.segments.push_back(part.data);
+        r.size_bytes += part.data.size_bytes;
+    }
+    return r;
+}
+
+struct part_outcome {
+    std::optional<base::result<std::optional<part_record>>> result;
+};
+
+io::task<void> commit_part_into(engine* e, std::string upload_id, part_record part, part_outcome* out,
+                                testing::local_latch* done) {
+    out->result = co_await e->commit_part("mp", "object", upload_id, part);
+    done->count_down();
+}
+
+// CompleteMultipartUpload while a second upload of part 1 is being committed (a retried or straggling
+// part): whichever way they are ordered, no data the object uses may be handed back for reclaiming.
+io::task<void> complete_races_part_scenario(engine* e) {
+    CO_ASSERT_TRUE(co_await e->create_bucket("mp"));
+    auto upload = co_await e->create_upload("mp", "object", metadata_only("meta"), "");
+    CO_ASSERT_TRUE(upload.has_value());
+    const std::string first_bytes = testing::pattern_bytes(300 * 1024, 1), second_bytes = testing::pattern_bytes(200 * 1024, 2);
+    auto first = co_await write_data(e, first_bytes);
+    auto second = co_await write_data(e, second_bytes);
+    CO_ASSERT_TRUE(first.has_value() && second.has_value());
+    part_record p1{1, *first, "etag-1", "", 1};
+    auto committed = co_await e->commit_part("mp", "object", *upload, p1);
+    CO_ASSERT_TRUE(committed.has_value() && !committed->has_value());
+
+    // The second upload of part 1 is in the journal's queue (not yet durable) when the completion runs.
+    part_record p2{1, *second, "etag-2", "", 2};
+    part_outcome retried;
+    testing::local_latch latch(1);
+    io::spawn(commit_part_into(e, *upload, p2, &retried, &latch));
+    auto completed = co_await e->complete_upload("mp", "object", *upload, assemble_all_parts, no_conditions);
+    co_await latch.wait();
+    CO_ASSERT_TRUE(completed.has_value());
+    CO_ASSERT_TRUE(retried.result.has_value());
+
+    // What the callers would reclaim: the part the retry replaced, and the parts the object left unused.
+    std::vector<segment> handed_back = completed->unused_parts;
+    if (*retried.result && **retried.result) handed_back.push_back((**retried.result)->data);
+    for (const segment& freed : handed_back)
+        for (const segment& used : completed->object.segments)
+            EXPECT_FALSE(same_file(freed, used)) << "the object's own data was handed back for reclaiming";
+    co_await e->reclaim_segments(handed_back);
+
+    auto found = co_await e->lookup("mp", "object");
+    CO_ASSERT_TRUE(found.has_value());
+    auto bytes = co_await read_back(e, *found);
+    CO_ASSERT_TRUE(bytes.has_value());
+    // The retry was committed first (a completion waits for part commits in flight), so it won.
+    EXPECT_TRUE(*bytes == second_bytes) << "read " << bytes->size() << " bytes";
+}
+
+TEST(engine_races, complete_multipart_upload_waits_for_a_part_commit_in_flight) {
+    temp_dir dir;
+    engine_options options = test_options(dir.path());
+    options.cores = 1;
+    auto e = open_engine(options);
+    ASSERT_NE(e, nullptr);
+    run_engine(*e, complete_races_part_scenario, 1);
+}
+
+// A part that arrives while a completion holds the upload waits, then finds the upload gone.
+io::task<void> part_after_completion_scenario(engine* e) {
+    CO_ASSERT_TRUE(co_await e->create_bucket("mp"));
+    auto upload = co_await e->create_upload("mp", "object", metadata_only("meta"), "");
+    CO_ASSERT_TRUE(upload.has_value());
+    const std::string bytes = testing::pattern_bytes(100 * 1024, 3);
+    auto first = co_await write_data(e, bytes);
+    auto late = co_await write_data(e, testing::pattern_bytes(100 * 1024, 4));
+    CO_ASSERT_TRUE(first.has_value() && late.has_value());
+    part_record p1{1, *first, "e1", "", 1}, p2{1, *late, "e2", "", 2};
+    CO_ASSERT_TRUE(co_await e->commit_part("mp", "object", *upload, p1));
+
+    struct completion {
+        std::optional<base::result<completed_upload>> result;
+    } done;
+    testing::local_latch latch(1);
+    io::spawn([](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
+        out->result = co_await en->complete_upload("mp", "object", id, assemble_all_parts, no_conditions);
+        l->count_down();
+    }(e, *upload, &done, &latch));
+    auto part = co_await e->commit_part("mp", "object", *upload, p2);
+    co_await latch.wait();
+    CO_ASSERT_TRUE(done.result.has_value() && done.result->has_value());
+    EXPECT_EQ(part.code(), errc::no_such_upload);
+    std::vector<segment> unused{*late};
+    co_await e->reclaim_segments(unused);
+    auto found = co_await e->lookup("mp", "object");
+    CO_ASSERT_TRUE(found.has_value());
+    auto read = co_await read_back(e, *found);
+    CO_ASSERT_TRUE(read.has_value());
+    EXPECT_TRUE(*read == bytes);
+}
+
+TEST(engine_races, a_part_committed_during_a_completion_finds_the_upload_gone) {
+    temp_dir dir;
+    engine_options options = test_options(dir.path());
+    options.cores = 1;
+    auto e = open_engine(options);
+    ASSERT_NE(e, nullptr);
+    run_engine(*e, part_after_completion_scenario, 1);
+}
+
+// DeleteBucket while a CreateMultipartUpload of that bucket waits for its journal append: the bucket
+// must not be deleted from under the upload.
+struct create_outcome {
+    std::optional<base::result<std::string>> result;
+};
+
+io::task<void> delete_bucket_races_create_upload_scenario(engine* e) {
+    CO_ASSERT_TRUE(co_await e->create_bucket("brief"));
+    create_outcome created;
+    testing::local_latch latch(1);
+    io::spawn([](engine* en, create_outcome* out, testing::local_latch* l) -> io::task<void> {
+        out->result = co_await en->create_upload("brief", "key", metadata_only("m"), "");
+        l->count_down();
+    }(e, &created, &latch));
+    auto deleted = co_await e->delete_bucket("brief");
+    co_await latch.wait();
+    CO_ASSERT_TRUE(created.result.has_value());
+    EXPECT_FALSE(deleted.has_value() && created.result->has_value())
+        << "the bucket was deleted while an upload was created in it";
+    EXPECT_EQ(deleted.code(), errc::bucket_not_empty);
+    EXPECT_TRUE(e->bucket_exists("brief"));
+    if (*created.result) {
+        auto listed = co_await e->list_uploads("brief", "", "", "", 10);
+        CO_ASSERT_TRUE(listed.has_value());
+        EXPECT_EQ(listed->size(), 1u);
+    }
+}
+
+TEST(engine_races, delete_bucket_does_not_delete_a_bucket_an_upload_is_being_created_in) {
+    temp_dir dir;
+    engine_options options = test_options(dir.path());
+    options.cores = 1;
+    {
+        auto e = open_engine(options);
+        ASSERT_NE(e, nullptr);
+        run_engine(*e, delete_bucket_races_create_upload_scenario, 1);
+    }
+    // And after a restart the upload is still in a bucket that exists.
+    auto e = open_engine(options);
+    ASSERT_NE(e, nullptr);
+    run_engine(*e, [](engine* en) -> io::task<void> {
+        EXPECT_TRUE(en->bucket_exists("brief"));
+        auto listed = co_await en->list_uploads("brief", "", "", "", 10);
+        EXPECT_TRUE(listed.has_value() && listed->size() == 1u);
+    }, 1);
+}
+
 // ---- journal rotation under steady load ----
 
 struct steady_load {
