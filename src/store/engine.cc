@@ -830,9 +830,9 @@ io::task<void> engine::rotate(shard& s) {
     // It is always a new file: a journal G+1 seen now is left by an earlier attempt whose removal failed
     // too (recovery makes the newest journal the active one, so it holds no record), and its directory
     // entry may never become durable (a failed fsync loses it for good), so reusing it could put
-    // acknowledged records into a file a crash takes away. (Not removed before the snapshot is built: the
-    // snapshot's last sequence number must be read with no suspension before it, or appends queued
-    // meanwhile would take numbers the snapshot claims to contain.)
+    // acknowledged records into a file a crash takes away. (The image is built before the first
+    // suspension; while the rotation runs no batch is written, so durable_seq and the index stay as the
+    // image has them, and appends queued meanwhile are numbered after it.)
     if (int stale = co_await fs.unlinkat(AT_FDCWD, new_journal); stale < 0 && stale != -ENOENT) {
         fail("remove a journal left by a failed attempt", stale);
         co_await fs.unlinkat(AT_FDCWD, tmp);

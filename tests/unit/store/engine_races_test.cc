@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,6 +55,17 @@ base::result<object_record> assemble_all_parts(const upload_record& u) {
         r.size_bytes += part.data.size_bytes;
     }
     return r;
+}
+
+// Runs a scenario on a one-core engine over a fresh directory: every request then runs on the core that
+// owns every shard, so a spawned request runs inline up to its journal append.
+void run_on_one_core(const std::function<io::task<void>(engine*)>& scenario) {
+    temp_dir dir;
+    engine_options options = test_options(dir.path());
+    options.cores = 1;
+    auto e = open_engine(options);
+    ASSERT_NE(e, nullptr);
+    run_engine(*e, scenario, 1);
 }
 
 struct part_outcome {
@@ -107,12 +119,7 @@ io::task<void> complete_races_part_scenario(engine* e) {
 }
 
 TEST(engine_races, complete_multipart_upload_waits_for_a_part_commit_in_flight) {
-    temp_dir dir;
-    engine_options options = test_options(dir.path());
-    options.cores = 1;
-    auto e = open_engine(options);
-    ASSERT_NE(e, nullptr);
-    run_engine(*e, complete_races_part_scenario, 1);
+    run_on_one_core(complete_races_part_scenario);
 }
 
 // A part that arrives while a completion holds the upload waits, then finds the upload gone.
@@ -149,12 +156,7 @@ io::task<void> part_after_completion_scenario(engine* e) {
 }
 
 TEST(engine_races, a_part_committed_during_a_completion_finds_the_upload_gone) {
-    temp_dir dir;
-    engine_options options = test_options(dir.path());
-    options.cores = 1;
-    auto e = open_engine(options);
-    ASSERT_NE(e, nullptr);
-    run_engine(*e, part_after_completion_scenario, 1);
+    run_on_one_core(part_after_completion_scenario);
 }
 
 // DeleteBucket while a CreateMultipartUpload of that bucket waits for its journal append: the bucket

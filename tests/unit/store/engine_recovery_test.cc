@@ -99,6 +99,16 @@ TEST(engine_recovery, a_journal_whose_first_record_has_the_wrong_sequence_number
     EXPECT_EQ(testing::file_size(journal), renumbered.size());
 }
 
+// One bucket and one object, in journal 1.
+void one_object(const std::string& dir) {
+    auto e = open_engine(one_core(dir));
+    ASSERT_NE(e, nullptr);
+    run_engine(*e, [](engine* en) -> io::task<void> {
+        CO_ASSERT_TRUE(co_await en->create_bucket("kept"));
+        CO_ASSERT_TRUE(co_await put_object(en, "kept", "k", "data", "e", no_conditions));
+    }, 1);
+}
+
 // Journal 1 with a damaged tail, then a journal 2 that continues the sequence: journal 1 was complete
 // when journal 2 was started, so its tail is damage, not a torn write.
 void add_second_journal(const std::string& shard_dir, bool with_record) {
@@ -120,14 +130,7 @@ void add_second_journal(const std::string& shard_dir, bool with_record) {
 
 TEST(engine_recovery, damage_in_a_journal_that_a_later_one_follows_is_refused) {
     temp_dir dir;
-    {
-        auto e = open_engine(one_core(dir.path()));
-        ASSERT_NE(e, nullptr);
-        run_engine(*e, [](engine* en) -> io::task<void> {
-            CO_ASSERT_TRUE(co_await en->create_bucket("kept"));
-            CO_ASSERT_TRUE(co_await put_object(en, "kept", "k", "data", "e", no_conditions));
-        }, 1);
-    }
+    one_object(dir.path());
     const std::string shard = dir.path() + "/meta/shard-0";
     add_second_journal(shard, true);
     const std::uint64_t first_bytes = testing::file_size(shard + "/journal-00000001.log");
@@ -139,14 +142,7 @@ TEST(engine_recovery, damage_in_a_journal_that_a_later_one_follows_is_refused) {
 
 TEST(engine_recovery, an_empty_later_journal_leaves_a_torn_tail_a_torn_tail) {
     temp_dir dir;
-    {
-        auto e = open_engine(one_core(dir.path()));
-        ASSERT_NE(e, nullptr);
-        run_engine(*e, [](engine* en) -> io::task<void> {
-            CO_ASSERT_TRUE(co_await en->create_bucket("kept"));
-            CO_ASSERT_TRUE(co_await put_object(en, "kept", "k", "data", "e", no_conditions));
-        }, 1);
-    }
+    one_object(dir.path());
     // A failed rotation may leave an empty next journal behind while writes go on in the current one.
     add_second_journal(dir.path() + "/meta/shard-0", false);
     auto e = open_engine(one_core(dir.path()));
