@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -268,25 +270,28 @@ int serve(int argc, char** argv) {
     for (unsigned c = 0; c < cfg.engine.cores; ++c)
         servers.push_back(std::make_unique<http::server>(svc, cfg.server, metrics));
 
-    bool listen_failed = false;
+    std::atomic<bool> listen_failed{false};
     std::thread signal_thread([&] {
         int sig = 0;
         sigwait(&signals, &sig);
         if (sig != SIGUSR1) LOG_INFO("received %s: finishing in-flight requests, then stopping", strsignal(sig));
         group.stop();
     });
+    // Start-up in two steps, with every core at a barrier between them: first each core attaches and opens
+    // its listener; then core 0 writes the start-up lines, and only after that does any core accept. So a
+    // client (or a test) that got an answer from the server finds every start-up line already in the log.
+    std::barrier started(static_cast<std::ptrdiff_t>(cfg.engine.cores));
     group.run([&](unsigned core) {
         engine->attach_core(core, io::reactor::current().ring());
         if (auto l = servers[core]->listen(); !l) {
             LOG_ERROR("%s", l.err().message.c_str());
             listen_failed = true;
+        }
+        started.arrive_and_wait();
+        if (listen_failed) {
             group.stop();
             return;
         }
-        io::spawn(servers[core]->run());
-        io::spawn(expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
-        if (core == 0 && engine->spares().enabled())
-            io::spawn(expire_spares(engine.get(), cfg.engine.spares.idle_ms));
         if (core == 0) {
             log_buffer_memory(engine->pool(), cfg.engine.buffers);
             LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
@@ -296,6 +301,11 @@ int serve(int argc, char** argv) {
                 LOG_INFO("development credentials: access key '%s', secret key '%s' (set FJORD_ACCESS_KEY and "
                          "FJORD_SECRET_KEY to choose your own)", default_access_key, default_secret_key);
         }
+        started.arrive_and_wait();
+        io::spawn(servers[core]->run());
+        io::spawn(expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
+        if (core == 0 && engine->spares().enabled())
+            io::spawn(expire_spares(engine.get(), cfg.engine.spares.idle_ms));
     });
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();
