@@ -46,7 +46,7 @@ namespace fjord::base {
     X(invalid_request, 32, "InvalidRequest", 400, false)                                           \
     X(key_too_long, 33, "KeyTooLongError", 400, false)                                             \
     X(metadata_too_large, 34, "MetadataTooLarge", 400, false)                                      \
-    X(header_too_large, 35, "RequestHeaderSectionTooLarge", 400, false)                            \
+    X(header_too_large, 35, "RequestHeaderSectionTooLarge", 431, false)                            \
     X(malformed_xml, 36, "MalformedXML", 400, false)                                               \
     X(invalid_uri, 37, "InvalidURI", 400, false)                                                   \
     X(missing_security_header, 38, "MissingSecurityHeader", 400, false)                            \
@@ -65,7 +65,8 @@ namespace fjord::base {
     X(entity_too_small, 51, "EntityTooSmall", 400, false)                                          \
     X(invalid_part_number, 52, "InvalidPartNumber", 416, false)                                    \
     X(invalid_tag, 53, "InvalidTag", 400, false)                                                   \
-    X(commit_outcome_unknown, 54, "InternalError", 500, true)
+    X(commit_outcome_unknown, 54, "InternalError", 500, true)                                     \
+    X(http_version_not_supported, 57, "HttpVersionNotSupported", 505, false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

@@ -92,6 +92,7 @@ std::string_view status_reason(int status) {
         case 500: return "Internal Server Error";
         case 501: return "Not Implemented";
         case 503: return "Service Unavailable";
+        case 505: return "HTTP Version Not Supported";
         case 507: return "Insufficient Storage";
         default: return "Status";
     }
@@ -410,7 +411,9 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
             base::errc code = head_bytes.code();
             if (code != base::errc::timed_out && code != base::errc::closed) {
                 std::string text = h.protocol_error_response(head_bytes.err());
-                (void)co_await conn.send_bytes(text.data(), text.size());
+                // The client may still be sending the rest of its head (or a body): the connection lingers
+                // so that what it sends does not turn into a reset that destroys the answer unread.
+                unread_body = (co_await conn.send_bytes(text.data(), text.size())).has_value();
             }
             break;
         }

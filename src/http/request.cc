@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "base/encoding.h"
@@ -29,7 +30,7 @@ struct field_facts {
     bool connection_close = false;
     bool connection_keep_alive = false;
     bool expect_continue = false;
-    bool saw_host = false;
+    std::optional<std::size_t> host_index;  // into request_head::headers
 };
 
 // Finds the end of the head. Every LF is checked for its CR here, so a bare-LF client fails at once
@@ -93,6 +94,94 @@ bool is_target_byte(char c) {
     return byte > 0x20 && byte != 0x7f && byte != '#';
 }
 
+bool is_reg_name_byte(char c) {
+    // RFC 3986 unreserved and sub-delims ('%' is checked by the caller as part of pct-encoded).
+    auto byte = static_cast<unsigned char>(c);
+    if ((byte >= 'a' && byte <= 'z') || (byte >= 'A' && byte <= 'Z') || (byte >= '0' && byte <= '9')) return true;
+    return std::string_view("-._~!$&'()*+,;=").find(c) != std::string_view::npos;
+}
+
+bool is_hex_digit(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+bool valid_reg_name(std::string_view host) {
+    for (std::size_t i = 0; i < host.size(); ++i) {
+        if (host[i] == '%') {
+            if (i + 2 >= host.size() || !is_hex_digit(host[i + 1]) || !is_hex_digit(host[i + 2])) return false;
+            i += 2;
+        } else if (!is_reg_name_byte(host[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool valid_port(std::string_view port) {
+    if (port.size() > 5) return false;
+    std::uint32_t value = 0;
+    for (char c : port) {
+        if (c < '0' || c > '9') return false;
+        value = value * 10 + static_cast<std::uint32_t>(c - '0');
+    }
+    return value <= 65535;
+}
+
+}  // namespace
+
+bool valid_authority(std::string_view text) {
+    std::string_view host = text, port;
+    bool has_port = false;
+    if (!text.empty() && text.front() == '[') {
+        std::size_t close = text.find(']');
+        if (close == std::string_view::npos || close == 1) return false;
+        host = text.substr(1, close - 1);
+        for (char c : host)
+            if (!is_hex_digit(c) && c != ':' && c != '.') return false;
+        std::string_view rest = text.substr(close + 1);
+        if (!rest.empty()) {
+            if (rest.front() != ':') return false;
+            port = rest.substr(1);
+            has_port = true;
+        }
+    } else {
+        std::size_t colon = text.find(':');
+        if (colon != std::string_view::npos) {
+            host = text.substr(0, colon);
+            port = text.substr(colon + 1);
+            has_port = true;
+            if (host.empty()) return false;
+        }
+        if (!valid_reg_name(host)) return false;
+    }
+    return !has_port || valid_port(port);
+}
+
+namespace {
+
+// The bytes before '?' and '/' in an absolute-form target start with a scheme we serve.
+std::size_t scheme_prefix_bytes(std::string_view target) {
+    for (std::string_view scheme : {std::string_view("http://"), std::string_view("https://")})
+        if (target.size() >= scheme.size() && base::iequals(target.substr(0, scheme.size()), scheme))
+            return scheme.size();
+    return 0;
+}
+
+base::result<void> parse_absolute_form(std::string_view target, std::size_t scheme_bytes, request_head& out) {
+    std::string_view rest = target.substr(scheme_bytes);
+    std::size_t end = rest.find_first_of("/?");
+    out.authority = rest.substr(0, end);
+    if (out.authority.empty() || !valid_authority(out.authority))
+        return fail(errc::bad_request, "the absolute-form request-target has a malformed authority");
+    std::string_view path_and_query = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+    std::size_t question = path_and_query.find('?');
+    out.path = path_and_query.substr(0, question);
+    // "http://host" and "http://host?q" address the root, as "/" does in origin-form (RFC 9112 3.2.1).
+    if (out.path.empty()) out.path = "/";
+    if (question != std::string_view::npos) out.query = path_and_query.substr(question + 1);
+    return {};
+}
+
 base::result<void> parse_target(const parse_limits& limits, request_head& out) {
     std::string_view target = out.target;
     if (target.size() > limits.max_target_bytes)
@@ -107,8 +196,9 @@ base::result<void> parse_target(const parse_limits& limits, request_head& out) {
         out.path = target;
         return {};
     }
+    if (std::size_t scheme = scheme_prefix_bytes(target); scheme > 0) return parse_absolute_form(target, scheme, out);
     if (target.front() != '/')
-        return fail(errc::invalid_uri, "request-target is not in origin-form");
+        return fail(errc::invalid_uri, "request-target is neither in origin-form nor in absolute-form");
     std::size_t question = target.find('?');
     out.path = target.substr(0, question);
     if (question != std::string_view::npos) out.query = target.substr(question + 1);
@@ -126,13 +216,15 @@ base::result<void> parse_request_line(std::string_view line, const parse_limits&
     if (!syntax::is_token(out.method_text)) return fail(errc::bad_request, "method is not a token");
     out.verb = method_from_text(out.method_text);
     std::string_view version = line.substr(last_space + 1);
-    if (version == "HTTP/1.1") {
-        out.version_minor = 1;
-    } else if (version == "HTTP/1.0") {
-        out.version_minor = 0;
-    } else {
-        return fail(errc::bad_request, "unsupported HTTP version");
-    }
+    // HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 section 2.3).
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (version.size() != 8 || !version.starts_with("HTTP/") || !digit(version[5]) || version[6] != '.' ||
+        !digit(version[7]))
+        return fail(errc::bad_request, "malformed HTTP version");
+    if (version[5] != '1')
+        return fail(errc::http_version_not_supported, "only HTTP/1.0 and HTTP/1.1 are served here");
+    // A later 1.x minor version is answered as 1.1, the highest this server speaks (RFC 9110 2.5).
+    out.version_minor = version[7] == '0' ? 0 : 1;
     out.target = line.substr(first_space + 1, last_space - first_space - 1);
     return parse_target(limits, out);
 }
@@ -170,9 +262,22 @@ base::result<void> apply_field(const header& field, request_head& out, field_fac
     } else if (base::iequals(field.name, "host")) {
         // Virtual-hosted bucket names come from Host; two of them would let a proxy and this server
         // disagree about which bucket a request addresses (RFC 9112 section 3.2 demands a 400).
-        if (facts.saw_host) return fail(errc::bad_request, "more than one Host field");
-        facts.saw_host = true;
+        if (facts.host_index) return fail(errc::bad_request, "more than one Host field");
+        if (!field.value.empty() && !valid_authority(field.value))
+            return fail(errc::bad_request, "malformed Host field");
+        facts.host_index = out.headers.size() - 1;
     }
+    return {};
+}
+
+// RFC 9112 section 3.2: an HTTP/1.1 request without Host is refused; with an absolute-form target the
+// target's authority is the host, and the Host field is replaced by it, so that the bucket a request is
+// routed to and the host its signature covers are always the same.
+base::result<void> settle_host(const field_facts& facts, request_head& out) {
+    if (!facts.host_index && out.version_minor == 1) return fail(errc::bad_request, "an HTTP/1.1 request needs a Host field");
+    if (out.authority.empty()) return {};
+    if (facts.host_index) out.headers[*facts.host_index].value = out.authority;
+    else out.headers.push_back(header{"Host", out.authority});
     return {};
 }
 
@@ -240,6 +345,7 @@ base::result<std::size_t> parse_request_head(std::string_view buffer, const pars
         FJORD_TRY(apply_field(out.headers.back(), out, facts));
     }
     FJORD_TRY(finish_fields(facts, out));
+    FJORD_TRY(settle_host(facts, out));
     return bounds->end;
 }
 

@@ -33,9 +33,10 @@ struct parse_limits {
 struct request_head {
     method verb = method::other;
     std::string_view method_text;
-    std::string_view target;  // raw request-target as sent
-    std::string_view path;    // raw, before '?'
-    std::string_view query;   // raw, after '?' (without '?'), empty if none
+    std::string_view target;     // raw request-target as sent
+    std::string_view authority;  // of an absolute-form target ("http://host:port/path"), else empty
+    std::string_view path;       // raw, before '?' (the path part of an absolute-form target)
+    std::string_view query;      // raw, after '?' (without '?'), empty if none
     int version_minor = 1;    // HTTP/1.0 -> 0, HTTP/1.1 -> 1
     std::vector<header> headers;
 
@@ -52,12 +53,21 @@ struct request_head {
 // Parses the head at the start of `buffer`. Returns the number of bytes the head occupies
 // (including the final CRLFCRLF, and any empty lines before the request line) when complete, 0 when
 // more bytes are needed and the limit is not yet exceeded, or an error:
-//   bad_request       malformed syntax, bare LF, smuggling-prone framing (CL+TE, conflicting CLs)
+//   bad_request       malformed syntax, bare LF, smuggling-prone framing (CL+TE, conflicting CLs), an
+//                     HTTP/1.1 request without Host, a malformed Host or absolute-form authority
 //   header_too_large  head longer than max_head_bytes, more than max_header_count fields
-//   invalid_uri       request-target not in origin-form (or '*' for OPTIONS), bad bytes, too long
+//   invalid_uri       request-target in neither origin-form nor absolute-form (or '*' for OPTIONS), bad
+//                     bytes, too long
 //   not_implemented   a transfer-coding other than exactly "chunked"
+//   http_version_not_supported  a well-formed version other than HTTP/1.x
+// An absolute-form target's authority replaces the Host field's value (RFC 9112 section 3.2.2), so
+// every later reader of Host sees the host the request was addressed to.
 // All string_views in `out` point into `buffer`; `out` is cleared first and is unspecified after an
 // error.
+// Whether `text` is a valid Host field value or absolute-form authority: host [ ":" port ], where host is
+// an IP literal in brackets or an RFC 3986 reg-name (no userinfo, no '/'), and port is 0..65535.
+bool valid_authority(std::string_view text);
+
 base::result<std::size_t> parse_request_head(std::string_view buffer, const parse_limits& limits,
                                              request_head& out);
 

@@ -181,7 +181,6 @@ std::string service::protocol_error_response(const base::error& err) {
     std::string id = next_request_id();
     std::string body = error_xml(err, "/", id);
     int status = base::errc_http_status(err.code);
-    if (err.code == base::errc::header_too_large) status = 400;
     local_metrics().count_request(base::operation_class::other, status);
     return http::format_response_head(status, {{"Content-Type", "application/xml"}, {"x-amz-request-id", id}},
                                       body.size(), true) + body;

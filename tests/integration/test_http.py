@@ -3,6 +3,7 @@ clients that vanish. After every abuse the server must still answer."""
 
 import socket
 import struct
+import threading
 
 import pytest
 
@@ -188,3 +189,81 @@ def test_many_idle_connections_do_not_block_service(fjord_server):
     finally:
         for conn in idle:
             conn.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# RFC 9112 conformance: request-target forms, Host, versions, oversized heads
+# ---------------------------------------------------------------------------------------------------
+
+def test_absolute_form_targets_are_served(fjord_server, s3, bucket, rng):
+    """RFC 9112 3.2.2: a server must accept absolute-form; its authority is the host (Host is ignored)."""
+    with connect(fjord_server) as conn:
+        conn.send(f"GET http://{fjord_server.host}/health/ready HTTP/1.1\r\nHost: {fjord_server.host}\r\n\r\n".encode())
+        assert conn.read_response().status == 200
+        # A signed GET in absolute-form, signed for the authority as host.
+        data = s3util.payload(rng, 3000)
+        s3.put_object(Bucket=bucket, Key="absolute form", Body=data)
+        path = s3util.object_path(bucket, "absolute form")
+        signed = s3util.sign_headers(fjord_server.credentials, "GET", fjord_server.host, path)
+        lines = [f"GET http://{fjord_server.host}{path} HTTP/1.1"] + [f"{k}: {v}" for k, v in signed.headers.items()]
+        conn.send(("\r\n".join(lines) + "\r\n\r\n").encode())
+        response = conn.read_response()
+        assert response.status == 200, response.body
+        assert response.body == data
+        # The authority wins over a different Host: signed for the Host value, the request fails.
+        signed = s3util.sign_headers(fjord_server.credentials, "GET", "elsewhere:1", path)
+        lines = [f"GET http://{fjord_server.host}{path} HTTP/1.1"] + [f"{k}: {v}" for k, v in signed.headers.items()]
+        conn.send(("\r\n".join(lines) + "\r\n\r\n").encode())
+        response = conn.read_response()
+        assert response.status == 403 and s3util.xml_children(response.body)["Code"] == "SignatureDoesNotMatch"
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"GET /health/ready HTTP/1.1\r\n\r\n",                          # no Host in HTTP/1.1
+    b"GET /health/ready HTTP/1.1\r\nHost: h:abc\r\n\r\n",           # port is not a number
+    b"GET /health/ready HTTP/1.1\r\nHost: :99999999\r\n\r\n",       # no host, port out of range
+    b"GET /health/ready HTTP/1.1\r\nHost: a@b\r\n\r\n",             # userinfo
+    b"GET /health/ready HTTP/1.1\r\nHost: h/x\r\n\r\n",             # a path
+    b"GET http://a@b/health/ready HTTP/1.1\r\nHost: b\r\n\r\n",     # userinfo in an absolute-form target
+], ids=["no-host", "bad-port", "port-overflow", "userinfo", "path-in-host", "absolute-userinfo"])
+def test_missing_or_malformed_host_gets_400(fjord_server, request_bytes):
+    with connect(fjord_server) as conn:
+        conn.send(request_bytes)
+        response = conn.read_response()
+        assert response.status == 400, response
+        assert_closed_after_response(conn)
+    assert_alive(fjord_server)
+
+
+@pytest.mark.parametrize("version", [b"HTTP/2.0", b"HTTP/3.0", b"HTTP/0.9"])
+def test_other_http_versions_as_text_get_505(fjord_server, version):
+    with connect(fjord_server) as conn:
+        conn.send(b"GET /health/ready " + version + b"\r\nHost: x\r\n\r\n")
+        response = conn.read_response()
+        assert response.status == 505, response
+        assert s3util.xml_children(response.body)["Code"] == "HttpVersionNotSupported"
+        assert_closed_after_response(conn)
+
+
+def test_an_oversized_head_gets_431_and_a_graceful_close(fjord_server):
+    """The server answers once the head passes its limit, while the client is still sending: it must then
+    read and discard before closing, or the client's next bytes meet a reset that destroys the answer."""
+    head = b"GET /health/ready HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * (200 * KiB) + b"\r\n\r\n"
+    with connect(fjord_server) as conn:
+        def keep_sending():
+            try:
+                conn.send(head)
+                for _ in range(32):
+                    conn.send(b"b" * (16 * KiB))
+            except OSError:
+                pass
+
+        sender = threading.Thread(target=keep_sending)
+        sender.start()
+        try:
+            response = conn.read_response()
+        finally:
+            sender.join(timeout=30)
+        assert response.status == 431, response
+        assert s3util.xml_children(response.body)["Code"] == "RequestHeaderSectionTooLarge"
+    assert_alive(fjord_server)

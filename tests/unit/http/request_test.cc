@@ -85,28 +85,28 @@ TEST(request_head, put_with_content_length_leaves_body_unconsumed) {
 }
 
 TEST(request_head, agreeing_duplicate_content_lengths_are_accepted) {
-    parsed p = parse("PUT / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n");
+    parsed p = parse("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_EQ(p.head.content_length, std::optional<std::uint64_t>(5));
 }
 
 TEST(request_head, query_is_split_at_first_question_mark) {
-    parsed p = parse("GET /bucket?list-type=2&prefix=a%2Fb HTTP/1.1\r\n\r\n");
+    parsed p = parse("GET /bucket?list-type=2&prefix=a%2Fb HTTP/1.1\r\nHost: h\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_EQ(p.head.target, "/bucket?list-type=2&prefix=a%2Fb");
     EXPECT_EQ(p.head.path, "/bucket");
     EXPECT_EQ(p.head.query, "list-type=2&prefix=a%2Fb");
 
-    p = parse("GET /b?uploads HTTP/1.1\r\n\r\n");
+    p = parse("GET /b?uploads HTTP/1.1\r\nHost: h\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_EQ(p.head.query, "uploads");
 
-    p = parse("GET /b? HTTP/1.1\r\n\r\n");
+    p = parse("GET /b? HTTP/1.1\r\nHost: h\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_EQ(p.head.path, "/b");
     EXPECT_EQ(p.head.query, "");
 
-    p = parse("GET /b?x=1?y HTTP/1.1\r\n\r\n");
+    p = parse("GET /b?x=1?y HTTP/1.1\r\nHost: h\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_EQ(p.head.query, "x=1?y");
 }
@@ -152,7 +152,7 @@ TEST(request_head, empty_lines_before_request_line_are_skipped) {
 
 TEST(request_head, output_is_cleared_between_calls) {
     request_head head;
-    std::string first = "PUT / HTTP/1.1\r\nContent-Length: 4\r\nA: 1\r\nB: 2\r\n\r\n";
+    std::string first = "PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nA: 1\r\n\r\n";
     ASSERT_TRUE(parse_request_head(first, {}, head));
     EXPECT_EQ(head.headers.size(), 3u);
     std::string second = "GET /x?q HTTP/1.0\r\n\r\n";
@@ -180,8 +180,8 @@ TEST(request_head, find_is_case_insensitive_and_returns_first_match) {
 TEST(request_head, header_count_limit) {
     parse_limits limits;
     limits.max_header_count = 3;
-    EXPECT_EQ(parse_code("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", limits), errc::ok);
-    EXPECT_EQ(parse_code("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", limits),
+    EXPECT_EQ(parse_code("GET / HTTP/1.1\r\nHost: h\r\nB: 2\r\nC: 3\r\n\r\n", limits), errc::ok);
+    EXPECT_EQ(parse_code("GET / HTTP/1.1\r\nHost: h\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", limits),
               errc::header_too_large);
 }
 
@@ -210,7 +210,7 @@ TEST(request_head, default_head_limit_applies_to_huge_header) {
 TEST(request_head, target_length_limit) {
     parse_limits limits;
     limits.max_target_bytes = 16;
-    EXPECT_EQ(parse_code("GET /" + std::string(15, 'k') + " HTTP/1.1\r\n\r\n", limits), errc::ok);
+    EXPECT_EQ(parse_code("GET /" + std::string(15, 'k') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits), errc::ok);
     EXPECT_EQ(parse_code("GET /" + std::string(16, 'k') + " HTTP/1.1\r\n\r\n", limits),
               errc::invalid_uri);
 }
@@ -229,7 +229,21 @@ TEST(request_head, malformed_requests_fail_with_the_right_code) {
         {"obs-fold tab", "GET / HTTP/1.1\r\nX-A: a\r\n\tb\r\n\r\n", errc::bad_request},
         {"no colon", "GET / HTTP/1.1\r\nHost h\r\n\r\n", errc::bad_request},
         {"empty name", "GET / HTTP/1.1\r\n: h\r\n\r\n", errc::bad_request},
-        {"version 2.0", "GET / HTTP/2.0\r\n\r\n", errc::bad_request},
+        {"version 2.0", "GET / HTTP/2.0\r\nHost: h\r\n\r\n", errc::http_version_not_supported},
+        {"version 0.9", "GET / HTTP/0.9\r\n\r\n", errc::http_version_not_supported},
+        {"version without minor", "GET / HTTP/1\r\n\r\n", errc::bad_request},
+        {"version with letters", "GET / HTTP/1.x\r\n\r\n", errc::bad_request},
+        {"no host in 1.1", "GET / HTTP/1.1\r\n\r\n", errc::bad_request},
+        {"host with bad port", "GET / HTTP/1.1\r\nHost: h:abc\r\n\r\n", errc::bad_request},
+        {"host port too big", "GET / HTTP/1.1\r\nHost: :99999999\r\n\r\n", errc::bad_request},
+        {"host port over 65535", "GET / HTTP/1.1\r\nHost: h:65536\r\n\r\n", errc::bad_request},
+        {"host with userinfo", "GET / HTTP/1.1\r\nHost: a@b\r\n\r\n", errc::bad_request},
+        {"host with a path", "GET / HTTP/1.1\r\nHost: h/x\r\n\r\n", errc::bad_request},
+        {"host with a space", "GET / HTTP/1.1\r\nHost: h x\r\n\r\n", errc::bad_request},
+        {"host bad ipv6", "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", errc::bad_request},
+        {"host empty with port", "GET / HTTP/1.1\r\nHost: :80\r\n\r\n", errc::bad_request},
+        {"absolute-form bad authority", "GET http://a@b/k HTTP/1.1\r\nHost: b\r\n\r\n", errc::bad_request},
+        {"absolute-form no authority", "GET http:///k HTTP/1.1\r\nHost: b\r\n\r\n", errc::bad_request},
         {"version 1.2", "GET / HTTP/1.2\r\n\r\n", errc::bad_request},
         {"lower-case version", "GET / http/1.1\r\n\r\n", errc::bad_request},
         {"no version", "GET /\r\n\r\n", errc::bad_request},
@@ -265,7 +279,7 @@ TEST(request_head, malformed_requests_fail_with_the_right_code) {
          "PUT / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
          errc::not_implemented},
         {"relative target", "GET bucket HTTP/1.1\r\n\r\n", errc::invalid_uri},
-        {"absolute-form target", "GET http://h/b HTTP/1.1\r\n\r\n", errc::invalid_uri},
+        {"other scheme", "GET ftp://h/b HTTP/1.1\r\nHost: h\r\n\r\n", errc::invalid_uri},
         {"asterisk for GET", "GET * HTTP/1.1\r\n\r\n", errc::invalid_uri},
         {"space in target", "GET /a b HTTP/1.1\r\n\r\n", errc::invalid_uri},
         {"double space", "GET  / HTTP/1.1\r\n\r\n", errc::invalid_uri},
@@ -288,13 +302,13 @@ TEST(request_head, options_accepts_asterisk_form) {
 }
 
 TEST(request_head, raw_utf8_in_target_is_left_to_the_s3_layer) {
-    parsed p = parse("GET /b/caf\xc3\xa9 HTTP/1.1\r\n\r\n");
+    parsed p = parse("GET /b/caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_EQ(p.head.path, "/b/caf\xc3\xa9");
 }
 
 TEST(request_head, chunked_transfer_encoding_is_recognised) {
-    parsed p = parse("PUT /b/k HTTP/1.1\r\nTransfer-Encoding:  Chunked \r\n\r\n");
+    parsed p = parse("PUT /b/k HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:  Chunked \r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_TRUE(p.head.chunked);
     EXPECT_FALSE(p.head.content_length);
@@ -306,11 +320,11 @@ TEST(request_head, keep_alive_follows_version_and_connection) {
         bool keep_alive;
     };
     const keep_alive_case cases[] = {
-        {"GET / HTTP/1.1\r\n\r\n", true},
-        {"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", false},
-        {"GET / HTTP/1.1\r\nConnection: Upgrade, CLOSE\r\n\r\n", false},
-        {"GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", true},
-        {"GET / HTTP/1.1\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n", false},
+        {"GET / HTTP/1.1\r\nHost: h\r\n\r\n", true},
+        {"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", false},
+        {"GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, CLOSE\r\n\r\n", false},
+        {"GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\n\r\n", true},
+        {"GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n", false},
         {"GET / HTTP/1.0\r\n\r\n", false},
         {"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", true},
         {"GET / HTTP/1.0\r\nConnection: foo ,keep-alive\r\n\r\n", true},
@@ -326,15 +340,15 @@ TEST(request_head, keep_alive_follows_version_and_connection) {
 }
 
 TEST(request_head, expect_100_continue) {
-    parsed p = parse("PUT / HTTP/1.1\r\nContent-Length: 1\r\nExpect: 100-Continue\r\n\r\n");
+    parsed p = parse("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nExpect: 100-Continue\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_TRUE(p.head.expect_continue);
 
-    p = parse("PUT / HTTP/1.1\r\nContent-Length: 1\r\n\r\n");
+    p = parse("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_FALSE(p.head.expect_continue);
 
-    p = parse("PUT / HTTP/1.1\r\nExpect: something-else\r\n\r\n");
+    p = parse("PUT / HTTP/1.1\r\nHost: h\r\nExpect: something-else\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_FALSE(p.head.expect_continue);
 
@@ -342,6 +356,56 @@ TEST(request_head, expect_100_continue) {
     p = parse("PUT / HTTP/1.0\r\nContent-Length: 1\r\nExpect: 100-continue\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_FALSE(p.head.expect_continue);
+}
+
+
+TEST(request_head, later_http_1_minor_versions_are_served_as_1_1) {
+    parsed p = parse("GET / HTTP/1.2\r\nHost: h\r\n\r\n");
+    ASSERT_TRUE(p.length) << p.length.err().message;
+    EXPECT_EQ(p.head.version_minor, 1);
+}
+
+TEST(request_head, valid_host_values_are_accepted) {
+    for (const char* host : {"h", "example.com", "example.com:9000", "127.0.0.1:1", "[::1]", "[::1]:9000",
+                             "bucket.localhost:65535", "a-b_c~d.e", "h:", "xn--caf-dma.example"}) {
+        SCOPED_TRACE(host);
+        EXPECT_TRUE(valid_authority(host));
+        EXPECT_EQ(parse_code("GET / HTTP/1.1\r\nHost: "s + host + "\r\n\r\n"), errc::ok);
+    }
+    // An empty Host is what a client sends for a target without an authority (RFC 9110 7.2).
+    EXPECT_EQ(parse_code("GET / HTTP/1.1\r\nHost:\r\n\r\n"), errc::ok);
+    // HTTP/1.0 needs no Host.
+    EXPECT_EQ(parse_code("GET / HTTP/1.0\r\n\r\n"), errc::ok);
+}
+
+TEST(request_head, absolute_form_targets_take_their_host_from_the_authority) {
+    std::string text = "GET http://bucket.localhost:9000/key?uploads HTTP/1.1\r\nHost: other:1\r\n\r\n";
+    parsed p = parse(text);
+    ASSERT_TRUE(p.length) << p.length.err().message;
+    EXPECT_EQ(p.head.authority, "bucket.localhost:9000");
+    EXPECT_EQ(p.head.path, "/key");
+    EXPECT_EQ(p.head.query, "uploads");
+    // RFC 9112 3.2.2: the received Host is ignored; every reader of Host sees the authority.
+    EXPECT_EQ(p.head.value_of("host"), "bucket.localhost:9000");
+    EXPECT_EQ(p.head.headers.size(), 1u);
+
+    p = parse("PUT HTTPS://h HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
+    ASSERT_TRUE(p.length) << p.length.err().message;
+    EXPECT_EQ(p.head.path, "/");
+    EXPECT_EQ(p.head.query, "");
+
+    p = parse("GET http://h?list-type=2 HTTP/1.1\r\nHost: h\r\n\r\n");
+    ASSERT_TRUE(p.length) << p.length.err().message;
+    EXPECT_EQ(p.head.path, "/");
+    EXPECT_EQ(p.head.query, "list-type=2");
+
+    // HTTP/1.0 may omit Host: the authority stands in for it.
+    p = parse("GET http://h:1/b/k HTTP/1.0\r\n\r\n");
+    ASSERT_TRUE(p.length) << p.length.err().message;
+    EXPECT_EQ(p.head.value_of("Host"), "h:1");
+    EXPECT_EQ(p.head.path, "/b/k");
+    // A 1.1 client must send Host in absolute-form too (RFC 9112 3.2).
+    EXPECT_EQ(parse_code("GET http://h/b HTTP/1.1\r\n\r\n"), errc::bad_request);
 }
 
 TEST(request_head, corrupted_bytes_give_an_error_or_a_bounded_length) {
