@@ -154,25 +154,36 @@ std::string_view trim(std::string_view text) {
     return text.substr(b, e - b);
 }
 
-bool is_valid_utf8(std::string_view text) {
+std::size_t decode_utf8(std::string_view text, std::size_t pos, std::uint32_t& code_point) {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-    size_t n = text.size(), i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) { ++i; continue; }
-        size_t len;
-        std::uint32_t cp;
-        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-        else return false;
-        if (i + len > n) return false;
-        for (size_t k = 1; k < len; ++k) {
-            if ((s[i + k] & 0xC0) != 0x80) return false;
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return false;
-        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    const std::size_t n = text.size();
+    unsigned char c = s[pos];
+    if (c < 0x80) {
+        code_point = c;
+        return 1;
+    }
+    std::size_t len;
+    std::uint32_t cp;
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    else return 0;
+    if (pos + len > n) return 0;
+    for (std::size_t k = 1; k < len; ++k) {
+        if ((s[pos + k] & 0xC0) != 0x80) return 0;
+        cp = cp << 6 | (s[pos + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return 0;
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    code_point = cp;
+    return len;
+}
+
+bool is_valid_utf8(std::string_view text) {
+    std::uint32_t cp = 0;
+    for (std::size_t i = 0; i < text.size();) {
+        std::size_t len = decode_utf8(text, i, cp);
+        if (len == 0) return false;
         i += len;
     }
     return true;

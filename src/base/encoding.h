@@ -26,7 +26,10 @@ std::optional<std::uint64_t> parse_hex_u64(std::string_view text);
 bool iequals(std::string_view a, std::string_view b);
 std::string to_lower(std::string_view text);
 std::string_view trim(std::string_view text);
-// Checks that text is valid UTF-8 (no overlongs, no surrogates).
+// Checks that text is valid UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF).
 bool is_valid_utf8(std::string_view text);
+// Decodes the UTF-8 sequence that starts at text[pos] into code_point and returns its length in bytes, or
+// 0 when the bytes there are not valid UTF-8 (as is_valid_utf8 judges). pos must be < text.size().
+std::size_t decode_utf8(std::string_view text, std::size_t pos, std::uint32_t& code_point);
 
 }  // namespace fjord::base

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/token_bucket.h"
+#include "http/field_syntax.h"
 #include "io/ops.h"
 #include "io/reactor.h"
 
@@ -110,6 +111,14 @@ std::string format_response_head(int status, const header_list& headers, std::op
     out += current_date();
     out += "\r\nServer: Fjord\r\n";
     for (const auto& [name, value] : headers) {
+        // The last line of defence against response splitting: a value that would end the line (or a name
+        // that is not a token) is never written. Handlers refuse such input with an error first; reaching
+        // this is a bug, so it is logged.
+        if (!syntax::is_token(name) || !syntax::is_field_value(value)) {
+            LOG_ERROR("not sending response header '%.*s': it holds a byte a header may not carry",
+                      static_cast<int>(std::min<std::size_t>(name.size(), 64)), name.data());
+            continue;
+        }
         out += name;
         out += ": ";
         out += value;

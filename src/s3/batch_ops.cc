@@ -2,6 +2,8 @@
 
 #include <pugixml.hpp>
 
+#include <algorithm>
+
 #include "base/clock.h"
 #include "base/encoding.h"
 #include "io/wait_group.h"
@@ -17,18 +19,14 @@ constexpr std::size_t max_delete_keys = 1000;
 constexpr std::size_t max_tags = 10;
 constexpr std::size_t deletes_in_flight = 64;  // enough for group commit to batch the journal writes
 
-base::result<pugi::xml_document*> parse_xml(pugi::xml_document& doc, const std::string& body) {
-    std::string lowered = base::to_lower(body);
-    if (lowered.find("<!doctype") != std::string::npos || lowered.find("<!entity") != std::string::npos)
-        return base::fail(base::errc::malformed_xml, "XML with a document type declaration is not accepted");
-    if (!doc.load_buffer(body.data(), body.size(), pugi::parse_default & ~pugi::parse_doctype))
-        return base::fail(base::errc::malformed_xml,
-                          "The XML you provided was not well-formed or did not validate against our published schema.");
-    return &doc;
-}
-
+// Tags come back in XML (GetObjectTagging): only text XML can carry is accepted, whichever way they came
+// (x-amz-tagging is URL-encoded, so any byte can arrive there).
 base::result<void> check_tag(const std::string& key, const std::string& value) {
-    if (key.empty() || key.size() > 128 || value.size() > 256 || !base::is_valid_utf8(key) || !base::is_valid_utf8(value))
+    auto control = [](const std::string& text) {
+        return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+    };
+    if (key.empty() || key.size() > 128 || value.size() > 256 || !xml_representable(key) || !xml_representable(value) ||
+        control(key) || control(value))
         return base::fail(base::errc::invalid_tag, "The TagKey or TagValue you have provided is invalid");
     return {};
 }
@@ -84,7 +82,7 @@ io::task<void> service::delete_objects(context& c) {
     auto body = co_await read_verified_body(c, 2 * 1024 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     pugi::xml_document doc;
-    if (auto parsed = parse_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
+    if (auto parsed = load_request_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
     pugi::xml_node root = doc.child("Delete");
     if (!root) co_return co_await send_error(c, {base::errc::malformed_xml, "expected a Delete document"});
     bool quiet = base::iequals(base::trim(root.child_value("Quiet")), "true");
@@ -125,7 +123,7 @@ io::task<void> service::put_object_tagging(context& c) {
     auto body = co_await read_verified_body(c, 64 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     pugi::xml_document doc;
-    if (auto parsed = parse_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
+    if (auto parsed = load_request_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
     pugi::xml_node set = doc.child("Tagging").child("TagSet");
     if (!set) co_return co_await send_error(c, {base::errc::malformed_xml, "expected Tagging/TagSet"});
     std::vector<std::pair<std::string, std::string>> tags;

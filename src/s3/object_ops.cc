@@ -10,6 +10,7 @@
 #include "s3/checksum.h"
 #include "s3/http_conditions.h"
 #include "s3/payload.h"
+#include "http/field_syntax.h"
 #include "s3/service.h"
 #include "s3/service_internal.h"
 
@@ -165,6 +166,19 @@ private:
     std::uint64_t _length;
 };
 
+// The response-* query parameters of a GET or HEAD become response headers as given: a value holding CR, LF,
+// NUL or another control byte would end the header line early and let the URL's author write headers
+// (or a whole second response) of their own, so such a request is refused.
+base::result<void> check_response_overrides(const s3_request& req) {
+    for (std::string_view param : {"response-content-type", "response-content-encoding", "response-content-disposition",
+                                   "response-content-language", "response-cache-control", "response-expires"}) {
+        if (req.has(param) && !http::syntax::is_field_value(req.param(param)))
+            return base::fail(base::errc::invalid_argument,
+                              "The value of " + std::string(param) + " holds a character a response header cannot carry");
+    }
+    return {};
+}
+
 void add_object_headers(http::header_list& h, const store::object_record& r, const s3_request& req, bool checksum_mode) {
     h.emplace_back("ETag", "\"" + r.etag + "\"");
     h.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
@@ -288,6 +302,7 @@ io::task<void> service::put_object(context& c) {
 
 io::task<void> service::get_object(context& c, bool head_only) {
     const http::request_head& head = c.ex.head();
+    if (auto ok = check_response_overrides(c.req); !ok) co_return co_await send_error(c, ok.err());
     // A data file can vanish between lookup and open when the key is overwritten meanwhile: look again.
     for (int attempt = 0; attempt < 3; ++attempt) {
         auto found = co_await _engine.lookup(c.req.bucket, c.req.key);

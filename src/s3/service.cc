@@ -59,6 +59,10 @@ base::result<s3_request> route(const http::request_head& head, const std::vector
     auto key = base::uri_decode(rest, false);
     if (!key) return base::fail(base::errc::invalid_uri, "bad percent-encoding in the key");
     r.key = std::move(*key);
+    // Keys and bucket names are UTF-8, as S3's are: bytes that are not (%ff, the overlong %c0%ae, the
+    // surrogate %ed%a0%80) could be stored but never listed in a well-formed document.
+    if (!base::is_valid_utf8(r.key) || !base::is_valid_utf8(r.bucket))
+        return base::fail(base::errc::invalid_uri, "Couldn't parse the specified URI: the key is not UTF-8.");
     if (r.key.size() > 1024) return base::fail(base::errc::key_too_long, "Your key is too long");
     std::string_view query = head.query;
     while (!query.empty()) {
@@ -70,6 +74,10 @@ base::result<s3_request> route(const http::request_head& head, const std::vector
         auto name = base::uri_decode(part.substr(0, eq), true);
         auto value = base::uri_decode(eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1), true);
         if (!name || !value) return base::fail(base::errc::invalid_uri, "bad percent-encoding in the query");
+        // Parameters come back in listings (prefix, markers, delimiter): UTF-8 only, as keys. The
+        // response-* overrides become header values instead, which may hold other bytes.
+        if (!base::is_valid_utf8(*name) || (!name->starts_with("response-") && !base::is_valid_utf8(*value)))
+            return base::fail(base::errc::invalid_uri, "Couldn't parse the specified URI: a query parameter is not UTF-8.");
         r.query.emplace_back(std::move(*name), std::move(*value));
     }
     r.resource = "/" + r.bucket + (r.key.empty() ? "" : "/" + r.key);
@@ -458,6 +466,14 @@ io::task<void> service::list_objects(context& c, bool v2) {
         page = std::move(*listed);
     } else if (!_engine.bucket_exists(r.bucket)) {
         co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    }
+    // A key XML 1.0 cannot carry (a C0 control character) would make the page unreadable or lose the key:
+    // such a page is sent URL-encoded, and says so, as if encoding-type=url had been asked for.
+    if (!url) {
+        bool representable = xml_representable(lr.prefix) && xml_representable(lr.delimiter) &&
+                             xml_representable(lr.start_after) && xml_representable(r.param("start-after"));
+        for (const auto& e : page.entries) representable = representable && xml_representable(e.name);
+        url = !representable;
     }
     auto enc = [url](const std::string& s) { return url ? base::uri_encode(s, true) : s; };
     xml_writer x;

@@ -1,10 +1,15 @@
 #pragma once
 
-// A minimal XML writer for S3 responses: elements and escaped text, nothing else. Request bodies are
-// parsed with pugixml (see the module README).
+// XML for S3: a minimal writer for responses (elements and escaped text, nothing else), and the one way
+// request bodies are read (pugixml, after the checks below; see the module README).
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+
+#include <pugixml.hpp>
+
+#include "base/result.h"
 
 namespace fjord::s3 {
 
@@ -22,7 +27,23 @@ private:
     std::string _out;
 };
 
-// Escapes &, <, >, " and ' and replaces characters XML 1.0 cannot carry with U+FFFD.
+// XML 1.0's Char production: TAB, LF, CR, U+0020-U+D7FF, U+E000-U+FFFD, U+10000-U+10FFFF.
+bool is_xml_char(std::uint32_t code_point);
+// Whether text is valid UTF-8 made only of characters an XML 1.0 document can carry.
+bool xml_representable(std::string_view text);
+
+// Escapes &, <, > and quotes, and CR as a character reference (a parser would turn a raw CR into LF), so
+// that every text made of XML characters comes back as it was. What XML 1.0 cannot carry at all (other
+// C0 controls, U+FFFE, U+FFFF, bytes that are not UTF-8) becomes U+FFFD: the output is well-formed for
+// any input. Callers with a lossless alternative (listings: encoding-type=url) check
+// xml_representable first.
 void append_escaped(std::string& out, std::string_view text);
+
+// Loads a request body. Refused with malformed_xml: a document type declaration (no entities, no
+// external references), text that is not UTF-8, characters XML 1.0 does not allow (raw or as
+// references such as &#0; or &#xD800;, or references too large to be characters), a '&' that starts
+// no valid reference, and anything pugixml finds not well-formed. So every text read from `doc` is
+// valid UTF-8 of XML characters, as sent.
+base::result<void> load_request_xml(pugi::xml_document& doc, std::string_view body);
 
 }  // namespace fjord::s3
