@@ -22,6 +22,7 @@ build-debug: bootstrap
 
 # Starts a single-node server: data in ./data, listening on 127.0.0.1:9000.
 serve: build
+	@if [ -z "$$FJORD_ACCESS_KEY" ]; then echo "make serve: development credentials: access key 'fjordadmin', secret key 'fjordadmin-secret' (set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own)"; fi
 	$(BUILD_RELEASE)/fjord serve
 
 unit: build

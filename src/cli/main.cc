@@ -171,6 +171,13 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
     }
     if (!cfg.request_burst_given)
         cfg.server.limits.request_burst = std::max<std::uint64_t>(1, 2 * cfg.server.limits.max_requests_per_second);
+    // The region is echoed in headers and error documents: S3's own shape only (us-east-1, eu-west-3, ...).
+    const std::string& region = cfg.service.region;
+    if (region.empty() || region.size() > 64 ||
+        !std::all_of(region.begin(), region.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; })) {
+        std::fputs("fjord serve: --region takes a region name of lower-case letters, digits and '-'\n", stderr);
+        return 2;
+    }
     if (data_dirs.empty()) data_dirs.push_back("./data");
     if (!domains.empty()) cfg.service.domains = domains;
     cfg.engine.data_dirs = data_dirs;
@@ -185,8 +192,20 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         return 2;
     }
     cfg.default_credentials = !(access && *access);
-    cfg.service.credentials.add({cfg.default_credentials ? default_access_key : access,
-                                 cfg.default_credentials ? default_secret_key : secret});
+    if (cfg.default_credentials && !io::is_loopback(cfg.server.listen)) {
+        std::fprintf(stderr,
+                     "fjord serve: refusing to listen on %s with the development credentials, which anyone can "
+                     "read in README.md: set FJORD_ACCESS_KEY and FJORD_SECRET_KEY (or listen on 127.0.0.1)\n",
+                     cfg.server.listen.host.c_str());
+        return 2;
+    }
+    s3::credentials chosen{cfg.default_credentials ? default_access_key : access,
+                           cfg.default_credentials ? default_secret_key : secret};
+    if (auto valid = s3::check_credentials(chosen); !valid) {
+        std::fprintf(stderr, "fjord serve: %s\n", valid.err().message.c_str());
+        return 2;
+    }
+    cfg.service.credentials.add(std::move(chosen));
     return 0;
 }
 
@@ -298,8 +317,8 @@ int serve(int argc, char** argv) {
                      cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,
                      cfg.engine.data_dirs[0].c_str(), cfg.engine.data_dirs.size() > 1 ? " and more" : "");
             if (cfg.default_credentials)
-                LOG_INFO("development credentials: access key '%s', secret key '%s' (set FJORD_ACCESS_KEY and "
-                         "FJORD_SECRET_KEY to choose your own)", default_access_key, default_secret_key);
+                LOG_WARN("using the development credentials (access key '%s'; its secret is in README.md): "
+                         "set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own", default_access_key);
         }
         started.arrive_and_wait();
         io::spawn(servers[core]->run());

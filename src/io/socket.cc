@@ -26,6 +26,14 @@ base::result<endpoint> parse_endpoint(const std::string& text) {
     return e;
 }
 
+bool is_loopback(const endpoint& where) {
+    in_addr v4{};
+    if (inet_pton(AF_INET, where.host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+    in6_addr v6{};
+    if (inet_pton(AF_INET6, where.host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+    return false;
+}
+
 base::result<int> listen_tcp(const endpoint& where, int backlog) {
     bool v6 = where.host.find(':') != std::string::npos;
     int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

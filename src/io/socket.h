@@ -17,6 +17,8 @@ struct endpoint {
 
 // Parses "host:port" (IPv4 address or "localhost"; "[::1]:port" for IPv6).
 base::result<endpoint> parse_endpoint(const std::string& text);
+// Whether the address is a loopback one (127.0.0.0/8 or ::1): only this machine can reach it.
+bool is_loopback(const endpoint& where);
 
 // Creates a non-blocking-free (io_uring driven) listening TCP socket with SO_REUSEADDR and SO_REUSEPORT.
 base::result<int> listen_tcp(const endpoint& where, int backlog);

@@ -179,7 +179,11 @@ bool valid_bucket_name(std::string_view name) {
 }
 
 service::service(store::engine& engine, service_options options, base::metrics& metrics)
-    : _engine(engine), _options(std::move(options)), _metrics(metrics) {}
+    : _engine(engine), _options(std::move(options)), _metrics(metrics) {
+    // A signature scoped to another region is refused, as S3 refuses it (the client learns the right one
+    // from the error's <Region>).
+    _options.auth.region = _options.region;
+}
 
 base::metrics::shard& service::local_metrics() {
     return io::reactor::on_reactor_thread() ? _metrics.for_core(io::reactor::current().core()) : _metrics.shared();
@@ -215,7 +219,11 @@ io::task<void> service::send_error(context& c, const base::error& err, http::hea
         if (err.code == base::errc::storage_full) shown.message = "The server has no space left to store this object.";
     }
     headers.emplace_back("Content-Type", "application/xml");
-    std::string body = error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource, c.request_id);
+    std::vector<std::pair<std::string, std::string>> details;
+    if (err.code == base::errc::wrong_region || err.code == base::errc::wrong_region_presigned)
+        details.emplace_back("Region", _options.region);
+    std::string body = error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource,
+                                 c.request_id, details);
     (void)co_await c.ex.send_all(status, headers, body);
     // A drive ran out of space (a journal append, a link, a write of unknown size): the space spare data
     // files hold is given back, so that the client's retry finds it.

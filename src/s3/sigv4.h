@@ -51,6 +51,12 @@ struct credentials {
     std::string secret_key;
 };
 
+// Whether a key pair is fit to protect a server: an access key of 3 to 128 visible ASCII characters, and
+// a secret of 8 to 256 characters with no control byte and not only whitespace (a short or blank secret
+// is guessed, or the sign of a mistake in the environment that set it). The message says what is wrong,
+// never the secret itself.
+base::result<void> check_credentials(const credentials& c);
+
 // The key pairs the server accepts. Adding an access key that is already present replaces its
 // secret. Not thread-safe: build it before serving, then share it read-only.
 class credential_store {
@@ -74,7 +80,7 @@ enum class payload_mode {
 // What a verified request head proves, and what the body decoder needs to keep verifying.
 struct auth_result {
     std::string access_key;
-    std::string region;          // from the credential scope (any region accepted)
+    std::string region;          // from the credential scope
     std::string scope;           // "20130524/us-east-1/s3/aws4_request"
     std::string amz_date;        // "20130524T000000Z"
     std::string signing_key;     // raw 32 bytes
@@ -90,6 +96,9 @@ struct verify_options {
     // minutes; presigned URLs are bounded by X-Amz-Expires instead (and by this only for the
     // future).
     std::int64_t max_clock_skew_s = 15 * 60;
+    // The server's region: a credential scoped to any other is refused (wrong_region, or
+    // wrong_region_presigned for a presigned URL), as S3 does. Empty: any region is accepted.
+    std::string region;
 };
 
 // Verifies the request head: Authorization header form, or presigned query form (X-Amz-Algorithm,

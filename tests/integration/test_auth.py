@@ -12,7 +12,7 @@ from botocore.credentials import Credentials as BotoCredentials
 from botocore.exceptions import ClientError
 
 import s3util
-from conftest import REGION
+from conftest import REGION, FjordServer
 
 TIMEOUT_S = 30
 
@@ -95,11 +95,36 @@ def test_unknown_access_key_is_invalid_access_key_id(fjord_server, stored):
     assert_s3_error(response, 403, "InvalidAccessKeyId")
 
 
-def test_any_region_in_the_scope_is_accepted(fjord_server, stored):
+def test_a_signature_scoped_to_another_region_is_refused_with_the_right_region(fjord_server, stored):
+    """S3 checks the region of the credential scope: AuthorizationHeaderMalformed names the expected
+    region (which SDKs use to retry there), for the header form and for presigned URLs."""
     _, path = stored
-    response = botocore_signed(fjord_server, "GET", path, region="eu-central-1")
-    assert response.status_code == 200, response.text
-    assert response.content == b"top secret"
+    response = botocore_signed(fjord_server, "GET", path, region="eu-west-1")
+    fields = assert_s3_error(response, 400, "AuthorizationHeaderMalformed")
+    assert fields.get("Region") == REGION, response.text
+    assert "'eu-west-1' is wrong; expecting 'us-east-1'" in fields["Message"]
+
+    elsewhere = s3util.Credentials(fjord_server.access_key, fjord_server.secret_key, "eu-west-1")
+    query = s3util.presign_query(elsewhere, "GET", fjord_server.host, path, 300)
+    presigned = requests.get(f"{fjord_server.endpoint}{path}?{query}", timeout=TIMEOUT_S)
+    fields = assert_s3_error(presigned, 400, "AuthorizationQueryParametersError")
+    assert fields.get("Region") == REGION, presigned.text
+    # The right region still works, for both forms.
+    assert botocore_signed(fjord_server, "GET", path).content == b"top secret"
+    right = s3util.presign_query(fjord_server.credentials, "GET", fjord_server.host, path, 300)
+    assert requests.get(f"{fjord_server.endpoint}{path}?{right}", timeout=TIMEOUT_S).content == b"top secret"
+
+
+def test_a_server_in_another_region_refuses_the_default_region(tmp_dir):
+    server = FjordServer(tmp_dir / "region", extra_args=["--region", "eu-central-1"])
+    server.start()
+    try:
+        response = botocore_signed(server, "GET", "/")
+        fields = assert_s3_error(response, 400, "AuthorizationHeaderMalformed")
+        assert fields.get("Region") == "eu-central-1"
+        assert botocore_signed(server, "GET", "/", region="eu-central-1").status_code == 200
+    finally:
+        server.stop()
 
 
 def test_tampered_payload_is_sha256_mismatch_and_not_stored(fjord_server, s3, bucket):

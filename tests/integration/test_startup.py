@@ -1,4 +1,4 @@
-"""Start-up: what the log says before the server answers.
+"""Start-up: what the log says before the server answers, and which credentials it refuses to start with.
 
 The server is started here by hand (not by FjordServer), so that readiness can be polled as fast as a
 socket allows and the environment holds exactly the credentials each test means."""
@@ -14,6 +14,7 @@ from conftest import binary_path, free_port, _die_with_parent, _scrub_environmen
 
 BUFFER_LINE = "I/O buffers: "
 LISTEN_LINE = "Fjord S3 server listening on"
+DEFAULT_SECRET = "fjordadmin-secret"  # README.md's development pair
 
 
 def spawn(work_dir, args, env_extra=None, listen_host="127.0.0.1"):
@@ -70,3 +71,57 @@ def test_every_start_up_line_is_in_the_log_before_the_first_answer(tmp_dir):
             assert BUFFER_LINE in text and LISTEN_LINE in text, f"start {attempt}: log so far:\n{text}"
         finally:
             stop(process)
+
+
+def run_to_exit(work_dir, args, env_extra, listen_host="127.0.0.1"):
+    process, _, log_path = spawn(work_dir, args, env_extra, listen_host)
+    try:
+        status = process.wait(timeout=20)
+    finally:
+        if process.poll() is None:
+            stop(process)
+    return status, log_path.read_text(errors="replace")
+
+
+def test_the_development_credentials_are_refused_on_a_non_loopback_address(tmp_dir):
+    status, output = run_to_exit(tmp_dir / "public", [], {}, listen_host="0.0.0.0")
+    assert status == 2, output
+    assert "development credentials" in output and "FJORD_ACCESS_KEY" in output
+    assert DEFAULT_SECRET not in output
+
+
+def test_the_development_credentials_on_loopback_start_and_the_secret_is_never_logged(tmp_dir):
+    process, port, log_path = spawn(tmp_dir / "dev", [], {})
+    try:
+        assert first_ready_answer(port, process), log_path.read_text(errors="replace")
+    finally:
+        stop(process)
+    text = log_path.read_text(errors="replace")
+    assert "using the development credentials (access key 'fjordadmin'" in text
+    assert DEFAULT_SECRET not in text
+
+
+@pytest.mark.parametrize("access, secret", [
+    ("fjord-user", "short"),           # under 8 characters
+    ("fjord-user", "        "),        # only whitespace
+    ("fjord-user", "tab\tin-secret"),  # a control character
+    ("has space", "long-enough-secret"),
+    ("ab", "long-enough-secret"),      # access key under 3 characters
+], ids=["short-secret", "blank-secret", "control-in-secret", "space-in-access-key", "short-access-key"])
+def test_weak_or_malformed_credentials_are_refused(tmp_dir, access, secret):
+    status, output = run_to_exit(tmp_dir / "weak", [], {"FJORD_ACCESS_KEY": access, "FJORD_SECRET_KEY": secret})
+    assert status == 2, output
+    assert "fjord serve:" in output
+    if len(secret.strip()) > 3:
+        assert secret not in output, "the refusal must not repeat the secret"
+
+
+def test_chosen_credentials_start_on_any_address(tmp_dir):
+    process, port, log_path = spawn(tmp_dir / "chosen", [],
+                                    {"FJORD_ACCESS_KEY": "chosen-user", "FJORD_SECRET_KEY": "chosen-user-secret"},
+                                    listen_host="0.0.0.0")
+    try:
+        assert first_ready_answer(port, process), log_path.read_text(errors="replace")
+    finally:
+        stop(process)
+    assert "chosen-user-secret" not in log_path.read_text(errors="replace")
