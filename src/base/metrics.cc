@@ -125,6 +125,9 @@ std::string render_prometheus(const metrics_snapshot& s, const storage_figures& 
                   std::to_string(storage.spare_files_removed));
     append_help(out, "fjord_spare_data_bytes", "gauge", "Bytes held by spare data files now, all drives.");
     append_sample(out, "fjord_spare_data_bytes", {}, std::to_string(storage.spare_bytes));
+    append_help(out, "fjord_space_reserved_ahead_bytes", "gauge",
+                "Bytes preallocated for uploads ahead of the body bytes received, all drives.");
+    append_sample(out, "fjord_space_reserved_ahead_bytes", {}, std::to_string(storage.reserved_ahead_bytes));
     return out;
 }
 

@@ -110,6 +110,7 @@ struct storage_figures {
     std::uint64_t spare_files_reused = 0;
     std::uint64_t spare_files_removed = 0;
     std::uint64_t spare_bytes = 0;
+    std::uint64_t reserved_ahead_bytes = 0;  // preallocated for uploads ahead of their received bytes
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE for every metric, names prefixed `fjord_`.

@@ -68,6 +68,10 @@ void print_usage() {
         "  --spare-data-mib N    freed data files of 1 MiB or more kept per drive for reuse by later writes,\n"
         "                        all cores together (default 1024, 0: remove them at once)\n"
         "  --spare-data-idle-seconds N   remove spare data files no write took for N s (default 600)\n"
+        "  --min-free-mib N      free space each drive keeps: new writes past it get 507 (default 1024, but\n"
+        "                        at most 2%% of the drive; 0: none)\n"
+        "  --reserve-ahead-mib N space preallocated ahead of the bytes received, all uploads together\n"
+        "                        (default 1024; each upload reserves 64 MiB steps as its body arrives)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
@@ -144,6 +148,8 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--io-depth") { if (!need(parse_number(value, n) && n >= 1 && n <= 64)) return 2; cfg.engine.data_files.pipeline_depth = n; ++i; }
         else if (arg == "--disk-writes-in-flight") { if (!need(parse_number(value, n) && n >= 1 && n <= 1024)) return 2; cfg.engine.writes.writes_in_flight_per_drive = n; ++i; }
         else if (arg == "--spare-data-idle-seconds") { if (!need(parse_number(value, n) && n >= 1 && n <= 86400 * 365)) return 2; cfg.engine.spares.idle_ms = static_cast<std::int64_t>(n) * 1000; ++i; }
+        else if (arg == "--min-free-mib") { if (!need(parse_number(value, n) && n <= 1024ULL * 1024 * 1024)) return 2; cfg.engine.space.min_free_bytes = n * base::MiB; ++i; }
+        else if (arg == "--reserve-ahead-mib") { if (!need(parse_number(value, n) && n <= 1024ULL * 1024 * 1024)) return 2; cfg.engine.space.max_reserved_ahead_bytes = n * base::MiB; ++i; }
         else if (arg == "--spare-data-mib") { if (!need(parse_number(value, n) && n <= 1024 * 1024)) return 2; cfg.engine.spares.bytes_per_drive = n * 1024 * 1024; ++i; }
         else if (arg == "--disk-write-kib") {
             if (!need(parse_number(value, n) && n >= 4 && n <= 8192 && n % 4 == 0)) return 2;

@@ -262,6 +262,7 @@ io::task<void> service::send_metrics(context& c) {
     store::spare_file_stats st = spares.stats();
     base::storage_figures storage{st.kept, st.reused, st.removed, 0};
     for (std::uint32_t d = 0; d < _engine.drives().size(); ++d) storage.spare_bytes += spares.bytes_held(d);
+    storage.reserved_ahead_bytes = _engine.drives().space().reserved_ahead_bytes();
     (void)co_await c.ex.send_all(200, headers, base::render_prometheus(_metrics.collect(), storage));
 }
 

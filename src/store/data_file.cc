@@ -69,27 +69,80 @@ io::task<base::result<void>> object_writer::open(std::optional<std::uint64_t> ex
     std::uint64_t total = 0;
     if (expected_size_bytes && *expected_size_bytes > 0)
         total = base::align_up(*expected_size_bytes, align) + footer_bytes(*expected_size_bytes, _options.block_bytes);
+    _expected_total = total;
     if (_spares && total > 0 && co_await _spares->take(_drive, total, dir, _name)) {
         int fd = co_await fs.openat(dir, _name, O_WRONLY | O_DIRECT);
         if (fd >= 0) {
             _fd = fd;
             _created = true;
+            _accounted_end = total;  // a spare's space is allocated already
             co_return base::result<void>{};
         }
         co_await fs.unlinkat(dir, _name);  // a fresh file instead
     }
+    // A write that cannot fit is refused before it starts (drive_space.h); its space is then reserved in
+    // steps as the bytes arrive, not all at once from the declared size.
+    // (A declared size of one step or less is admitted by its first step below, once.)
+    const std::uint64_t step = _drives.space().step_bytes();
+    if (total == 0 || total > step) FJORD_CO_TRY(co_await admit(total > 0 ? total : step));
     int fd = co_await fs.openat(dir, _name, O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0644);
     if (fd < 0) co_return failed(-fd, "create data file " + _name);
     _fd = fd;
     _created = true;
-    if (total > 0) {
-        int rc = co_await fs.allocate(_fd, total);
-        // Space kept in spares is given back before the drive counts as full.
-        if ((rc == -ENOSPC || rc == -EDQUOT) && _spares && co_await _spares->release(_drive))
-            rc = co_await fs.allocate(_fd, total);
-        if (rc < 0 && rc != -EOPNOTSUPP) co_return failed(-rc, "preallocate data file");
+    if (total == 0) {
+        _accounted_end = step;
+        co_return base::result<void>{};
+    }
+    co_return co_await account_to(std::min(total, step));
+}
+
+io::task<base::result<void>> object_writer::admit(std::uint64_t bytes) {
+    drive_space& space = _drives.space();
+    if (space.admits(_drive, bytes)) co_return base::result<void>{};
+    // Space kept in spares is given back before the drive counts as full.
+    if (_spares && co_await _spares->release(_drive) && space.admits(_drive, bytes)) co_return base::result<void>{};
+    _out_of_space = true;
+    co_return base::fail(base::errc::storage_full,
+                         "drive " + std::to_string(_drive) + " keeps " + std::to_string(space.floor_bytes(_drive) / base::MiB) +
+                             " MiB free; no room for " + std::to_string(bytes) + " more bytes");
+}
+
+io::task<base::result<void>> object_writer::account_to(std::uint64_t end) {
+    drive_space& space = _drives.space();
+    file_system& fs = _drives.fs();
+    while (_accounted_end < end) {
+        const bool declared = _expected_total > _accounted_end;
+        std::uint64_t len = declared ? std::min(space.step_bytes(), _expected_total - _accounted_end) : space.step_bytes();
+        FJORD_CO_TRY(co_await admit(len));
+        // Preallocated only while every step so far was (the reserved part is a prefix of the file), and
+        // only on the server's budget of space reserved ahead of received bytes.
+        if (declared && _reserving && _claimed_end == _accounted_end && space.try_claim(len)) {
+            int rc = co_await fs.allocate(_fd, _accounted_end, len);
+            if ((rc == -ENOSPC || rc == -EDQUOT) && _spares && co_await _spares->release(_drive))
+                rc = co_await fs.allocate(_fd, _accounted_end, len);
+            if (rc == -EOPNOTSUPP) {
+                space.release(len);
+                _reserving = false;
+            } else if (rc < 0) {
+                space.release(len);
+                co_return failed(-rc, "preallocate data file");
+            } else {
+                _claimed_end = _accounted_end + len;
+            }
+        } else {
+            _reserving = false;
+        }
+        _accounted_end += len;
     }
     co_return base::result<void>{};
+}
+
+void object_writer::release_reserved(bool all) {
+    std::uint64_t upto = all ? _claimed_end : std::min(_size_bytes, _claimed_end);
+    if (upto > _released_to) {
+        _drives.space().release(upto - _released_to);
+        _released_to = upto;
+    }
 }
 
 base::failure object_writer::failed(int err, const std::string& what) {
@@ -141,6 +194,7 @@ void object_writer::submit(slot& s, std::size_t fill) {
     s.length = static_cast<unsigned>(padded);
     _scheduler->start_write(s.op, _drive, _fd, s.buf.data(), s.length, _size_bytes, s.buf.registered_index());
     _size_bytes += fill;
+    release_reserved(false);
 }
 
 io::task<base::result<std::uint64_t>> object_writer::write_from(byte_source& source, std::uint64_t max_size_bytes) {
@@ -176,7 +230,10 @@ io::task<base::result<std::size_t>> object_writer::fill_and_submit(slot& s, byte
         if (_size_bytes + fill > max_size_bytes)
             co_return base::fail(base::errc::entity_too_large, "object larger than the allowed maximum");
     }
-    if (fill > 0) submit(s, fill);
+    if (fill > 0) {
+        FJORD_CO_TRY(co_await account_to(base::align_up(_size_bytes + fill, align)));
+        submit(s, fill);
+    }
     co_return fill;
 }
 
@@ -196,6 +253,7 @@ io::task<base::result<void>> object_writer::append(std::span<const std::byte> da
         _push_fill += n;
         data = data.subspan(n);
         if (_push_fill == s.buf.capacity()) {
+            FJORD_CO_TRY(co_await account_to(base::align_up(_size_bytes + _push_fill, align)));
             submit(s, _push_fill);
             _push_submitted.push_back(static_cast<std::size_t>(&s - _push_slots.data()));
             _push_current = nullptr;
@@ -205,11 +263,16 @@ io::task<base::result<void>> object_writer::append(std::span<const std::byte> da
 }
 
 io::task<base::result<std::uint64_t>> object_writer::finish_appends() {
-    if (_push_current && _push_fill > 0) submit(*_push_current, _push_fill);
+    base::result<void> accounted;
+    if (_push_current && _push_fill > 0) {
+        accounted = co_await account_to(base::align_up(_size_bytes + _push_fill, align));
+        if (accounted) submit(*_push_current, _push_fill);
+    }
     _push_current = nullptr;
     auto drained = co_await drain(_push_slots);
     _push_slots.clear();
     _push_submitted.clear();
+    if (!accounted) co_return accounted.as_failure();
     if (!drained) co_return drained.as_failure();
     co_return _size_bytes;
 }
@@ -242,6 +305,7 @@ io::task<base::result<segment>> object_writer::seal() {
     buf.reset();
     if (rc < 0) co_return failed(-rc, "write data file footer");
     if (static_cast<std::uint64_t>(rc) != footer_len) co_return base::fail(base::errc::io_error, "short footer write");
+    release_reserved(true);
     rc = co_await _drives.fs().fsync(_fd, true);
     if (rc < 0) co_return failed(-rc, "fdatasync data file");
     co_await _drives.fs().close(_fd);
@@ -256,6 +320,7 @@ io::task<base::result<segment>> object_writer::seal() {
 }
 
 io::task<void> object_writer::discard() {
+    release_reserved(true);
     if (_fd >= 0) {
         co_await _drives.fs().close(_fd);
         _fd = -1;

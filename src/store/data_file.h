@@ -62,9 +62,10 @@ public:
     object_writer(const object_writer&) = delete;
     object_writer& operator=(const object_writer&) = delete;
 
-    // Creates the file, or with a known size takes a spare that fits; with a known size it is preallocated,
-    // so a full disk fails here, before any byte of the body is accepted (after the drive's spares were
-    // freed).
+    // Creates the file, or with a known size takes a spare that fits. A write the drive cannot take while
+    // keeping its free-space floor fails here with storage_full, before any byte of the body is accepted
+    // (after the drive's spares were freed). With a known size the file is then preallocated one step
+    // (drive_space.h) ahead of the bytes written, never all at once.
     io::task<base::result<void>> open(std::optional<std::uint64_t> expected_size_bytes);
     // Streams `source` to the file until it ends. Fails with entity_too_large past max_size_bytes.
     io::task<base::result<std::uint64_t>> write_from(byte_source& source, std::uint64_t max_size_bytes);
@@ -90,6 +91,12 @@ private:
     };
     // A failed file operation's error; remembers a full drive (discard() then frees the spares).
     base::failure failed(int err, const std::string& what);
+    // storage_full unless `bytes` more fit on the drive above its free-space floor (spares freed first).
+    io::task<base::result<void>> admit(std::uint64_t bytes);
+    // Admits, and while reserving preallocates, the file up to offset `end`, a step at a time.
+    io::task<base::result<void>> account_to(std::uint64_t end);
+    // Gives back the reserve-ahead budget of the bytes written so far (all of it, when done).
+    void release_reserved(bool all);
     io::task<base::result<void>> drain(std::vector<slot>& slots);
     // A slot whose buffer is free to fill: an idle one, a new buffer, or the oldest write awaited.
     io::task<base::result<slot*>> next_slot(std::vector<slot>& slots, std::deque<std::size_t>& submitted);
@@ -109,6 +116,14 @@ private:
     int _fd = -1;
     bool _created = false;
     bool _out_of_space = false;
+    // Space accounting (drive_space.h), in file offsets: [0, _accounted_end) passed the floor check;
+    // [0, _claimed_end) is preallocated on the server's reserve-ahead budget, of which [0, _released_to)
+    // was given back as its bytes were written.
+    std::uint64_t _expected_total = 0;  // declared data + footer; 0 when the size is unknown
+    std::uint64_t _accounted_end = 0;
+    std::uint64_t _claimed_end = 0;
+    std::uint64_t _released_to = 0;
+    bool _reserving = true;  // false once a step went without a reservation: none after it
     std::uint64_t _size_bytes = 0;
     std::vector<std::uint32_t> _block_crcs;
     std::string _name;

@@ -120,7 +120,7 @@ base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, f
 
 drive_set::drive_set(drive_set&& other) noexcept
     : _drives(std::move(other._drives)), _fs(other._fs), _reads(std::move(other._reads)),
-      _spare_min_segment_bytes(other._spare_min_segment_bytes) {
+      _space(std::move(other._space)), _spare_min_segment_bytes(other._spare_min_segment_bytes) {
     other._drives.clear();
 }
 

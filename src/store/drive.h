@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "store/drive_space.h"
 #include "store/file_system.h"
 #include "store/object.h"
 
@@ -77,6 +78,8 @@ public:
     // File name of an object's data file inside its fan-out directory.
     static std::string file_name(const object_id& id) { return id.hex(); }
     open_reads& reads() const { return *_reads; }
+    // Free space and space reserved ahead of received bytes (drive_space.h); configured by the engine.
+    drive_space& space() const { return *_space; }
     // Segments at least this large may have their data files reused as spares once freed, so readers pin
     // them (open_reads). Set once by the engine before any I/O.
     std::uint64_t spare_min_segment_bytes() const { return _spare_min_segment_bytes; }
@@ -86,6 +89,7 @@ private:
     std::vector<drive> _drives;
     file_system* _fs = &posix_file_system();
     std::unique_ptr<open_reads> _reads = std::make_unique<open_reads>();
+    std::unique_ptr<drive_space> _space = std::make_unique<drive_space>();
     std::uint64_t _spare_min_segment_bytes = 1024ULL * 1024;
 };
 

@@ -110,6 +110,9 @@ base::result<std::unique_ptr<engine>> engine::open(engine_options options) {
     if (options.cores == 0 || options.cores > 256) return base::fail(base::errc::invalid_argument, "cores must be 1..256");
     auto drives = drive_set::open(options.data_dirs, options.fs ? *options.fs : posix_file_system());
     if (!drives) return drives.as_failure();
+    std::vector<int> roots;
+    for (std::uint32_t d = 0; d < drives->size(); ++d) roots.push_back(drives->at(d).root_fd);
+    FJORD_TRY(drives->space().configure(drives->fs(), roots, options.space));
     std::unique_ptr<engine> e(new engine(std::move(options), std::move(*drives)));
     if (e->_options.boot_nonce) e->_boot_nonce = *e->_options.boot_nonce;
     else if (getrandom(&e->_boot_nonce, sizeof e->_boot_nonce, 0) != sizeof e->_boot_nonce)

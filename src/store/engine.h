@@ -39,6 +39,7 @@ struct engine_options {
     data_file_options data_files;
     write_scheduler_options writes;
     spare_file_options spares;
+    space_options space;  // free-space floor and space reserved ahead of received bytes (drive_space.h)
     io::buffer_pool_options buffers;
     std::uint64_t journal_rotate_bytes = 64ULL * 1024 * 1024;  // snapshot + new journal past this size
     file_system* fs = nullptr;                 // null: posix_file_system(); a simulated one in tests

@@ -1,5 +1,7 @@
 #include "store/file_system.h"
 
+#include <sys/statvfs.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -83,7 +85,16 @@ public:
         co_return co_await io::write(fd, buf, len, offset, buf_index);
     }
     io::task<int> fsync(int fd, bool datasync) override { co_return co_await io::fsync(fd, datasync); }
-    io::task<int> allocate(int fd, std::uint64_t len) override { co_return co_await io::fallocate(fd, 0, 0, len); }
+    io::task<int> allocate(int fd, std::uint64_t offset, std::uint64_t len) override {
+        co_return co_await io::fallocate(fd, 0, offset, len);
+    }
+    int free_space(int fd, space_figures& out) override {
+        struct statvfs st{};
+        if (::fstatvfs(fd, &st) < 0) return -errno;
+        out.free_bytes = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+        out.total_bytes = static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
+        return 0;
+    }
     io::task<int> unlinkat(int dir_fd, std::string name) override {
         co_return co_await io::unlinkat(dir_fd, name.c_str());
     }

@@ -32,6 +32,11 @@ struct file_stat {
     std::uint64_t size_bytes = 0;
 };
 
+struct space_figures {
+    std::uint64_t free_bytes = 0;   // available to this process (f_bavail)
+    std::uint64_t total_bytes = 0;  // the file system's size
+};
+
 class file_system {
 public:
     virtual ~file_system() = default;
@@ -43,8 +48,9 @@ public:
     virtual io::task<int> read(int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index = -1) = 0;
     virtual io::task<int> write(int fd, const void* buf, unsigned len, std::uint64_t offset, int buf_index = -1) = 0;
     virtual io::task<int> fsync(int fd, bool datasync) = 0;
-    // Reserves [0, len) (mode 0 fallocate): a full drive fails here rather than in the middle of a write.
-    virtual io::task<int> allocate(int fd, std::uint64_t len) = 0;
+    // Reserves [offset, offset + len) (mode 0 fallocate): a full drive fails here rather than in the middle
+    // of a write.
+    virtual io::task<int> allocate(int fd, std::uint64_t offset, std::uint64_t len) = 0;
     virtual io::task<int> unlinkat(int dir_fd, std::string name) = 0;
     virtual io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
     // Like renameat, but fails with -EEXIST instead of replacing an existing target (RENAME_NOREPLACE).
@@ -61,6 +67,9 @@ public:
     virtual void start_write(io::async_op& op, int fd, const void* buf, unsigned len, std::uint64_t offset,
                              int buf_index) = 0;
     virtual void start_fsync(io::async_op& op, int fd, bool datasync) = 0;
+    // Free and total space of the file system holding `fd` (fstatvfs: the file system's counters, no I/O,
+    // so it may run on a reactor thread).
+    virtual int free_space(int fd, space_figures& out) = 0;
 
     // ---- blocking: startup, recovery and rare failure paths ----
     virtual int open_blocking(const std::string& path, int flags, mode_t mode = 0) = 0;

@@ -344,15 +344,22 @@ io::task<int> sim_file_system::fsync(int fd, bool) {
     co_return do_fsync(fd);
 }
 
-io::task<int> sim_file_system::allocate(int fd, std::uint64_t len) {
+int sim_file_system::free_space(int fd, space_figures& out) {
+    if (!_fds.count(fd)) return -EBADF;
+    out.free_bytes = sim_capacity_bytes;
+    out.total_bytes = sim_capacity_bytes;
+    return 0;
+}
+
+io::task<int> sim_file_system::allocate(int fd, std::uint64_t offset, std::uint64_t len) {
     co_await maybe_delay();
     if (!begin()) co_return -EIO;
     open_file* f = file(fd);
     if (!f || f->target->directory) co_return -EBADF;
     if (inject(fault::enospc)) co_return -ENOSPC;
     if (inject(fault::eio)) co_return -EIO;
-    if (f->target->bytes.size() < len) {
-        file_change c{file_change::kind::resize, len, {}};
+    if (f->target->bytes.size() < offset + len) {
+        file_change c{file_change::kind::resize, offset + len, {}};
         apply(f->target->bytes, c, 0);
         f->target->unsynced.push_back(std::move(c));
     }

@@ -82,7 +82,7 @@ public:
     io::task<int> read(int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index) override;
     io::task<int> write(int fd, const void* buf, unsigned len, std::uint64_t offset, int buf_index) override;
     io::task<int> fsync(int fd, bool datasync) override;
-    io::task<int> allocate(int fd, std::uint64_t len) override;
+    io::task<int> allocate(int fd, std::uint64_t offset, std::uint64_t len) override;
     io::task<int> unlinkat(int dir_fd, std::string name) override;
     io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
     io::task<int> rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
@@ -93,6 +93,9 @@ public:
     void start_write(io::async_op& op, int fd, const void* buf, unsigned len, std::uint64_t offset,
                      int buf_index) override;
     void start_fsync(io::async_op& op, int fd, bool datasync) override;
+    // A drive of sim_capacity_bytes with nothing used: the simulation injects ENOSPC instead of filling up.
+    int free_space(int fd, space_figures& out) override;
+    static constexpr std::uint64_t sim_capacity_bytes = 1ULL << 40;
 
     int open_blocking(const std::string& path, int flags, mode_t mode) override;
     int close_blocking(int fd) override;
