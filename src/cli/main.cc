@@ -1,5 +1,6 @@
 // The `fjord` binary. `fjord serve` runs the S3 server; later subcommands (cp, ls, bench) join it here.
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include "cli/bench.h"
 #include "http/server.h"
 #include "io/reactor.h"
+#include "s3/access_log.h"
 #include "s3/service.h"
 #include "store/engine.h"
 
@@ -75,6 +77,7 @@ void print_usage() {
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
+        "  --access-log PATH     one JSON line per request to PATH (appended), or - for stderr (default: off)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
         "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
@@ -90,6 +93,7 @@ struct serve_config {
     s3::service_options service;
     http::server_options server;
     bool default_credentials = false;
+    std::string access_log_path;  // empty: no access log; "-": stderr
     bool request_burst_given = false;
 };
 
@@ -120,6 +124,7 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
         else if (arg == "--cores") { if (!need(parse_number(value, n) && n >= 1 && n <= 256)) return 2; cores = static_cast<unsigned>(n); ++i; }
         else if (arg == "--etag-md5") cfg.service.etag_md5 = true;
         else if (arg == "--metrics-public") cfg.service.metrics_public = true;
+        else if (arg == "--access-log") { if (!need(value && *value)) return 2; cfg.access_log_path = value; ++i; }
         else if (arg == "--etag-md5-max-bytes") { if (!need(parse_number(value, n))) return 2; cfg.service.etag_md5_max_bytes = n; ++i; }
         else if (arg == "--idle-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); ++i; }
         else if (arg == "--header-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); ++i; }
@@ -289,7 +294,18 @@ int serve(int argc, char** argv) {
     }
     std::unique_ptr<store::engine> engine = std::move(*opened);
     base::metrics metrics(cfg.engine.cores);
-    s3::service svc(*engine, cfg.service, metrics);
+    std::unique_ptr<s3::access_log> access;
+    int access_fd = -1;
+    if (!cfg.access_log_path.empty()) {
+        access_fd = cfg.access_log_path == "-" ? STDERR_FILENO
+                                               : ::open(cfg.access_log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        if (access_fd < 0) {
+            LOG_ERROR("cannot open the access log %s: %s", cfg.access_log_path.c_str(), strerror(errno));
+            return 1;
+        }
+        access = std::make_unique<s3::access_log>(access_fd, cfg.engine.cores);
+    }
+    s3::service svc(*engine, cfg.service, metrics, access.get());
     io::reactor_group group(cfg.engine.cores);
     std::vector<std::unique_ptr<http::server>> servers;
     for (unsigned c = 0; c < cfg.engine.cores; ++c)
@@ -334,6 +350,7 @@ int serve(int argc, char** argv) {
     });
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();
+    if (access_fd > STDERR_FILENO) ::close(access_fd);
     LOG_INFO("stopped");
     return listen_failed ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 #include "http/field_syntax.h"
 #include "io/ops.h"
 #include "io/reactor.h"
+#include "io/socket.h"
 
 namespace fjord::http {
 
@@ -38,6 +39,7 @@ public:
     io::task<void> linger();
 
     int fd;
+    std::string remote_address = io::peer_address(fd);
     const server_limits& limits;
     base::metrics::shard& metrics;
     base::token_bucket request_rate;
@@ -328,9 +330,11 @@ io::task<base::result<std::size_t>> body_reader::read_chunked(std::byte* dst, st
 // ---- exchange ----
 
 exchange::exchange(connection_state& conn, const request_head& head)
-    : _conn(conn), _head(head), _send_rate(conn.limits.min_body_rate) {}
+    : _conn(conn), _head(head), _send_rate(conn.limits.min_body_rate), _started_ns(base::monotonic_now_ns()) {}
 
 bool exchange::stopping() const { return io::reactor::current().stopping(); }
+
+std::string_view exchange::remote_address() const { return _conn.remote_address; }
 
 void exchange::start_response() {
     FJORD_ASSERT(!_head_sent);
@@ -419,7 +423,7 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
         if (!head_bytes) {
             base::errc code = head_bytes.code();
             if (code != base::errc::timed_out && code != base::errc::closed) {
-                std::string text = h.protocol_error_response(head_bytes.err());
+                std::string text = h.protocol_error_response(head_bytes.err(), conn.remote_address);
                 // The client may still be sending the rest of its head (or a body): the connection lingers
                 // so that what it sends does not turn into a reset that destroys the answer unread.
                 unread_body = (co_await conn.send_bytes(text.data(), text.size())).has_value();

@@ -108,6 +108,12 @@ public:
     // The connection closes after this response (e.g. after an error that left the body unread).
     void close_after() { _close_after = true; }
     bool stopping() const;
+    // The client's address ("ip:port"), for logs.
+    std::string_view remote_address() const;
+    // Bytes of the response sent so far (head and body).
+    std::uint64_t bytes_sent() const { return _send_rate.bytes(); }
+    // Monotonic time at which the request head was complete.
+    std::int64_t started_ns() const { return _started_ns; }
 
 private:
     friend class connection_state;
@@ -122,6 +128,7 @@ private:
     bool _head_sent = false;
     bool _close_after = false;
     int _status = 0;
+    std::int64_t _started_ns = 0;
 };
 
 class handler {
@@ -132,8 +139,9 @@ public:
     // error given; a request retried after `retry_after_ms` would be taken. The body has not been read;
     // the connection drains it or closes as for any answer.
     virtual io::task<void> refuse(exchange& ex, const base::error& err, std::int64_t retry_after_ms) = 0;
-    // A complete response (status line to body) for a request that could not be parsed.
-    virtual std::string protocol_error_response(const base::error& err) = 0;
+    // A complete response (status line to body) for a request that could not be parsed, from the client
+    // at `remote_address`.
+    virtual std::string protocol_error_response(const base::error& err, std::string_view remote_address) = 0;
 };
 
 // Serves one accepted socket until the peer closes, an error, or shutdown; closes the fd. Bytes and

@@ -75,4 +75,22 @@ void tune_connection(int fd) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+std::string peer_address(int fd) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) < 0) return "-";
+    char host[INET6_ADDRSTRLEN] = {};
+    if (addr.ss_family == AF_INET) {
+        const auto* v4 = reinterpret_cast<const sockaddr_in*>(&addr);
+        if (!inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host)) return "-";
+        return std::string(host) + ":" + std::to_string(ntohs(v4->sin_port));
+    }
+    if (addr.ss_family == AF_INET6) {
+        const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+        if (!inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host)) return "-";
+        return "[" + std::string(host) + "]:" + std::to_string(ntohs(v6->sin6_port));
+    }
+    return "-";
+}
+
 }  // namespace fjord::io

@@ -25,5 +25,7 @@ base::result<int> listen_tcp(const endpoint& where, int backlog);
 
 // Sets TCP_NODELAY and larger socket buffers on an accepted connection.
 void tune_connection(int fd);
+// "address:port" of a connected socket's peer ("[v6]:port" for IPv6), or "-" when it cannot be told.
+std::string peer_address(int fd);
 
 }  // namespace fjord::io

@@ -8,6 +8,8 @@
 #include "base/encoding.h"
 #include "base/log.h"
 #include "io/reactor.h"
+#include "base/token_bucket.h"
+#include "s3/access_log.h"
 #include "s3/payload.h"
 #include "s3/xml.h"
 
@@ -132,6 +134,102 @@ base::operation_class operation_class_of(const http::request_head& head, const s
     if (is_health_check(head) || is_metrics_request(head, r)) return base::operation_class::admin;
     return operation_of(head.verb, r);
 }
+// The S3 operation a routed request asks for. Chosen before authentication, so that a refused request is
+// logged with the operation it tried.
+enum class s3_op {
+    none,  // no operation: `refusal` says why
+    list_buckets, create_bucket, delete_bucket, head_bucket, bucket_location, list_objects, list_objects_v2,
+    list_multipart_uploads, delete_objects, create_multipart_upload, upload_part, upload_part_copy,
+    complete_multipart_upload, abort_multipart_upload, list_parts, put_object_tagging, get_object_tagging,
+    delete_object_tagging, get_object_attributes, copy_object, put_object, get_object, head_object, delete_object,
+};
+
+struct chosen_operation {
+    s3_op op = s3_op::none;
+    std::string_view name = "-";  // as AWS names the operation
+    base::error refusal;
+};
+
+chosen_operation named(s3_op op, std::string_view name) { return {op, name, {}}; }
+chosen_operation refused(base::error err) { return {s3_op::none, "-", std::move(err)}; }
+
+base::error not_implemented_subresource(std::string_view sub) {
+    return {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"};
+}
+
+chosen_operation choose_bucket_operation(http::method verb, const s3_request& r) {
+    using http::method;
+    if (r.has("uploads") && verb == method::get) return named(s3_op::list_multipart_uploads, "ListMultipartUploads");
+    if (r.has("delete") && verb == method::post) return named(s3_op::delete_objects, "DeleteObjects");
+    static constexpr std::string_view unsupported[] = {"uploads", "delete", "versioning", "acl", "policy", "lifecycle",
+                                                       "cors", "tagging", "encryption", "object-lock", "replication",
+                                                       "website", "logging", "notification", "versions", "accelerate",
+                                                       "requestPayment", "ownershipControls", "publicAccessBlock",
+                                                       "analytics", "inventory", "metrics", "intelligent-tiering",
+                                                       "policyStatus", "session", "metadataTable"};
+    for (auto sub : unsupported)
+        if (r.has(sub)) return refused(not_implemented_subresource(sub));
+    switch (verb) {
+        case method::put: return named(s3_op::create_bucket, "CreateBucket");
+        case method::delete_: return named(s3_op::delete_bucket, "DeleteBucket");
+        case method::head: return named(s3_op::head_bucket, "HeadBucket");
+        case method::get:
+            if (r.has("location")) return named(s3_op::bucket_location, "GetBucketLocation");
+            if (r.param("list-type") == "2") return named(s3_op::list_objects_v2, "ListObjectsV2");
+            return named(s3_op::list_objects, "ListObjects");
+        case method::post:
+            return refused({base::errc::not_implemented, "Fjord does not implement browser POST uploads"});
+        default: return refused(method_not_allowed());
+    }
+}
+
+chosen_operation choose_object_operation(http::method verb, const s3_request& r, const http::request_head& head) {
+    using http::method;
+    const bool copy_source = !head.value_of("x-amz-copy-source").empty();
+    if (r.has("uploads"))
+        return verb == method::post ? named(s3_op::create_multipart_upload, "CreateMultipartUpload")
+                                    : refused(method_not_allowed());
+    if (r.has("uploadId")) {
+        switch (verb) {
+            case method::put:
+                return copy_source ? named(s3_op::upload_part_copy, "UploadPartCopy")
+                                   : named(s3_op::upload_part, "UploadPart");
+            case method::post: return named(s3_op::complete_multipart_upload, "CompleteMultipartUpload");
+            case method::delete_: return named(s3_op::abort_multipart_upload, "AbortMultipartUpload");
+            case method::get: return named(s3_op::list_parts, "ListParts");
+            default: break;
+        }
+    }
+    if (r.has("tagging")) {
+        switch (verb) {
+            case method::put: return named(s3_op::put_object_tagging, "PutObjectTagging");
+            case method::get: return named(s3_op::get_object_tagging, "GetObjectTagging");
+            case method::delete_: return named(s3_op::delete_object_tagging, "DeleteObjectTagging");
+            default: break;
+        }
+    }
+    if (r.has("attributes") && verb == method::get) return named(s3_op::get_object_attributes, "GetObjectAttributes");
+    static constexpr std::string_view unsupported[] = {"uploads", "uploadId", "tagging", "acl", "retention",
+                                                       "legal-hold", "attributes", "restore", "torrent",
+                                                       "select", "renameObject"};
+    for (auto sub : unsupported)
+        if (r.has(sub)) return refused(not_implemented_subresource(sub));
+    switch (verb) {
+        case method::put: return copy_source ? named(s3_op::copy_object, "CopyObject") : named(s3_op::put_object, "PutObject");
+        case method::get: return named(s3_op::get_object, "GetObject");
+        case method::head: return named(s3_op::head_object, "HeadObject");
+        case method::delete_: return named(s3_op::delete_object, "DeleteObject");
+        default: return refused(method_not_allowed());
+    }
+}
+
+chosen_operation choose_operation(const http::request_head& head, const s3_request& r) {
+    if (r.bucket.empty())
+        return head.verb == http::method::get ? named(s3_op::list_buckets, "ListBuckets") : refused(method_not_allowed());
+    if (r.key.empty()) return choose_bucket_operation(head.verb, r);
+    return choose_object_operation(head.verb, r, head);
+}
+
 }  // namespace
 
 std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id,
@@ -178,8 +276,8 @@ bool valid_bucket_name(std::string_view name) {
     return !(digits_and_dots && dots == 3);  // looks like an IPv4 address
 }
 
-service::service(store::engine& engine, service_options options, base::metrics& metrics)
-    : _engine(engine), _options(std::move(options)), _metrics(metrics) {
+service::service(store::engine& engine, service_options options, base::metrics& metrics, access_log* log)
+    : _engine(engine), _options(std::move(options)), _metrics(metrics), _access_log(log) {
     // A signature scoped to another region is refused, as S3 refuses it (the client learns the right one
     // from the error's <Region>).
     _options.auth.region = _options.region;
@@ -189,11 +287,20 @@ base::metrics::shard& service::local_metrics() {
     return io::reactor::on_reactor_thread() ? _metrics.for_core(io::reactor::current().core()) : _metrics.shared();
 }
 
-std::string service::protocol_error_response(const base::error& err) {
+std::string service::protocol_error_response(const base::error& err, std::string_view remote_address) {
     std::string id = next_request_id();
     std::string body = error_xml(err, "/", id);
     int status = base::errc_http_status(err.code);
     local_metrics().count_request(base::operation_class::other, status);
+    if (_access_log) {
+        access_entry entry;
+        entry.time_ms = base::unix_now_ms();
+        entry.remote = remote_address;
+        entry.operation = "-";
+        entry.status = status;
+        entry.request_id = id;
+        _access_log->record(entry);
+    }
     return http::format_response_head(status, {{"Content-Type", "application/xml"}, {"x-amz-request-id", id}},
                                       body.size(), true) + body;
 }
@@ -268,24 +375,88 @@ io::task<void> service::send_metrics(context& c) {
 
 io::task<void> service::handle(http::exchange& ex) {
     context c{ex, {}, next_request_id(), {}};
+    c.received_ms = base::unix_now_ms();
     co_await authenticate_and_dispatch(c);
     local_metrics().count_request(c.op, ex.status());
+    log_access(c);
 }
 
 io::task<void> service::refuse(http::exchange& ex, const base::error& err, std::int64_t retry_after_ms) {
     context c{ex, {}, next_request_id(), {}};
+    c.received_ms = base::unix_now_ms();
     if (auto routed = route(ex.head(), _options.domains)) {
         c.req = std::move(*routed);
         c.op = operation_class_of(ex.head(), c.req);
+        c.operation = choose_operation(ex.head(), c.req).name;
     }
     co_await send_error(c, err, {{"x-amz-retry-after", std::to_string(retry_after_ms)}});
     local_metrics().count_request(c.op, ex.status());
+    log_access(c);
+}
+
+void service::log_access(const context& c) {
+    if (!_access_log) return;
+    access_entry entry;
+    entry.time_ms = c.received_ms;
+    entry.remote = c.ex.remote_address();
+    entry.access_key = c.auth.access_key;
+    entry.operation = c.operation;
+    entry.bucket = c.req.bucket;
+    entry.key = c.req.key;
+    entry.status = c.ex.status();
+    entry.bytes_in = c.ex.body().bytes_read();
+    entry.bytes_out = c.ex.bytes_sent();
+    entry.duration_us = (base::monotonic_now_ns() - c.ex.started_ns()) / 1000;
+    entry.request_id = c.request_id;
+    _access_log->record(entry);
+}
+
+namespace {
+// The access key a request claims (Credential=KEY/... or X-Amz-Credential=KEY%2F...), for the log of a
+// failed authentication: at most 64 visible characters, "?" when there is none.
+std::string claimed_access_key(const http::request_head& head) {
+    std::string_view text = head.value_of("authorization");
+    std::size_t at = text.find("Credential=");
+    std::string claimed;
+    if (at != std::string_view::npos) {
+        claimed = std::string(text.substr(at + 11, text.find('/', at + 11) - (at + 11)));
+    } else if (std::size_t q = head.query.find("X-Amz-Credential="); q != std::string_view::npos) {
+        std::string_view raw = head.query.substr(q + 17, head.query.find('&', q + 17) - (q + 17));
+        auto decoded = base::uri_decode(raw, true);
+        if (decoded) claimed = decoded->substr(0, decoded->find('/'));
+    }
+    if (claimed.empty() || claimed.size() > 64) return "?";
+    for (char ch : claimed)
+        if (ch <= 0x20 || ch >= 0x7f) return "?";
+    return claimed;
+}
+
+// Failed authentications logged per core: a burst of 20, then 5 a second.
+thread_local base::token_bucket t_auth_log_budget(5, 20);
+thread_local std::uint64_t t_auth_log_suppressed = 0;
+}  // namespace
+
+void service::log_auth_failure(const context& c, const base::error& err) {
+    if (!t_auth_log_budget.try_take(base::monotonic_now_ns())) {
+        ++t_auth_log_suppressed;
+        return;
+    }
+    std::string method(c.ex.head().method_text);
+    std::string suppressed;
+    if (t_auth_log_suppressed > 0)
+        suppressed = "; " + std::to_string(std::exchange(t_auth_log_suppressed, 0)) + " more not logged before this";
+    LOG_WARN("authentication failed: %.*s for %s %s from %.*s (access key '%s', request %s%s)",
+             static_cast<int>(base::errc_s3_code(err.code).size()), base::errc_s3_code(err.code).data(),
+             method.c_str(), c.req.resource.empty() ? "/" : c.req.resource.c_str(),
+             static_cast<int>(c.ex.remote_address().size()), c.ex.remote_address().data(),
+             claimed_access_key(c.ex.head()).c_str(), c.request_id.c_str(), suppressed.c_str());
 }
 
 io::task<void> service::authenticate_and_dispatch(context& c) {
     const http::request_head& head = c.ex.head();
     if (is_health_check(head)) {
         c.op = base::operation_class::admin;
+        c.operation = "Health";
         (void)co_await c.ex.send_all(200, c.common_headers(), "");
         co_return;
     }
@@ -294,90 +465,51 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     c.req = std::move(*routed);
     const bool metrics = is_metrics_request(head, c.req);
     c.op = operation_class_of(head, c.req);
+    c.operation = metrics ? "GetMetrics" : choose_operation(head, c.req).name;
     if (metrics && _options.metrics_public) co_return co_await send_metrics(c);
     std::vector<header_view> headers;
     headers.reserve(head.headers.size());
     for (const auto& h : head.headers) headers.push_back({h.name, h.value});
     request_view view{head.method_text, head.path, head.query, headers};
     auto auth = verify_request(view, _options.credentials, base::unix_now_ms() / 1000, _options.auth);
-    if (!auth) co_return co_await send_error(c, auth.err());
+    if (!auth) {
+        log_auth_failure(c, auth.err());
+        co_return co_await send_error(c, auth.err());
+    }
     c.auth = std::move(*auth);
     if (metrics) co_return co_await send_metrics(c);
     co_await dispatch(c);
 }
 
 io::task<void> service::dispatch(context& c) {
-    using http::method;
-    const method verb = c.ex.head().verb;
-    const s3_request& r = c.req;
-    if (r.bucket.empty()) {
-        if (verb == method::get) co_return co_await list_buckets(c);
-        co_return co_await send_not_an_operation(c, method_not_allowed());
+    chosen_operation chosen = choose_operation(c.ex.head(), c.req);
+    switch (chosen.op) {
+        case s3_op::none: co_return co_await send_not_an_operation(c, chosen.refusal);
+        case s3_op::list_buckets: co_return co_await list_buckets(c);
+        case s3_op::create_bucket: co_return co_await create_bucket(c);
+        case s3_op::delete_bucket: co_return co_await delete_bucket(c);
+        case s3_op::head_bucket: co_return co_await head_bucket(c);
+        case s3_op::bucket_location: co_return co_await bucket_location(c);
+        case s3_op::list_objects: co_return co_await list_objects(c, false);
+        case s3_op::list_objects_v2: co_return co_await list_objects(c, true);
+        case s3_op::list_multipart_uploads: co_return co_await list_multipart_uploads(c);
+        case s3_op::delete_objects: co_return co_await delete_objects(c);
+        case s3_op::create_multipart_upload: co_return co_await create_multipart_upload(c);
+        case s3_op::upload_part: co_return co_await upload_part(c);
+        case s3_op::upload_part_copy: co_return co_await upload_part_copy(c);
+        case s3_op::complete_multipart_upload: co_return co_await complete_multipart_upload(c);
+        case s3_op::abort_multipart_upload: co_return co_await abort_multipart_upload(c);
+        case s3_op::list_parts: co_return co_await list_parts(c);
+        case s3_op::put_object_tagging: co_return co_await put_object_tagging(c);
+        case s3_op::get_object_tagging: co_return co_await get_object_tagging(c);
+        case s3_op::delete_object_tagging: co_return co_await delete_object_tagging(c);
+        case s3_op::get_object_attributes: co_return co_await get_object_attributes(c);
+        case s3_op::copy_object: co_return co_await copy_object(c);
+        case s3_op::put_object: co_return co_await put_object(c);
+        case s3_op::get_object: co_return co_await get_object(c, false);
+        case s3_op::head_object: co_return co_await get_object(c, true);
+        case s3_op::delete_object: co_return co_await delete_object(c);
     }
-    if (r.key.empty()) {
-        if (r.has("uploads") && verb == method::get) co_return co_await list_multipart_uploads(c);
-        if (r.has("delete") && verb == method::post) co_return co_await delete_objects(c);
-        static constexpr std::string_view unsupported[] = {"uploads", "delete", "versioning", "acl", "policy", "lifecycle",
-                                                           "cors", "tagging", "encryption", "object-lock", "replication",
-                                                           "website", "logging", "notification", "versions", "accelerate",
-                                                           "requestPayment", "ownershipControls", "publicAccessBlock",
-                                                           "analytics", "inventory", "metrics", "intelligent-tiering",
-                                                           "policyStatus", "session", "metadataTable"};
-        for (auto sub : unsupported)
-            if (r.has(sub))
-                co_return co_await send_not_an_operation(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
-        switch (verb) {
-            case method::put: co_return co_await create_bucket(c);
-            case method::delete_: co_return co_await delete_bucket(c);
-            case method::head: co_return co_await head_bucket(c);
-            case method::get:
-                if (r.has("location")) co_return co_await bucket_location(c);
-                co_return co_await list_objects(c, r.param("list-type") == "2");
-            case method::post:
-                co_return co_await send_not_an_operation(c, {base::errc::not_implemented, "Fjord does not implement browser POST uploads"});
-            default: break;
-        }
-        co_return co_await send_not_an_operation(c, method_not_allowed());
-    }
-    if (r.has("uploads")) {
-        if (verb == method::post) co_return co_await create_multipart_upload(c);
-        co_return co_await send_not_an_operation(c, method_not_allowed());
-    }
-    if (r.has("uploadId")) {
-        switch (verb) {
-            case method::put:
-                if (!c.ex.head().value_of("x-amz-copy-source").empty()) co_return co_await upload_part_copy(c);
-                co_return co_await upload_part(c);
-            case method::post: co_return co_await complete_multipart_upload(c);
-            case method::delete_: co_return co_await abort_multipart_upload(c);
-            case method::get: co_return co_await list_parts(c);
-            default: break;
-        }
-    }
-    if (r.has("tagging")) {
-        switch (verb) {
-            case method::put: co_return co_await put_object_tagging(c);
-            case method::get: co_return co_await get_object_tagging(c);
-            case method::delete_: co_return co_await delete_object_tagging(c);
-            default: break;
-        }
-    }
-    if (r.has("attributes") && verb == method::get) co_return co_await get_object_attributes(c);
-    static constexpr std::string_view unsupported_object[] = {"uploads", "uploadId", "tagging", "acl", "retention",
-                                                              "legal-hold", "attributes", "restore", "torrent",
-                                                              "select", "renameObject"};
-    for (auto sub : unsupported_object)
-        if (r.has(sub))
-            co_return co_await send_not_an_operation(c, {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"});
-    if (!c.ex.head().value_of("x-amz-copy-source").empty() && verb == method::put) co_return co_await copy_object(c);
-    switch (verb) {
-        case method::put: co_return co_await put_object(c);
-        case method::get: co_return co_await get_object(c, false);
-        case method::head: co_return co_await get_object(c, true);
-        case method::delete_: co_return co_await delete_object(c);
-        default: break;
-    }
-    co_await send_not_an_operation(c, method_not_allowed());
 }
 
 // ---- buckets ----

@@ -19,6 +19,7 @@
 namespace fjord::s3 {
 
 struct received_body;
+class access_log;
 
 struct service_options {
     credential_store credentials;
@@ -48,12 +49,13 @@ struct s3_request {
 
 class service final : public http::handler {
 public:
-    service(store::engine& engine, service_options options, base::metrics& metrics);
+    // With `log`, every request is written to the access log (access_log.h).
+    service(store::engine& engine, service_options options, base::metrics& metrics, access_log* log = nullptr);
     io::task<void> handle(http::exchange& ex) override;
     // Answers 503 SlowDown with x-amz-retry-after (milliseconds), which current AWS SDKs wait for
     // before their retry.
     io::task<void> refuse(http::exchange& ex, const base::error& err, std::int64_t retry_after_ms) override;
-    std::string protocol_error_response(const base::error& err) override;
+    std::string protocol_error_response(const base::error& err, std::string_view remote_address) override;
 
 private:
     struct context;
@@ -65,6 +67,11 @@ private:
     io::task<void> send_not_an_operation(context& c, base::error err);
     io::task<void> send_metrics(context& c);
     base::metrics::shard& local_metrics();
+    // The request's access log line (when the log is on).
+    void log_access(const context& c);
+    // A failed authentication, at warn, at most a few lines a second per core (the rest are counted and
+    // said in the next line): never the signature or any secret.
+    void log_auth_failure(const context& c, const base::error& err);
     // A read of stored data (GET, a copy source) failed: a record whose data file is missing is damage
     // too, so not_found becomes data_corrupted. Damage is logged once, naming bucket and key (and
     // `role`, what the read was for), and counted in fjord_data_corrupted_total. Returns the error to
@@ -109,6 +116,7 @@ private:
     store::engine& _engine;
     service_options _options;
     base::metrics& _metrics;
+    access_log* _access_log;
 };
 
 // S3 bucket naming rules: 3-63 characters of a-z 0-9 . -, starting and ending with a letter or digit,

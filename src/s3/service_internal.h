@@ -20,6 +20,8 @@ struct service::context {
     std::string request_id;
     auth_result auth;
     base::operation_class op = base::operation_class::other;  // for fjord_requests_total
+    std::string_view operation = "-";                           // the S3 operation, for the access log
+    std::int64_t received_ms = 0;                               // Unix time the request arrived
     bool corruption_logged = false;                             // send_error need not log it again
     http::header_list common_headers() const {
         return {{"x-amz-request-id", request_id}, {"x-amz-id-2", request_id}};
