@@ -244,6 +244,10 @@ private:
                                                                    std::string key, std::string upload_id,
                                                                    upload_finalizer finalize,
                                                                    write_conditions conditions);
+    // The completion proper, once its upload's gate is closed (upload_gate in engine_internal.h).
+    io::task<base::result<completed_upload>> shard_complete_closing(shard& s, std::string bucket, std::string key,
+                                                                    std::string upload_id, upload_finalizer finalize,
+                                                                    write_conditions conditions);
     io::task<base::result<upload_record>> shard_abort_upload(unsigned shard_id, std::string bucket, std::string key,
                                                              std::string upload_id);
     io::task<base::result<std::vector<upload_record>>> core_list_uploads(std::string bucket, std::string prefix,

@@ -189,54 +189,64 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned 
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
     co_await lock_key(s.locks, lock);
-    // The parts are chosen once no part commit of this upload is in flight, and none starts until the
-    // completion is durable (or failed).
-    co_await enter_close(s.gates, upload_id);
-    base::result<completed_upload> outcome = base::fail(base::errc::internal);
-    upload_record* u = find_upload(s.uploads, upload_id, bucket, key);
-    const object_record* existing = nullptr;
-    if (auto b = s.index.find(bucket); b != s.index.end())
-        if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
-    base::result<object_record> built = base::fail(base::errc::internal);
-    if (auto usable = journal_usable(*s.log); !usable) outcome = usable.as_failure();
-    else if (!u) outcome = no_such_upload();
-    else if (auto ok = check_conditions(existing, conditions); !ok) outcome = ok.as_failure();
-    else if (built = finalize(*u); !built) outcome = built.as_failure();
-    else {
-        std::string payload;
-        encoder e(payload);
-        e.str(upload_id);
-        e.str(bucket);
-        e.str(key);
-        encode(e, *built);
-        completed_upload done;
-        bool upload_gone = false;
-        auto appended = co_await s.log->append(record_complete_upload, std::move(payload), {}, [&] {
-            upload_record* still = find_upload(s.uploads, upload_id, bucket, key);
-            if (!still) {
-                upload_gone = true;  // aborted (or expired) while this completion was being written
-                return;
-            }
-            for (const auto& entry : still->parts) {
-                const segment& data = entry.second.data;
-                bool used = std::any_of(built->segments.begin(), built->segments.end(),
-                                        [&](const segment& g) { return g.id == data.id; });
-                if (!used) done.unused_parts.push_back(data);
-            }
-            s.uploads.erase(upload_id);
-            auto& slot = s.index[bucket][key];
-            if (!slot.segments.empty() || !slot.etag.empty()) done.replaced = std::move(slot);
-            slot = *built;
-        });
-        done.object = std::move(*built);
-        if (!appended) outcome = appended.as_failure();
-        else if (upload_gone) outcome = no_such_upload();
-        else outcome = std::move(done);
+    base::result<completed_upload> outcome = no_such_upload();
+    if (auto usable = journal_usable(*s.log); !usable) {
+        outcome = usable.as_failure();
+    } else if (find_upload(s.uploads, upload_id, bucket, key)) {
+        // Only a request for the upload's own key takes its gate, so every closer of an upload holds that
+        // key's lock and there is never more than one. The parts are chosen once no part commit of this
+        // upload is in flight, and none starts until the completion is durable (or failed).
+        co_await enter_close(s.gates, upload_id);
+        outcome = co_await shard_complete_closing(s, bucket, key, upload_id, std::move(finalize), conditions);
+        leave_close(s.gates, upload_id);
     }
-    leave_close(s.gates, upload_id);
     unlock_key(s.locks, lock);
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     co_return outcome;
+}
+
+io::task<base::result<completed_upload>> engine::shard_complete_closing(shard& s, std::string bucket, std::string key,
+                                                                        std::string upload_id,
+                                                                        upload_finalizer finalize,
+                                                                        write_conditions conditions) {
+    upload_record* u = find_upload(s.uploads, upload_id, bucket, key);
+    if (!u) co_return no_such_upload();  // (not reached: only its own key's lock holder completes or aborts it)
+    const object_record* existing = nullptr;
+    if (auto b = s.index.find(bucket); b != s.index.end())
+        if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
+    FJORD_CO_TRY(journal_usable(*s.log));  // a part commit that failed while this waited may have broken it
+    FJORD_CO_TRY(check_conditions(existing, conditions));
+    base::result<object_record> built = finalize(*u);
+    if (!built) co_return built.as_failure();
+    std::string payload;
+    encoder e(payload);
+    e.str(upload_id);
+    e.str(bucket);
+    e.str(key);
+    encode(e, *built);
+    completed_upload done;
+    bool upload_gone = false;
+    auto appended = co_await s.log->append(record_complete_upload, std::move(payload), {}, [&] {
+        upload_record* still = find_upload(s.uploads, upload_id, bucket, key);
+        if (!still) {
+            upload_gone = true;  // aborted (or expired) while this completion was being written
+            return;
+        }
+        for (const auto& entry : still->parts) {
+            const segment& data = entry.second.data;
+            bool used = std::any_of(built->segments.begin(), built->segments.end(),
+                                    [&](const segment& g) { return g.id == data.id; });
+            if (!used) done.unused_parts.push_back(data);
+        }
+        s.uploads.erase(upload_id);
+        auto& slot = s.index[bucket][key];
+        if (!slot.segments.empty() || !slot.etag.empty()) done.replaced = std::move(slot);
+        slot = *built;
+    });
+    done.object = std::move(*built);
+    if (!appended) co_return appended.as_failure();
+    if (upload_gone) co_return no_such_upload();
+    co_return done;
 }
 
 io::task<base::result<upload_record>> engine::abort_upload(std::string bucket, std::string key, std::string upload_id) {
@@ -254,6 +264,12 @@ io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_
     // part commit is in flight, so that every part's data is in the record it returns (for reclaiming).
     std::string lock = lock_name(bucket, key);
     co_await lock_key(s.locks, lock);
+    // Looked up again under the lock (a completion may have won it): only the upload's own key's lock
+    // holder takes its gate, so there is one closer at a time.
+    if (!find_upload(s.uploads, upload_id, bucket, key)) {
+        unlock_key(s.locks, lock);
+        co_return no_such_upload();
+    }
     co_await enter_close(s.gates, upload_id);
     std::string payload;
     encoder e(payload);
