@@ -85,12 +85,12 @@ io::task<void> service::delete_objects(context& c) {
     if (auto parsed = load_request_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
     pugi::xml_node root = doc.child("Delete");
     if (!root) co_return co_await send_error(c, {base::errc::malformed_xml, "expected a Delete document"});
-    bool quiet = base::iequals(base::trim(root.child_value("Quiet")), "true");
+    bool quiet = base::iequals(base::trim(xml_child_text(root, "Quiet")), "true");
     std::vector<delete_outcome> outcomes;
     for (pugi::xml_node o : root.children("Object")) {
         if (outcomes.size() == max_delete_keys)
             co_return co_await send_error(c, {base::errc::malformed_xml, "A DeleteObjects request may name at most 1000 keys"});
-        outcomes.push_back({o.child_value("Key"), base::trim(o.child_value("ETag")).data() ? std::string(base::trim(o.child_value("ETag"))) : std::string{}, base::errc::ok, {}});
+        outcomes.push_back({xml_child_text(o, "Key"), std::string(base::trim(xml_child_text(o, "ETag"))), base::errc::ok, {}});
     }
     if (outcomes.empty()) co_return co_await send_error(c, {base::errc::malformed_xml, "No keys to delete"});
     if (!_engine.bucket_exists(c.req.bucket))
@@ -128,7 +128,7 @@ io::task<void> service::put_object_tagging(context& c) {
     if (!set) co_return co_await send_error(c, {base::errc::malformed_xml, "expected Tagging/TagSet"});
     std::vector<std::pair<std::string, std::string>> tags;
     for (pugi::xml_node t : set.children("Tag")) {
-        std::string key = t.child_value("Key"), value = t.child_value("Value");
+        std::string key = xml_child_text(t, "Key"), value = xml_child_text(t, "Value");
         if (auto ok = check_tag(key, value); !ok) co_return co_await send_error(c, ok.err());
         for (const auto& existing : tags)
             if (existing.first == key)

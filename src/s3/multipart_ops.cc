@@ -40,13 +40,13 @@ base::result<std::vector<requested_part>> parse_complete_body(const std::string&
     std::vector<requested_part> parts;
     for (pugi::xml_node p : root.children("Part")) {
         requested_part r;
-        auto number = base::parse_u64(base::trim(p.child_value("PartNumber")));
+        auto number = base::parse_u64(base::trim(xml_child_text(p, "PartNumber")));
         if (!number || *number < 1 || *number > max_part_number)
             return base::fail(base::errc::malformed_xml, "PartNumber must be an integer from 1 to 10000");
         r.number = static_cast<std::uint32_t>(*number);
-        r.etag = *unquote_etag(p.child_value("ETag"));
+        r.etag = *unquote_etag(xml_child_text(p, "ETag"));
         for (const char* name : {"ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME", "ChecksumSHA1", "ChecksumSHA256"})
-            if (p.child(name)) r.checksum = base::trim(p.child_value(name));
+            if (p.child(name)) r.checksum = std::string(base::trim(xml_child_text(p, name)));
         parts.push_back(std::move(r));
         if (parts.size() > max_part_number) return base::fail(base::errc::malformed_xml, "too many parts");
     }

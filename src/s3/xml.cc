@@ -1,5 +1,8 @@
 #include "s3/xml.h"
 
+#include <vector>
+
+#include "base/assert.h"
 #include "base/encoding.h"
 
 namespace fjord::s3 {
@@ -25,13 +28,38 @@ bool chars_allowed(std::string_view text) {
     return true;
 }
 
-// The reference that starts at body[pos] ('&'): returns its length, or 0 when it is not a reference XML
+void append_utf8(std::string& out, std::uint32_t cp) {
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+// Decodes the reference at text[pos] ('&') into out; returns its length, or 0 when it is not one XML
 // allows (a predefined entity, or a character reference to an XML character).
-std::size_t reference_bytes(std::string_view body, std::size_t pos) {
-    std::size_t end = body.find(';', pos);
+std::size_t decode_reference(std::string_view text, std::size_t pos, std::string& out) {
+    std::size_t end = text.find(';', pos);
     if (end == std::string_view::npos || end - pos > 16) return 0;
-    std::string_view inner = body.substr(pos + 1, end - pos - 1);
-    if (inner == "lt" || inner == "gt" || inner == "amp" || inner == "apos" || inner == "quot") return end - pos + 1;
+    std::string_view inner = text.substr(pos + 1, end - pos - 1);
+    static constexpr std::pair<std::string_view, char> predefined[] = {
+        {"lt", '<'}, {"gt", '>'}, {"amp", '&'}, {"apos", '\''}, {"quot", '"'}};
+    for (auto [name, c] : predefined) {
+        if (inner == name) {
+            out += c;
+            return end - pos + 1;
+        }
+    }
     if (inner.size() < 2 || inner[0] != '#') return 0;
     bool hex = inner[1] == 'x';
     std::string_view digits = inner.substr(hex ? 2 : 1);
@@ -46,40 +74,51 @@ std::size_t reference_bytes(std::string_view body, std::size_t pos) {
         value = value * (hex ? 16 : 10) + d;
         if (value > 0x10FFFF) return 0;  // no character, however many digits follow (no overflow either)
     }
-    return is_xml_char(value) ? end - pos + 1 : 0;
+    if (!is_xml_char(value)) return 0;
+    append_utf8(out, value);
+    return end - pos + 1;
 }
 
-// Checks the raw document before pugixml sees it: pugixml decodes &#0; into a NUL (which truncates the
-// text at it) and passes invalid UTF-8 through, so neither must reach it.
-base::result<void> check_request_text(std::string_view body) {
-    std::size_t pos = 0;
-    while (pos < body.size()) {
-        std::string_view rest = body.substr(pos);
-        // Sections where '&' is literal: only the characters are checked there.
-        for (auto [open, close] : {std::pair<std::string_view, std::string_view>{"<![CDATA[", "]]>"},
-                                   {"<!--", "-->"}, {"<?", "?>"}}) {
-            if (!rest.starts_with(open)) continue;
-            std::size_t end = rest.find(close, open.size());
-            if (end == std::string_view::npos) return malformed("unterminated section");
-            if (!chars_allowed(rest.substr(0, end))) return malformed("a character XML 1.0 does not allow");
-            pos += end + close.size();
-            rest = {};
-            break;
-        }
-        if (rest.empty()) continue;
-        if (rest.starts_with("<!")) return malformed("a document type declaration");
-        if (rest.front() == '&') {
-            std::size_t len = reference_bytes(body, pos);
-            if (len == 0) return malformed("a reference to no XML character, or a bare '&'");
-            pos += len;
-            continue;
-        }
-        std::uint32_t cp = 0;
-        std::size_t len = base::decode_utf8(body, pos, cp);
-        if (len == 0) return malformed("text that is not UTF-8");
-        if (!is_xml_char(cp)) return malformed("a character XML 1.0 does not allow");
-        pos += len;
+// Character data or an attribute value as pugixml keeps it (references undecoded), decoded into out;
+// false when a '&' starts no reference XML allows.
+bool decode_text(std::string_view raw, std::string& out) {
+    for (std::size_t pos = 0; pos < raw.size();) {
+        std::size_t amp = raw.find('&', pos);
+        out.append(raw.substr(pos, amp == std::string_view::npos ? std::string_view::npos : amp - pos));
+        if (amp == std::string_view::npos) break;
+        std::size_t len = decode_reference(raw, amp, out);
+        if (len == 0) return false;
+        pos = amp + len;
     }
+    return true;
+}
+
+// Every reference in the tree (character data and attribute values) is one XML allows. Iterative, so a
+// deeply nested document cannot exhaust the stack.
+bool references_valid(const pugi::xml_document& doc) {
+    std::string scratch;
+    std::vector<pugi::xml_node> pending{doc};
+    while (!pending.empty()) {
+        pugi::xml_node node = pending.back();
+        pending.pop_back();
+        scratch.clear();
+        if (node.type() == pugi::node_pcdata && !decode_text(node.value(), scratch)) return false;
+        for (const pugi::xml_attribute& a : node.attributes()) {
+            scratch.clear();
+            if (!decode_text(a.value(), scratch)) return false;
+        }
+        for (const pugi::xml_node& child : node.children()) pending.push_back(child);
+    }
+    return true;
+}
+
+// The raw document before pugixml sees it: UTF-8 of XML characters throughout (the Char production holds
+// for the whole document, markup, CDATA and comments alike), and no document type declaration.
+base::result<void> check_request_text(std::string_view body) {
+    if (!chars_allowed(body)) return malformed("bytes that are not UTF-8, or a character XML 1.0 does not allow");
+    std::string lowered = base::to_lower(body);
+    if (lowered.find("<!doctype") != std::string::npos || lowered.find("<!entity") != std::string::npos)
+        return malformed("a document type declaration");
     return {};
 }
 
@@ -140,9 +179,25 @@ xml_writer& xml_writer::element(std::string_view name, std::string_view text) {
 
 base::result<void> load_request_xml(pugi::xml_document& doc, std::string_view body) {
     FJORD_TRY(check_request_text(body));
-    if (!doc.load_buffer(body.data(), body.size(), pugi::parse_default & ~pugi::parse_doctype, pugi::encoding_utf8))
-        return malformed("not well-formed");
+    // parse_ws_pcdata_single: an element whose only text is whitespace keeps it (a key may be "  ").
+    const unsigned options = (pugi::parse_default | pugi::parse_ws_pcdata_single) & ~pugi::parse_doctype &
+                             ~pugi::parse_escapes;
+    if (!doc.load_buffer(body.data(), body.size(), options, pugi::encoding_utf8)) return malformed("not well-formed");
+    if (!references_valid(doc)) return malformed("a reference to no XML character, or a bare '&'");
     return {};
+}
+
+std::string xml_text(const pugi::xml_node& element) {
+    std::string out;
+    for (const pugi::xml_node& child : element.children()) {
+        if (child.type() == pugi::node_cdata) {
+            out += child.value();
+        } else if (child.type() == pugi::node_pcdata) {
+            bool ok = decode_text(child.value(), out);
+            FJORD_ASSERT(ok, "xml_text of a document load_request_xml did not check");
+        }
+    }
+    return out;
 }
 
 }  // namespace fjord::s3

@@ -40,10 +40,18 @@ bool xml_representable(std::string_view text);
 void append_escaped(std::string& out, std::string_view text);
 
 // Loads a request body. Refused with malformed_xml: a document type declaration (no entities, no
-// external references), text that is not UTF-8, characters XML 1.0 does not allow (raw or as
-// references such as &#0; or &#xD800;, or references too large to be characters), a '&' that starts
-// no valid reference, and anything pugixml finds not well-formed. So every text read from `doc` is
-// valid UTF-8 of XML characters, as sent.
+// external references), bytes that are not UTF-8, characters XML 1.0 does not allow (raw, or as
+// references such as &#0; or &#xD800;, or references too large to be characters) anywhere in the
+// document, a '&' that starts no valid reference, and anything pugixml finds not well-formed.
+// pugixml is told not to decode references (it would turn &#0; into a NUL that ends the text): the
+// tree keeps them as sent, every one in it is checked here, and xml_text decodes them.
 base::result<void> load_request_xml(pugi::xml_document& doc, std::string_view body);
+
+// The text of an element of a document load_request_xml accepted: its character data with references
+// decoded, and its CDATA sections as they are, in order. Valid UTF-8 of XML characters, exactly as sent
+// (a NUL can never appear in it). Empty for a null node.
+std::string xml_text(const pugi::xml_node& element);
+// The same for the named child element (the first of that name).
+inline std::string xml_child_text(const pugi::xml_node& parent, const char* name) { return xml_text(parent.child(name)); }
 
 }  // namespace fjord::s3

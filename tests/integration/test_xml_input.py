@@ -36,6 +36,22 @@ def test_delete_objects_refuses_references_to_non_characters(fjord_server, s3, b
     assert keys(s3, bucket) == ["nz/a", "nz/a\x00b"]
 
 
+@pytest.mark.parametrize("body", [
+    b'<Delete a="<!--"><Object><Key>nz/a&#0;b</Key></Object><x y="-->"/></Delete>',
+    b'<Delete a="<![CDATA["><Object><Key>nz/a&#0;b</Key></Object><x y="]]>"/></Delete>',
+    b'<Delete a="<?"><Object><Key>nz/a&#0;b</Key></Object><x y="?>"/></Delete>',
+    b'<Delete><Object b="&#0;"><Key>nz/a</Key></Object></Delete>',
+], ids=["comment-in-attribute", "cdata-in-attribute", "pi-in-attribute", "reference-in-attribute"])
+def test_no_markup_trick_hides_an_illegal_reference(fjord_server, s3, bucket, body):
+    """A check that scans the raw text for references can be led past one by markup it does not
+    expect; the reader checks every reference in the parsed tree instead."""
+    s3.put_object(Bucket=bucket, Key="nz/a", Body=b"a")
+    response = delete_objects(fjord_server, bucket, body)
+    assert response.status_code == 400, response.text
+    assert error_code(response) == "MalformedXML", response.text
+    assert keys(s3, bucket) == ["nz/a"]
+
+
 @pytest.mark.parametrize("raw", ILLEGAL_RAW, ids=lambda r: r.hex())
 def test_delete_objects_refuses_raw_bytes_xml_cannot_carry(fjord_server, s3, bucket, raw):
     s3.put_object(Bucket=bucket, Key="nz/a", Body=b"a")
@@ -47,7 +63,7 @@ def test_delete_objects_refuses_raw_bytes_xml_cannot_carry(fjord_server, s3, buc
 
 
 def test_delete_objects_decodes_legal_references_and_cdata_exactly(fjord_server, s3, bucket):
-    names = ["cr\rkey", "tab\tkey", "amp&key", "lt<key", "\u00e9t\u00e9", "astral-\U0001F600"]
+    names = ["cr\rkey", "tab\tkey", "amp&key", "lt<key", "\u00e9t\u00e9", "astral-\U0001F600", "   ", "mixed&<key"]
     for name in names:
         s3.put_object(Bucket=bucket, Key=name, Body=b"x")
     body = ("<Delete>"
@@ -57,6 +73,8 @@ def test_delete_objects_decodes_legal_references_and_cdata_exactly(fjord_server,
             "<Object><Key>lt&lt;key</Key></Object>"
             "<Object><Key>&#xe9;t\u00e9</Key></Object>"
             "<Object><Key>astral-&#x1F600;</Key></Object>"
+            "<Object><Key>   </Key></Object>"
+            "<Object><Key>mixed&amp;<![CDATA[<]]>key</Key></Object>"
             "</Delete>").encode()
     response = delete_objects(fjord_server, bucket, body)
     assert response.status_code == 200, response.text
