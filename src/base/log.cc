@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -42,12 +43,23 @@ void log_line(log_level level, const char* format, ...) {
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [%s] ", utc.tm_year + 1900,
                      utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, now.tv_nsec / 1000000,
                      level_name(level), where);
+    char message[2048];
     va_list args;
     va_start(args, format);
-    int m = vsnprintf(line + n, sizeof line - n - 1, format, args);
+    int m = vsnprintf(message, sizeof message, format, args);
     va_end(args);
-    size_t len = static_cast<size_t>(n) + (m < 0 ? 0 : static_cast<size_t>(m));
-    if (len > sizeof line - 2) len = sizeof line - 2;
+    size_t message_len = m < 0 ? 0 : std::min(static_cast<size_t>(m), sizeof message - 1);
+    // One line per call, whatever the message holds: a control byte (a key's LF or CR, say, which any
+    // client can send) is written as \xNN, so nobody can forge log lines through a logged value.
+    size_t len = static_cast<size_t>(n);
+    for (size_t i = 0; i < message_len && len + 5 < sizeof line; ++i) {
+        auto byte = static_cast<unsigned char>(message[i]);
+        if (byte < 0x20 || byte == 0x7f) {
+            len += static_cast<size_t>(snprintf(line + len, sizeof line - len, "\\x%02x", byte));
+        } else {
+            line[len++] = static_cast<char>(byte);
+        }
+    }
     line[len++] = '\n';
     ssize_t ignored = ::write(STDERR_FILENO, line, len);
     (void)ignored;

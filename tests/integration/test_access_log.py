@@ -98,3 +98,18 @@ def test_failed_authentications_are_warned_about_at_a_bounded_rate(tmp_dir):
     assert 20 <= len(warnings) < 200, len(warnings)
     assert all("SignatureDoesNotMatch" in w and f"access key '{server.access_key}'" in w for w in warnings)
     assert all("wrong-secret" not in w and "Signature=" not in w for w in warnings)
+
+
+def test_a_key_with_line_breaks_cannot_forge_server_log_lines(tmp_dir):
+    """A failed authentication logs the resource, and keys may hold LF: it must not start a new line.
+    (A private server: its warning budget is not spent by other tests.)"""
+    server = FjordServer(tmp_dir / "forge")
+    server.start()
+    forged = "2026-01-01T00:00:00.000Z ERROR [core 0] forged"
+    path = "/no-such-bucket/x%0A" + forged.replace(" ", "%20").replace("[", "%5B").replace("]", "%5D")
+    response = requests.get(server.endpoint + path, headers={"Authorization": "AWS4-HMAC-SHA256 bogus"}, timeout=30)
+    assert response.status_code in (400, 403)
+    server.stop()
+    lines = server.log_path.read_text(errors="replace").splitlines()
+    assert not any(line.startswith(forged) for line in lines)
+    assert any("x\\x0a" + forged in line for line in lines), "the failed authentication was logged, escaped"
