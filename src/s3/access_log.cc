@@ -1,5 +1,8 @@
 #include "s3/access_log.h"
 
+#include <limits.h>
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -58,7 +61,12 @@ void append_number(std::string& out, std::string_view name, std::int64_t value) 
 }  // namespace
 
 access_log::access_log(int fd, unsigned cores, std::size_t max_pending_bytes)
-    : _fd(fd), _max_pending_bytes(max_pending_bytes), _cores(cores) {}
+    : _fd(fd), _max_pending_bytes(max_pending_bytes), _cores(cores) {
+    // A write to a pipe or terminal is atomic only up to PIPE_BUF; to a regular file opened for appending,
+    // whole (short writes aside, which only a full disk or a signal makes).
+    struct stat st{};
+    _max_write_bytes = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? 1 << 20 : PIPE_BUF;
+}
 
 std::string access_log::format(const access_entry& e) {
     std::string line = "{";
@@ -107,9 +115,14 @@ io::task<void> access_log::drain(per_core* slot) {
         slot->pending.clear();
         std::size_t done = 0;
         while (done < out.size()) {
-            unsigned len = static_cast<unsigned>(std::min<std::size_t>(out.size() - done, 1 << 20));
+            // Whole lines only, so that no other core's write (or, on stderr, another log line) lands
+            // inside one: every core's writes are appends, but only each write by itself is atomic.
+            std::size_t len = std::min(out.size() - done, _max_write_bytes);
+            std::size_t last_newline = out.rfind('\n', done + len - 1);
+            if (last_newline != std::string::npos && last_newline >= done) len = last_newline + 1 - done;
+            else len = out.find('\n', done) + 1 - done;  // one line longer than a write: alone
             // Offset -1: the file's position, which O_APPEND keeps at its end for every core's writes.
-            int rc = co_await io::write(_fd, out.data() + done, len, static_cast<std::uint64_t>(-1));
+            int rc = co_await io::write(_fd, out.data() + done, static_cast<unsigned>(len), static_cast<std::uint64_t>(-1));
             if (rc <= 0) {
                 LOG_WARN("access log: write failed: %s; %zu bytes of lines lost", rc < 0 ? strerror(-rc) : "no progress",
                          out.size() - done);

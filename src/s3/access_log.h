@@ -10,7 +10,8 @@
 //
 // Writing never blocks a reactor: each core appends its lines to its own buffer and keeps at most one
 // io_uring write of that buffer in flight; lines that arrive meanwhile go out with the next write (as
-// the journal's group commit). A core whose buffer reaches max_pending_bytes (the disk is not keeping up)
+// the journal's group commit). Every write holds whole lines (at most 1 MiB to a file, PIPE_BUF to a
+// pipe or terminal, where only that much is atomic), so the lines of several cores never mix. A core whose buffer reaches max_pending_bytes (the disk is not keeping up)
 // drops lines and counts them; a warning says how many, at most once a minute. At shutdown each core's
 // last write finishes before its reactor stops.
 //
@@ -26,7 +27,7 @@
 namespace fjord::s3 {
 
 struct access_entry {
-    std::int64_t time_ms = 0;  // Unix time the request head arrived
+    std::int64_t time_ms = 0;  // Unix time the server began to handle the request (its head complete)
     std::string_view remote;
     std::string_view access_key;  // empty when the request was not authenticated
     std::string_view operation;   // "GetObject", ...; "-" for what is no S3 operation
@@ -65,6 +66,7 @@ private:
 
     int _fd;
     std::size_t _max_pending_bytes;
+    std::size_t _max_write_bytes;  // lines go out in writes of whole lines, at most this long (or one line)
     std::vector<per_core> _cores;
 };
 
