@@ -44,7 +44,11 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
         if (len > journal_max_payload_bytes || len > image.size() - pos - journal_record_header_bytes) break;
         if (base::crc32c(base::as_bytes(h + 8, 9 + len)) != crc) break;
         if (expected != 0 && seq != expected) {
-            scan.sequence_break = true;
+            // A torn write cannot make a whole record with a valid CRC, but a crash can expose old bytes
+            // in the last batch's blocks on some file systems: only a break at the very start (the file
+            // and the snapshot or journal before it disagree) or one with more than a batch after it is
+            // damage; one in the last batch is dropped with the torn tail.
+            scan.sequence_break = pos == 0 || image.size() - pos > max_batch_bytes;
             break;
         }
         visit(seq, static_cast<std::uint8_t>(h[16]), image.substr(pos + journal_record_header_bytes, len));
@@ -115,6 +119,7 @@ journal::~journal() {
 
 void journal::set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate) {
     _rotate_bytes = rotate_bytes;
+    _rotate_at_bytes = rotate_bytes;
     _rotate = std::move(rotate);
 }
 
@@ -123,6 +128,7 @@ int journal::replace_file(int fd, std::string path) {
     _fd = fd;
     _path = std::move(path);
     _offset = 0;
+    _rotate_at_bytes = _rotate_bytes;
     return old;
 }
 
@@ -238,7 +244,13 @@ io::task<void> journal::flush_loop() {
         for (waiter* w : b.waiters) finish(w, outcome);
         // Not only when the queue is empty: under steady group-commit load it never is, and the file would
         // grow without bound (and recovery read it whole). Batches queued meanwhile wait for the switch.
-        if (!_broken && _rotate && _rotate_bytes > 0 && _offset >= _rotate_bytes) co_await _rotate();
+        // A rotation that failed (its file did not change) is tried again only after another
+        // rotate_bytes: each attempt builds the whole snapshot, which must not happen at every batch.
+        if (!_broken && _rotate && _rotate_bytes > 0 && _offset >= _rotate_at_bytes) {
+            std::string before = _path;
+            co_await _rotate();
+            if (_path == before) _rotate_at_bytes = _offset + _rotate_bytes;
+        }
     }
     _flushing = false;
     io::reactor::current().release();

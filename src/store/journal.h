@@ -10,8 +10,9 @@
 // A record is valid only if its CRC matches and its seq is the previous one plus one; recovery stops at the
 // first invalid record (a torn tail) and truncates the file there, unless it is damage rather than a torn
 // write, and then the server refuses to start: valid records follow more than one batch (max_batch_bytes)
-// later, a whole record with a valid CRC carries the wrong sequence number (a torn write cannot make
-// one: the file and the snapshot before it disagree), or the file is not the last one written.
+// later, a whole record with a valid CRC carries the wrong sequence number at the start of the file (it
+// and the snapshot before it disagree) or more than a batch before its end, or the file is not the last
+// one written.
 //
 // Owned by the core that owns its shard; not thread-safe. Recovery (read_journal) runs at startup, before
 // the reactors, with plain blocking I/O.
@@ -45,7 +46,8 @@ struct journal_scan {
     // A valid later record follows the first invalid one: that is damage in the middle of the journal,
     // not a torn tail, and dropping the rest would lose acknowledged writes.
     bool corrupt_before_valid_records = false;
-    // The scan stopped at a whole record with a valid CRC but an unexpected sequence number.
+    // The scan stopped at a whole record with a valid CRC but an unexpected sequence number, at the start
+    // of the image or with more than max_batch_bytes after it (in the last batch it is a torn tail).
     bool sequence_break = false;
 };
 
@@ -87,7 +89,8 @@ public:
     bool broken() const { return _broken; }
     // Called between batches once the file has passed rotate_bytes, whether or not more batches are queued
     // (under steady load the queue never empties): the shard snapshots the state up to durable_seq() and
-    // switches files; the queued batches then go to the new file.
+    // switches files; the queued batches then go to the new file. After a rotation that failed, the next
+    // try waits until the file has grown by another rotate_bytes.
     void set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate);
     // Switches to a new file (used by rotation); the old fd is closed by the caller.
     int replace_file(int fd, std::string path);
@@ -122,6 +125,7 @@ private:
     bool _flushing = false;
     bool _broken = false;
     std::uint64_t _rotate_bytes = 0;
+    std::uint64_t _rotate_at_bytes = 0;  // the next rotation is tried once the file is this long
     std::function<io::task<void>()> _rotate;
 };
 

@@ -222,15 +222,25 @@ TEST(journal, first_seq_mismatch_stops_at_once) {
 
 TEST(journal, a_whole_record_with_an_unexpected_sequence_number_is_a_sequence_break) {
     // A torn write leaves a record with a bad checksum or cut short; a whole one with a good checksum and
-    // the wrong number means the file and what came before it disagree.
+    // the wrong number at the start means the file and what came before it disagree.
     std::string image;
-    frame_many(image, 1, 3);
-    frame_many(image, 5, 2);
+    frame_many(image, 5, 3);
     journal_scan scan;
     scan_all(image, 1, &scan);
     EXPECT_TRUE(scan.sequence_break);
-    scan_all(image.substr(0, image.size() - 3), 1, &scan);
-    EXPECT_TRUE(scan.sequence_break) << "the break comes before the cut";
+    // Further in, with more than a batch after it: damage in the middle, not a torn tail.
+    std::string middle;
+    frame_many(middle, 1, 3);
+    frame_record(middle, 9, 1, std::string(max_batch_bytes, 'm'));
+    scan_all(middle, 1, &scan);
+    EXPECT_TRUE(scan.sequence_break);
+    // In the last batch (a crash may expose old bytes there): dropped as a torn tail.
+    std::string tail;
+    frame_many(tail, 1, 3);
+    frame_many(tail, 5, 2);
+    scan_all(tail, 1, &scan);
+    EXPECT_TRUE(scan.torn_tail);
+    EXPECT_FALSE(scan.sequence_break);
     std::string torn;
     frame_many(torn, 1, 3);
     torn += std::string(journal_record_header_bytes + 4, '\x5a');
@@ -349,6 +359,38 @@ TEST(journal, concurrent_appends_become_durable_in_append_order) {
         EXPECT_EQ(records[i].payload, "record-" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 13), 'x'));
     }
     EXPECT_FALSE(scan.torn_tail);
+}
+
+io::task<void> count_attempt(int* attempts) {
+    ++*attempts;  // and fails: the journal keeps its file
+    co_return;
+}
+
+io::task<void> append_batches(append_state* st, int batches) {
+    for (int b = 0; b < batches; ++b) {
+        testing::local_latch latch(1);
+        io::spawn(append_one(st, b, &latch));
+        co_await latch.wait();
+    }
+}
+
+TEST(journal, a_failing_rotation_is_tried_again_after_another_threshold_not_at_every_batch) {
+    temp_dir dir;
+    const std::string path = dir.path() + "/journal-00000001.log";
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    journal log(posix_file_system(), fd, path, 0, 1);
+    int attempts = 0;
+    log.set_rotation(1024, [&attempts] { return count_attempt(&attempts); });
+    append_state st;
+    st.log = &log;
+    io::reactor_group group(1);
+    group.run([&](unsigned) { io::spawn(testing::run_then_stop(append_batches(&st, 400), &group)); });
+    EXPECT_EQ(st.failures, 0);
+    // 400 batches of 17-60 bytes: about 14 KiB, past the 1 KiB threshold after some 30 batches. Tried
+    // at every batch from there, that is some 370 attempts; once per 1 KiB of growth, about 13.
+    EXPECT_GE(attempts, 5);
+    EXPECT_LE(attempts, static_cast<int>(log.size_bytes() / 1024) + 1);
 }
 
 TEST(journal, append_continues_after_recovered_offset) {
