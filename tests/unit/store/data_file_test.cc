@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -429,6 +431,115 @@ TEST(data_file, footer_bytes_covers_header_and_table) {
     // 64-byte header + 4 bytes per block: 1008 blocks fill exactly 4 KiB, one more needs 8 KiB.
     EXPECT_EQ(footer_bytes(1008ULL * 4096, 4096), 4096u);
     EXPECT_EQ(footer_bytes(1008ULL * 4096 + 1, 4096), 8192u);
+}
+
+// ---- space: reserved in steps as bytes arrive, on a bounded budget, under a floor ----
+
+// A source that stops (reports a failure) after `limit` bytes: an upload cut off midway.
+class cut_source final : public byte_source {
+public:
+    cut_source(std::string data, std::size_t limit, const drive_space* space, std::vector<std::uint64_t>* seen)
+        : _data(std::move(data)), _limit(limit), _space(space), _seen(seen) {}
+    io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
+        _seen->push_back(_space->reserved_ahead_bytes());
+        if (_pos == _data.size()) co_return std::size_t{0};
+        if (_pos >= _limit) co_return base::fail(base::errc::incomplete_body, "cut off");
+        std::size_t n = std::min({max, _data.size() - _pos, _limit - _pos, std::size_t{48 * 1024}});
+        std::memcpy(dst, _data.data() + _pos, n);
+        _pos += n;
+        co_return n;
+    }
+
+private:
+    std::string _data;
+    std::size_t _pos = 0;
+    std::size_t _limit;
+    const drive_space* _space;
+    std::vector<std::uint64_t>* _seen;
+};
+
+struct space_outcome {
+    std::vector<std::uint64_t> reserved_while_writing;
+    std::uint64_t reserved_after = 99;
+    base::errc code = base::errc::ok;
+};
+
+io::task<void> write_with_budget(const drive_set* drives, io::buffer_pool* pool, object_id id, data_file_options options,
+                                 std::size_t size, std::size_t cut_at, space_outcome* out) {
+    object_writer writer(*drives, *pool, id, options);
+    auto opened = co_await writer.open(size);
+    if (!opened) {
+        out->code = opened.code();
+        co_await writer.discard();
+        out->reserved_after = drives->space().reserved_ahead_bytes();
+        co_return;
+    }
+    cut_source source(testing::pattern_bytes(size, 11), cut_at, &drives->space(), &out->reserved_while_writing);
+    auto written = co_await writer.write_from(source, max_data_file_bytes);
+    if (written) {
+        auto sealed = co_await writer.seal();
+        if (!sealed) out->code = sealed.code();
+    } else {
+        out->code = written.code();
+    }
+    if (out->code != base::errc::ok) co_await writer.discard();
+    out->reserved_after = drives->space().reserved_ahead_bytes();
+}
+
+std::vector<int> root_fds(const drive_set& drives) {
+    std::vector<int> fds;
+    for (std::uint32_t d = 0; d < drives.size(); ++d) fds.push_back(drives.at(d).root_fd);
+    return fds;
+}
+
+TEST(drive_space, a_write_reserves_at_most_a_step_ahead_and_gives_all_of_it_back) {
+    data_file_env env;
+    space_options options;
+    options.min_free_bytes = 0;
+    options.reserve_step_bytes = 256 * KiB;
+    options.max_reserved_ahead_bytes = 1 * MiB;
+    ASSERT_TRUE(env.drives.space().configure(env.drives.fs(), root_fds(env.drives), options));
+    for (bool cut : {false, true}) {
+        space_outcome out;
+        const std::size_t size = 2 * MiB + 3;
+        env.run([&](io::buffer_pool* pool) {
+            return write_with_budget(&env.drives, pool, env.make_id(), env.options, size, cut ? 700 * KiB : size, &out);
+        });
+        SCOPED_TRACE(cut ? "cut off" : "whole");
+        EXPECT_EQ(out.code, cut ? base::errc::incomplete_body : base::errc::ok);
+        ASSERT_FALSE(out.reserved_while_writing.empty());
+        for (std::uint64_t r : out.reserved_while_writing) EXPECT_LE(r, 256 * KiB) << "more than one step ahead";
+        EXPECT_GT(*std::max_element(out.reserved_while_writing.begin(), out.reserved_while_writing.end()), 0u);
+        EXPECT_EQ(out.reserved_after, 0u) << "reserve-ahead budget leaked";
+    }
+}
+
+TEST(drive_space, the_budget_bounds_every_writer_together_and_the_floor_refuses_with_storage_full) {
+    data_file_env env;
+    space_options options;
+    options.min_free_bytes = 0;
+    options.reserve_step_bytes = 256 * KiB;
+    options.max_reserved_ahead_bytes = 256 * KiB;  // one writer's step
+    ASSERT_TRUE(env.drives.space().configure(env.drives.fs(), root_fds(env.drives), options));
+    ASSERT_TRUE(env.drives.space().try_claim(256 * KiB));  // another writer holds the whole budget
+    space_outcome out;
+    env.run([&](io::buffer_pool* pool) {
+        return write_with_budget(&env.drives, pool, env.make_id(), env.options, 1 * MiB, 1 * MiB, &out);
+    });
+    EXPECT_EQ(out.code, base::errc::ok) << "a writer without budget still writes, taking space as it lands";
+    for (std::uint64_t r : out.reserved_while_writing) EXPECT_EQ(r, 256 * KiB);
+    env.drives.space().release(256 * KiB);
+    EXPECT_EQ(env.drives.space().reserved_ahead_bytes(), 0u);
+
+    // A floor above the drive's free space: every new write is refused before it starts.
+    options.min_free_bytes = 1ULL << 62;
+    ASSERT_TRUE(env.drives.space().configure(env.drives.fs(), root_fds(env.drives), options));
+    space_outcome refused;
+    env.run([&](io::buffer_pool* pool) {
+        return write_with_budget(&env.drives, pool, env.make_id(), env.options, 100 * KiB, 100 * KiB, &refused);
+    });
+    EXPECT_EQ(refused.code, base::errc::storage_full);
+    EXPECT_EQ(refused.reserved_after, 0u);
 }
 
 }  // namespace
