@@ -61,7 +61,7 @@ struct checkpoint_config {
     bool trailer = false, keep = false;
     std::string json_path;
     std::string report_dir;
-    s3::credentials credentials;
+    auth::credentials credentials;
     std::uint64_t file_bytes[files_per_rank] = {};
 };
 

@@ -69,7 +69,7 @@ struct s3_config {
     long server_pid = 0;
     std::string json_path;
     std::string report_dir;
-    s3::credentials credentials;
+    auth::credentials credentials;
 };
 
 // The ops that need the object set to exist before the clock starts.

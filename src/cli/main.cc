@@ -210,9 +210,9 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
                      cfg.server.listen.host.c_str());
         return 2;
     }
-    s3::credentials chosen{cfg.default_credentials ? default_access_key : access,
+    auth::credentials chosen{cfg.default_credentials ? default_access_key : access,
                            cfg.default_credentials ? default_secret_key : secret};
-    if (auto valid = s3::check_credentials(chosen); !valid) {
+    if (auto valid = auth::check_credentials(chosen); !valid) {
         std::fprintf(stderr, "fjord serve: %s\n", valid.err().message.c_str());
         return 2;
     }

@@ -149,18 +149,18 @@ std::string s3_client::format_head(const request& req, std::uint64_t content_len
     std::string amz_date = base::format_amz_date(static_cast<std::time_t>(base::unix_now_ms() / 1000));
     std::string decoded_length = std::to_string(req.body.size());
     const bool trailer = req.crc32c_trailer || req.crc64nvme_trailer;
-    std::vector<s3::header_view> signed_headers = {
+    std::vector<auth::header_view> signed_headers = {
         {"host", _host_header},
         {"x-amz-content-sha256",
-         trailer ? s3::streaming_unsigned_trailer_value : s3::unsigned_payload_value},
+         trailer ? auth::streaming_unsigned_trailer_value : auth::unsigned_payload_value},
         {"x-amz-date", amz_date},
     };
     if (trailer) {
         signed_headers.push_back({"x-amz-decoded-content-length", decoded_length});
         signed_headers.push_back({"x-amz-trailer", req.crc64nvme_trailer ? "x-amz-checksum-crc64nvme" : "x-amz-checksum-crc32c"});
     }
-    s3::request_view view{req.method, req.raw_path, req.raw_query, signed_headers};
-    std::string authorization = s3::sign_authorization(view, _options.credentials, _options.region, amz_date,
+    auth::request_view view{req.method, req.raw_path, req.raw_query, signed_headers};
+    std::string authorization = auth::sign_authorization(view, _options.credentials, _options.region, amz_date,
                                                        signed_headers[1].value);
     std::string head;
     head.reserve(640);

@@ -1,7 +1,7 @@
 #pragma once
 
 // A minimal S3 client on the io_uring runtime: one keep-alive HTTP/1.1 connection, requests signed
-// with SigV4 (s3::sign_authorization, the signer the server verifies with) and UNSIGNED-PAYLOAD, so
+// with SigV4 (auth::sign_authorization, the signer the server verifies with) and UNSIGNED-PAYLOAD, so
 // the body is never hashed. PUT sends the caller's buffer as it is (one gathered sendmsg of head and
 // body, no copy in user space); GET receives the body into the caller's buffer (the head goes to a
 // small buffer, and only the body bytes that arrived with it are copied out of it).
@@ -24,13 +24,13 @@
 #include "client/connection.h"
 #include "client/response.h"
 #include "io/task.h"
-#include "s3/sigv4.h"
+#include "auth/sigv4.h"
 
 namespace fjord::client {
 
 struct client_options {
     io::endpoint endpoint;                      // 127.0.0.1:9000 by default
-    s3::credentials credentials;
+    auth::credentials credentials;
     std::string region = "us-east-1";
     std::int64_t io_timeout_ms = 60'000;        // per connect / send / receive operation
     std::size_t head_buffer_bytes = 16 * 1024;  // also the longest response head accepted

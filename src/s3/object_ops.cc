@@ -211,9 +211,9 @@ void add_object_headers(http::header_list& h, const store::object_record& r, con
 io::task<base::result<received_body>> service::receive_body(context& c, std::uint64_t max_bytes,
                                                             checksum_algorithm expected_algorithm) {
     const http::request_head& head = c.ex.head();
-    const bool streaming = c.auth.mode == payload_mode::streaming_signed ||
-                           c.auth.mode == payload_mode::streaming_signed_trailer ||
-                           c.auth.mode == payload_mode::streaming_unsigned_trailer;
+    const bool streaming = c.auth.mode == auth::payload_mode::streaming_signed ||
+                           c.auth.mode == auth::payload_mode::streaming_signed_trailer ||
+                           c.auth.mode == auth::payload_mode::streaming_unsigned_trailer;
     payload_options po;
     po.aws_chunked = streaming;
     std::optional<std::uint64_t> size;

@@ -7,14 +7,14 @@
 namespace fjord::s3 {
 
 namespace {
-bool signed_streaming(payload_mode m) {
-    return m == payload_mode::streaming_signed || m == payload_mode::streaming_signed_trailer;
+bool signed_streaming(auth::payload_mode m) {
+    return m == auth::payload_mode::streaming_signed || m == auth::payload_mode::streaming_signed_trailer;
 }
 }  // namespace
 
-payload_source::payload_source(http::body_reader& body, const auth_result& auth, payload_options options)
+payload_source::payload_source(http::body_reader& body, const auth::auth_result& auth, payload_options options)
     : _body(body), _auth(auth), _options(std::move(options)) {
-    if (auth.mode == payload_mode::signed_sha256) _sha256.emplace(base::digest_kind::sha256);
+    if (auth.mode == auth::payload_mode::signed_sha256) _sha256.emplace(base::digest_kind::sha256);
     if (_options.content_md5 || _options.compute_md5) _md5.emplace(base::digest_kind::md5);
     if (_options.checksum != checksum_algorithm::none) _checksum.emplace(_options.checksum);
     if (_options.aws_chunked) _decoder.emplace(http::chunked_decoder::format::aws);
@@ -96,7 +96,7 @@ base::result<void> payload_source::verify() {
     }
     if (_decoder) {
         const auto& trailers = _decoder->trailers();
-        if (_auth.mode == payload_mode::streaming_signed_trailer) {
+        if (_auth.mode == auth::payload_mode::streaming_signed_trailer) {
             std::string_view signature;
             for (const auto& [name, value] : trailers)
                 if (name == "x-amz-trailer-signature") signature = value;

@@ -14,7 +14,7 @@
 #include "http/chunked.h"
 #include "http/connection.h"
 #include "s3/checksum.h"
-#include "s3/sigv4.h"
+#include "auth/sigv4.h"
 #include "store/data_file.h"
 
 namespace fjord::s3 {
@@ -31,7 +31,7 @@ struct payload_options {
 
 class payload_source final : public store::byte_source {
 public:
-    payload_source(http::body_reader& body, const auth_result& auth, payload_options options);
+    payload_source(http::body_reader& body, const auth::auth_result& auth, payload_options options);
 
     io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override;
     // After the source returned 0: checks length, SHA-256, MD5, checksum and trailer signature.
@@ -48,13 +48,13 @@ private:
     void consume(std::span<const std::byte> data);
 
     http::body_reader& _body;
-    const auth_result& _auth;
+    const auth::auth_result& _auth;
     payload_options _options;
     std::optional<base::digest> _sha256;
     std::optional<base::digest> _md5;
     std::optional<running_checksum> _checksum;
     std::optional<http::chunked_decoder> _decoder;
-    std::optional<chunk_signature_verifier> _chunk_verifier;
+    std::optional<auth::chunk_signature_verifier> _chunk_verifier;
     std::uint64_t _payload_bytes = 0;
     bool _ended = false;
     std::string _md5_raw;

@@ -467,11 +467,11 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     c.op = operation_class_of(head, c.req);
     c.operation = metrics ? "GetMetrics" : choose_operation(head, c.req).name;
     if (metrics && _options.metrics_public) co_return co_await send_metrics(c);
-    std::vector<header_view> headers;
+    std::vector<auth::header_view> headers;
     headers.reserve(head.headers.size());
     for (const auto& h : head.headers) headers.push_back({h.name, h.value});
-    request_view view{head.method_text, head.path, head.query, headers};
-    auto auth = verify_request(view, _options.credentials, base::unix_now_ms() / 1000, _options.auth);
+    auth::request_view view{head.method_text, head.path, head.query, headers};
+    auto auth = auth::verify_request(view, _options.credentials, base::unix_now_ms() / 1000, _options.auth);
     if (!auth) {
         log_auth_failure(c, auth.err());
         co_return co_await send_error(c, auth.err());
@@ -661,9 +661,9 @@ namespace fjord::s3 {
 io::task<base::result<std::string>> service::read_verified_body(context& c, std::size_t limit) {
     const http::request_head& head = c.ex.head();
     payload_options po;
-    po.aws_chunked = c.auth.mode == payload_mode::streaming_signed ||
-                     c.auth.mode == payload_mode::streaming_signed_trailer ||
-                     c.auth.mode == payload_mode::streaming_unsigned_trailer;
+    po.aws_chunked = c.auth.mode == auth::payload_mode::streaming_signed ||
+                     c.auth.mode == auth::payload_mode::streaming_signed_trailer ||
+                     c.auth.mode == auth::payload_mode::streaming_unsigned_trailer;
     if (po.aws_chunked) po.decoded_length = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
     FJORD_CO_TRY(checksum_options(head, po));
     std::string_view content_md5 = head.value_of("content-md5");

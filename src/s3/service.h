@@ -13,7 +13,7 @@
 #include "base/metrics.h"
 #include "http/connection.h"
 #include "s3/checksum.h"
-#include "s3/sigv4.h"
+#include "auth/sigv4.h"
 #include "store/engine.h"
 
 namespace fjord::s3 {
@@ -22,7 +22,7 @@ struct received_body;
 class access_log;
 
 struct service_options {
-    credential_store credentials;
+    auth::credential_store credentials;
     std::vector<std::string> domains{"localhost"};  // virtual-hosted style: <bucket>.<domain>
     std::string region = "us-east-1";
     // ETag policy (docs/s3-compatibility.md): a real MD5 when the client sends Content-MD5, when
@@ -31,7 +31,7 @@ struct service_options {
     std::uint64_t etag_md5_max_bytes = 0;
     std::uint64_t max_object_bytes = 5ULL * 1024 * 1024 * 1024;  // single PUT
     std::size_t max_metadata_bytes = 2048;                         // x-amz-meta-* names + values
-    verify_options auth;
+    auth::verify_options auth;
     // GET /metrics without authentication (for a Prometheus scraper on a trusted network). Off: /metrics
     // needs a SigV4 signature like every S3 request.
     bool metrics_public = false;

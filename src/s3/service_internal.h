@@ -18,7 +18,7 @@ struct service::context {
     http::exchange& ex;
     s3_request req;
     std::string request_id;
-    auth_result auth;
+    auth::auth_result auth;
     base::operation_class op = base::operation_class::other;  // for fjord_requests_total
     std::string_view operation = "-";                           // the S3 operation, for the access log
     std::int64_t received_ms = 0;                               // Unix time the request arrived

@@ -1,4 +1,4 @@
-// Fuzzes SigV4: s3::verify_request and s3::canonical_request on hostile request heads, the
+// Fuzzes SigV4: auth::verify_request and auth::canonical_request on hostile request heads, the
 // sign-then-verify round trip, and the percent-encoding they are built on.
 //
 // Input: byte 0 picks the payload hash and region used for signing; the rest is split at '\n' into
@@ -24,7 +24,7 @@
 #include "base/encoding.h"
 #include "fuzz_check.h"
 #include "http/field_syntax.h"
-#include "s3/sigv4.h"
+#include "auth/sigv4.h"
 
 namespace {
 
@@ -38,7 +38,7 @@ constexpr std::int64_t now_s = 1369353600;  // amz_date as Unix time
 
 struct fuzzed_request {
     std::string_view method, raw_path, raw_query;
-    std::vector<s3::header_view> headers;
+    std::vector<auth::header_view> headers;
 };
 
 fuzzed_request split_request(std::string_view text) {
@@ -61,8 +61,8 @@ fuzzed_request split_request(std::string_view text) {
     return req;
 }
 
-s3::credential_store make_store() {
-    s3::credential_store store;
+auth::credential_store make_store() {
+    auth::credential_store store;
     store.add({std::string(access_key), std::string(secret_key)});
     return store;
 }
@@ -86,13 +86,13 @@ void check_uri_round_trip(std::string_view text) {
 // Only headers the HTTP layer can deliver take part in the round trip: a token name and a valid,
 // trimmed field value (http::syntax::parse_field_line). An empty name in particular cannot be
 // expressed in SignedHeaders, so a signer given one signs a request it cannot describe.
-bool deliverable(const s3::header_view& header) {
+bool deliverable(const auth::header_view& header) {
     return http::syntax::is_token(header.name) && http::syntax::is_field_value(header.value) &&
            base::trim(header.value) == header.value;
 }
 
 // What verify_request may legitimately refuse in a request we signed ourselves.
-bool refusal_expected(const s3::request_view& req) {
+bool refusal_expected(const auth::request_view& req) {
     if (!base::uri_decode(req.raw_path, false)) return true;
     std::string_view query = req.raw_query;
     while (!query.empty()) {
@@ -109,29 +109,29 @@ bool refusal_expected(const s3::request_view& req) {
 }
 
 void check_sign_then_verify(const fuzzed_request& fuzzed, std::uint8_t choice,
-                            const s3::credential_store& store) {
+                            const auth::credential_store& store) {
     static const std::array<std::string_view, 5> payloads = {
-        s3::unsigned_payload_value, s3::empty_sha256_hex, s3::streaming_signed_value,
-        s3::streaming_signed_trailer_value, s3::streaming_unsigned_trailer_value};
+        auth::unsigned_payload_value, auth::empty_sha256_hex, auth::streaming_signed_value,
+        auth::streaming_signed_trailer_value, auth::streaming_unsigned_trailer_value};
     static const std::array<std::string_view, 3> regions = {"us-east-1", "eu-west-3", "fjord"};
     std::string_view payload = payloads[choice % payloads.size()];
     std::string_view region = regions[(choice / payloads.size()) % regions.size()];
 
     // The verifier reads the first host, x-amz-date and x-amz-content-sha256, so ours go first;
     // the fuzzed headers follow, all of them signed (as a client signs every header it sends).
-    std::vector<s3::header_view> headers = {{"Host", "bucket.s3.example.com"},
+    std::vector<auth::header_view> headers = {{"Host", "bucket.s3.example.com"},
                                             {"X-Amz-Date", amz_date},
                                             {"x-amz-content-sha256", payload}};
     for (const auto& header : fuzzed.headers)
         if (deliverable(header) && !base::iequals(header.name, "authorization"))
             headers.push_back(header);
-    s3::request_view req{fuzzed.method, fuzzed.raw_path, fuzzed.raw_query, headers};
-    s3::credentials creds{std::string(access_key), std::string(secret_key)};
-    std::string authorization = s3::sign_authorization(req, creds, region, amz_date, payload);
+    auth::request_view req{fuzzed.method, fuzzed.raw_path, fuzzed.raw_query, headers};
+    auth::credentials creds{std::string(access_key), std::string(secret_key)};
+    std::string authorization = auth::sign_authorization(req, creds, region, amz_date, payload);
     headers.push_back({"Authorization", authorization});
     req.headers = headers;
 
-    auto verified = s3::verify_request(req, store, now_s);
+    auto verified = auth::verify_request(req, store, now_s);
     FUZZ_CHECK(verified.code() != errc::signature_does_not_match);
     if (refusal_expected(req)) return;
     FUZZ_CHECK(verified);
@@ -141,39 +141,39 @@ void check_sign_then_verify(const fuzzed_request& fuzzed, std::uint8_t choice,
     FUZZ_CHECK(!verified->presigned);
 }
 
-void check_presign_then_verify(const fuzzed_request& fuzzed, const s3::credential_store& store) {
-    s3::credentials creds{std::string(access_key), std::string(secret_key)};
+void check_presign_then_verify(const fuzzed_request& fuzzed, const auth::credential_store& store) {
+    auth::credentials creds{std::string(access_key), std::string(secret_key)};
     std::string host = "127.0.0.1:9000";
     std::string query =
-        s3::presign_query(fuzzed.method, fuzzed.raw_path, host, creds, "us-east-1", now_s, 900);
-    s3::header_view host_header{"host", host};
-    s3::request_view req{fuzzed.method, fuzzed.raw_path, query, {&host_header, 1}};
-    auto verified = s3::verify_request(req, store, now_s + 60);
+        auth::presign_query(fuzzed.method, fuzzed.raw_path, host, creds, "us-east-1", now_s, 900);
+    auth::header_view host_header{"host", host};
+    auth::request_view req{fuzzed.method, fuzzed.raw_path, query, {&host_header, 1}};
+    auto verified = auth::verify_request(req, store, now_s + 60);
     FUZZ_CHECK(verified.code() != errc::signature_does_not_match);
     if (!base::uri_decode(fuzzed.raw_path, false)) {
         FUZZ_CHECK(verified.code() == errc::invalid_uri);
         return;
     }
     FUZZ_CHECK(verified);
-    FUZZ_CHECK(verified->presigned && verified->mode == s3::payload_mode::unsigned_payload);
+    FUZZ_CHECK(verified->presigned && verified->mode == auth::payload_mode::unsigned_payload);
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size < 1) return 0;
-    static const s3::credential_store store = make_store();
+    static const auth::credential_store store = make_store();
     std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
     fuzzed_request fuzzed = split_request(text);
-    s3::request_view raw{fuzzed.method, fuzzed.raw_path, fuzzed.raw_query, fuzzed.headers};
+    auth::request_view raw{fuzzed.method, fuzzed.raw_path, fuzzed.raw_query, fuzzed.headers};
 
     // The head as the client sent it: any claim, any time.
-    auto verified = s3::verify_request(raw, store, now_s);
+    auto verified = auth::verify_request(raw, store, now_s);
     if (verified) FUZZ_CHECK(verified->access_key == access_key && verified->seed_signature.size() == 64);
     std::vector<std::string> names;
     for (const auto& header : fuzzed.headers) names.push_back(base::to_lower(header.name));
     for (bool presigned : {false, true}) {
-        std::string canonical = s3::canonical_request(raw, names, s3::unsigned_payload_value, presigned);
+        std::string canonical = auth::canonical_request(raw, names, auth::unsigned_payload_value, presigned);
         FUZZ_CHECK(canonical.starts_with(fuzzed.method));
     }
 

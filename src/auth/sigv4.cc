@@ -1,4 +1,4 @@
-#include "s3/sigv4.h"
+#include "auth/sigv4.h"
 
 #include <algorithm>
 #include <optional>
@@ -8,7 +8,7 @@
 #include "base/clock.h"
 #include "base/encoding.h"
 
-namespace fjord::s3 {
+namespace fjord::auth {
 
 namespace {
 
@@ -757,4 +757,4 @@ base::result<void> chunk_signature_verifier::verify_trailer(
     return {};
 }
 
-}  // namespace fjord::s3
+}  // namespace fjord::auth

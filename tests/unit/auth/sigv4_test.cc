@@ -1,4 +1,4 @@
-#include "s3/sigv4.h"
+#include "auth/sigv4.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "base/digest.h"
 #include "base/encoding.h"
 
-namespace fjord::s3 {
+namespace fjord::auth {
 namespace {
 
 std::span<const std::byte> bytes_of(std::string_view text) {
@@ -1047,4 +1047,4 @@ TEST(sigv4_credentials, store_finds_and_replaces_keys) {
 }
 
 }  // namespace
-}  // namespace fjord::s3
+}  // namespace fjord::auth

@@ -19,7 +19,7 @@
 #include "base/digest.h"
 #include "base/result.h"
 
-namespace fjord::s3 {
+namespace fjord::auth {
 
 inline constexpr std::string_view sigv4_algorithm = "AWS4-HMAC-SHA256";
 inline constexpr std::string_view unsigned_payload_value = "UNSIGNED-PAYLOAD";
@@ -179,4 +179,4 @@ private:
     bool _closed = false;  // after a failure or the trailer
 };
 
-}  // namespace fjord::s3
+}  // namespace fjord::auth
