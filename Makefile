@@ -14,6 +14,7 @@ $(BUILD_RELEASE)/build.ninja: CMakeLists.txt CMakePresets.json
 	cmake --preset release >/dev/null
 
 build: bootstrap $(BUILD_RELEASE)/build.ninja
+	scripts/check_boundary.sh
 	cmake --build --preset release -j $(JOBS)
 
 build-debug: bootstrap

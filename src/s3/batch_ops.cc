@@ -38,16 +38,14 @@ struct delete_outcome {
     std::string message;
 };
 
-io::task<void> delete_one(store::engine* engine, std::string bucket, delete_outcome* out) {
+io::task<void> delete_one(store::object_store* store, std::string bucket, delete_outcome* out) {
     store::write_conditions conditions;
     if (!out->if_match.empty()) conditions.if_match_etag = unquote_etag(out->if_match);
-    auto removed = co_await engine->remove(bucket, out->key, conditions);
+    auto removed = co_await store->remove(bucket, out->key, conditions);
     if (!removed) {
         out->code = removed.code();
-        out->message = removed.err().message;
-        co_return;
+        out->message = s3_message(removed.err());
     }
-    if (*removed) co_await engine->reclaim(std::move(**removed));
 }
 }  // namespace
 
@@ -93,7 +91,7 @@ io::task<void> service::delete_objects(context& c) {
         outcomes.push_back({xml_child_text(o, "Key"), std::string(base::trim(xml_child_text(o, "ETag"))), base::errc::ok, {}});
     }
     if (outcomes.empty()) co_return co_await send_error(c, {base::errc::malformed_xml, "No keys to delete"});
-    if (!_engine.bucket_exists(c.req.bucket))
+    if (!_store.bucket_exists(c.req.bucket))
         co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
     io::wait_group group(deletes_in_flight);
     for (auto& o : outcomes) {
@@ -102,7 +100,7 @@ io::task<void> service::delete_objects(context& c) {
             o.message = o.key.empty() ? "The key is empty" : "Your key is too long";
             continue;
         }
-        co_await group.spawn(delete_one(&_engine, c.req.bucket, &o));
+        co_await group.spawn(delete_one(&_store, c.req.bucket, &o));
     }
     co_await group.wait();
     xml_writer x;
@@ -140,13 +138,13 @@ io::task<void> service::put_object_tagging(context& c) {
         r.tags = tags;
         return {};
     };
-    auto updated = co_await _engine.update(c.req.bucket, c.req.key, edit, {});
+    auto updated = co_await _store.update(c.req.bucket, c.req.key, edit, {});
     if (!updated) co_return co_await send_error(c, updated.err());
     (void)co_await c.ex.send_all(200, c.common_headers(), "");
 }
 
 io::task<void> service::get_object_tagging(context& c) {
-    auto found = co_await _engine.lookup(c.req.bucket, c.req.key);
+    auto found = co_await _store.head(c.req.bucket, c.req.key);
     if (!found) co_return co_await send_error(c, found.err());
     xml_writer x;
     x.open("Tagging", s3_xmlns).open("TagSet");
@@ -160,13 +158,13 @@ io::task<void> service::delete_object_tagging(context& c) {
         r.tags.clear();
         return {};
     };
-    auto updated = co_await _engine.update(c.req.bucket, c.req.key, edit, {});
+    auto updated = co_await _store.update(c.req.bucket, c.req.key, edit, {});
     if (!updated) co_return co_await send_error(c, updated.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
 io::task<void> service::get_object_attributes(context& c) {
-    auto found = co_await _engine.lookup(c.req.bucket, c.req.key);
+    auto found = co_await _store.head(c.req.bucket, c.req.key);
     if (!found) co_return co_await send_error(c, found.err());
     const store::object_record& r = *found;
     std::string wanted = base::to_lower(c.ex.head().value_of("x-amz-object-attributes"));

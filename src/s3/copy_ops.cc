@@ -1,5 +1,8 @@
 // CopyObject and UploadPartCopy: server-side copies that never stream through the client.
 
+#include <memory>
+#include <optional>
+
 #include "base/clock.h"
 #include "base/encoding.h"
 #include "base/log.h"
@@ -57,58 +60,60 @@ base::result<void> check_copy_conditions(const http::request_head& head, const s
     return {};
 }
 
-// Feeds verified source bytes into a new data file (and the part checksum, for UploadPartCopy).
-class copy_sink final : public store::byte_sink {
-public:
-    copy_sink(store::object_writer& writer, checksum_algorithm alg) : _writer(writer) {
-        if (alg != checksum_algorithm::none) _checksum.emplace(alg);
-    }
-    io::task<base::result<void>> write(std::span<const std::byte> data) override {
-        if (_checksum) _checksum->update(data);
-        co_return co_await _writer.append(data);
-    }
-    std::string checksum_base64() { return _checksum ? _checksum->finish_base64() : std::string{}; }
-
-private:
-    store::object_writer& _writer;
-    std::optional<running_checksum> _checksum;
-};
-
 bool is_plain_md5(const std::string& etag) { return etag.size() == 32 && etag.find('-') == std::string::npos; }
 }  // namespace
 
-io::task<base::result<received_body>> service::copy_data(const store::object_record& source, std::uint64_t first,
-                                                         std::uint64_t length, checksum_algorithm alg) {
-    co_await _engine.copy_admission().acquire();
-    io::semaphore::permit admitted(_engine.copy_admission());
-    store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings(),
-                                 &_engine.writes(), &_engine.spares());
-    base::result<store::segment> sealed = base::fail(base::errc::internal);
-    copy_sink sink(writer, alg);
-    if (auto opened = co_await writer.open(length); !opened) {
-        sealed = opened.as_failure();
-    } else if (auto read = co_await store::read_object(_engine.drives(), _engine.pool(), source, first, length, sink,
-                                                       _engine.data_file_settings());
-               !read) {
-        (void)co_await writer.finish_appends();
-        sealed = read.as_failure();
-    } else if (auto finished = co_await writer.finish_appends(); !finished) {
-        sealed = finished.as_failure();
+namespace {
+
+// The copy's metadata: the request's (REPLACE) or the source's (COPY), and its tags.
+base::result<store::object_record> copy_metadata(const http::request_head& head, const store::object_record& found,
+                                                 bool replace, bool replace_tags, std::size_t max_meta_bytes) {
+    store::object_record record;
+    if (replace) {
+        FJORD_TRY(collect_metadata(head, max_meta_bytes, record));
     } else {
-        sealed = co_await writer.seal();
+        record.content_type = found.content_type;
+        record.headers = found.headers;
     }
-    if (!sealed) {
-        co_await writer.discard();
-        co_return sealed.as_failure();
+    record.tags = found.tags;
+    if (replace_tags) {
+        auto tags = parse_tagging_header(head.value_of("x-amz-tagging"));
+        if (!tags) return tags.as_failure();
+        record.tags = std::move(*tags);
     }
-    received_body body;
-    body.data = *sealed;
-    bool whole = first == 0 && length == source.size_bytes;
-    body.etag = whole && is_plain_md5(source.etag) ? source.etag : derived_etag(writer.size_bytes(), writer.block_crcs());
-    body.checksum = alg;
-    body.checksum_value = sink.checksum_base64();
-    co_return body;
+    return record;
 }
+
+// How the store copies an object: sharing its data files where it can, with the source's ETag and
+// checksum; where it cannot (or a multipart source with a checksum, whose copy needs a whole-object
+// checksum only the bytes give), reading and rewriting the bytes, with a checksum computed on the way.
+store::copy_plan plan_copy(store::object_record record, const store::object_record& found) {
+    store::copy_plan plan;
+    record.modified_ms = base::unix_now_ms();
+    record.etag = found.etag;
+    record.checksum_algorithm = found.checksum_algorithm;
+    record.checksum_value = found.checksum_value;
+    record.part_checksums = found.part_checksums;
+    plan.may_share = found.segments.size() == 1 || found.checksum_algorithm.empty();
+    auto alg = parse_checksum_algorithm(found.checksum_algorithm).value_or(checksum_algorithm::none);
+    auto checksum = std::make_shared<std::optional<running_checksum>>();
+    if (alg != checksum_algorithm::none) checksum->emplace(alg);
+    plan.observe = [checksum](std::span<const std::byte> data) {
+        if (*checksum) (*checksum)->update(data);
+    };
+    std::string source_etag = found.etag;
+    plan.finish = [record, checksum, source_etag](const store::written_data& written) -> base::result<store::object_record> {
+        store::object_record rewritten = record;
+        rewritten.etag = is_plain_md5(source_etag) ? source_etag : derived_etag(written);
+        rewritten.part_checksums.clear();
+        if (*checksum) rewritten.checksum_value = (*checksum)->finish_base64();
+        return rewritten;
+    };
+    plan.record = std::move(record);
+    return plan;
+}
+
+}  // namespace
 
 io::task<void> service::copy_object(context& c) {
     const http::request_head& head = c.ex.head();
@@ -117,100 +122,80 @@ io::task<void> service::copy_object(context& c) {
     std::string directive = base::to_lower(head.value_of("x-amz-metadata-directive"));
     if (!directive.empty() && directive != "copy" && directive != "replace")
         co_return co_await send_error(c, {base::errc::invalid_argument, "Unknown metadata directive."});
-    bool replace = directive == "replace";
-    std::string tagging_directive = base::to_lower(head.value_of("x-amz-tagging-directive"));
-    bool same = src->bucket == c.req.bucket && src->key == c.req.key;
+    const bool replace = directive == "replace";
+    const bool replace_tags = base::to_lower(head.value_of("x-amz-tagging-directive")) == "replace";
+    const bool same = src->bucket == c.req.bucket && src->key == c.req.key;
     auto conditions = write_conditions_of(head);
     if (!conditions) co_return co_await send_error(c, conditions.err());
-    for (int attempt = 0; attempt < 3; ++attempt) {
-        auto found = co_await _engine.lookup(src->bucket, src->key);
+    base::result<store::object_record> result = base::fail(base::errc::internal);
+    if (same) {
+        // Only the metadata changes: rewrite the record, keep the data where it is.
+        auto found = co_await _store.head(src->bucket, src->key);
         if (!found) co_return co_await send_error(c, found.err());
         if (auto ok = check_copy_conditions(head, *found); !ok) co_return co_await send_error(c, ok.err());
-        store::object_record record;
-        if (replace) {
-            if (auto m = collect_metadata(head, _options.max_metadata_bytes, record); !m)
-                co_return co_await send_error(c, m.err());
-        } else {
-            record.content_type = found->content_type;
-            record.headers = found->headers;
-        }
-        record.tags = found->tags;
-        if (tagging_directive == "replace") {
-            auto tags = parse_tagging_header(head.value_of("x-amz-tagging"));
-            if (!tags) co_return co_await send_error(c, tags.err());
-            record.tags = std::move(*tags);
-        }
-        if (same && !replace && tagging_directive != "replace")
+        if (!replace && !replace_tags)
             co_return co_await send_error(c, {base::errc::invalid_request,
                 "This copy request is illegal because it is trying to copy an object to itself without changing "
                 "the object's metadata, storage class, website redirect location or encryption attributes."});
-        store::object_record result;
-        if (same) {
-            // Only the metadata changes: rewrite the record, keep the data where it is.
-            std::string expected_etag = found->etag;
-            store::write_conditions only_if_unchanged = *conditions;
-            only_if_unchanged.if_match_etag = expected_etag;
-            auto edit = [record](store::object_record& r) -> base::result<void> {
-                r.content_type = record.content_type;
-                r.headers = record.headers;
-                r.tags = record.tags;
-                r.modified_ms = base::unix_now_ms();
-                return {};
-            };
-            auto updated = co_await _engine.update(c.req.bucket, c.req.key, edit, only_if_unchanged);
-            if (!updated) co_return co_await send_error(c, updated.err());
-            result = std::move(*updated);
-        } else {
-            // The copy shares the source's data files (hard links) where it can: a checkpoint "rename"
-            // (copy + delete) then moves no data. A multipart source with a checksum is rewritten instead,
-            // because its copy needs a whole-object checksum that only the bytes give.
-            auto shared = base::result<std::vector<store::segment>>(base::fail(base::errc::not_implemented));
-            if (found->size_bytes > 0 && (found->segments.size() == 1 || found->checksum_algorithm.empty()))
-                shared = co_await _engine.share_segments(found->segments);
-            if (!shared && shared.code() == base::errc::not_found && attempt < 2) continue;  // source replaced
-            if (shared) {
-                record.size_bytes = found->size_bytes;
-                record.etag = found->etag;
-                record.checksum_algorithm = found->checksum_algorithm;
-                record.checksum_value = found->checksum_value;
-                record.part_checksums = found->part_checksums;
-                record.segments = std::move(*shared);
-            } else {
-                // Not shareable, or the file system cannot link: copy the bytes.
-                auto alg = parse_checksum_algorithm(found->checksum_algorithm).value_or(checksum_algorithm::none);
-                auto body = co_await copy_data(*found, 0, found->size_bytes, alg);
-                if (!body) {
-                    if (body.code() == base::errc::not_found && attempt < 2) continue;  // source replaced meanwhile
-                    std::string role = "the copy source of s3://" + c.req.bucket + "/" + c.req.key;
-                    co_return co_await send_error(c, read_failure(c, src->bucket, src->key, body.err(), role));
-                }
-                record.size_bytes = body->data.size_bytes;
-                record.etag = body->etag;
-                if (alg != checksum_algorithm::none) {
-                    record.checksum_algorithm = std::string(checksum_name(alg));
-                    record.checksum_value = body->checksum_value;
-                }
-                record.segments.push_back(body->data);
-            }
-            record.modified_ms = base::unix_now_ms();
-            auto committed = co_await _engine.commit_put(c.req.bucket, c.req.key, record, *conditions);
-            if (!committed) {
-                if (store::commit_surely_failed(committed.err())) co_await _engine.reclaim(std::move(record));
-                co_return co_await send_error(c, committed.err());
-            }
-            if (*committed) co_await _engine.reclaim(std::move(**committed));
-            result = std::move(record);
-        }
-        xml_writer x;
-        x.open("CopyObjectResult", s3_xmlns);
-        x.element("LastModified", base::format_iso8601_ms(result.modified_ms));
-        x.element("ETag", "\"" + result.etag + "\"");
-        if (auto alg = parse_checksum_algorithm(result.checksum_algorithm))
-            x.element("Checksum" + std::string(checksum_name(*alg)), result.checksum_value);
-        x.close("CopyObjectResult");
-        co_return co_await send_xml(c, 200, x.take());
+        auto record = copy_metadata(head, *found, replace, replace_tags, _options.max_metadata_bytes);
+        if (!record) co_return co_await send_error(c, record.err());
+        store::write_conditions only_if_unchanged = *conditions;
+        only_if_unchanged.if_match_etag = found->etag;
+        store::object_record changes = *record;
+        store::record_editor edit = [changes](store::object_record& r) -> base::result<void> {
+            r.content_type = changes.content_type;
+            r.headers = changes.headers;
+            r.tags = changes.tags;
+            r.modified_ms = base::unix_now_ms();
+            return {};
+        };
+        result = co_await _store.update(c.req.bucket, c.req.key, edit, only_if_unchanged);
+    } else {
+        store::copy_planner plan = [&](const store::object_record& found) -> base::result<store::copy_plan> {
+            FJORD_TRY(check_copy_conditions(head, found));
+            auto record = copy_metadata(head, found, replace, replace_tags, _options.max_metadata_bytes);
+            if (!record) return record.as_failure();
+            return plan_copy(std::move(*record), found);
+        };
+        store::copy_request request{src->bucket, src->key, c.req.bucket, c.req.key, *conditions};
+        result = co_await _store.copy(request, plan);
     }
+    if (!result) {
+        // Damage found while reading the source is logged as the source's.
+        if (result.code() == base::errc::data_corrupted || result.code() == base::errc::not_found)
+            co_return co_await send_error(c, read_failure(c, src->bucket, src->key, result.err(),
+                                                          "the copy source of s3://" + c.req.bucket + "/" + c.req.key));
+        co_return co_await send_error(c, result.err());
+    }
+    xml_writer x;
+    x.open("CopyObjectResult", s3_xmlns);
+    x.element("LastModified", base::format_iso8601_ms(result->modified_ms));
+    x.element("ETag", "\"" + result->etag + "\"");
+    if (auto alg = parse_checksum_algorithm(result->checksum_algorithm))
+        x.element("Checksum" + std::string(checksum_name(*alg)), result->checksum_value);
+    x.close("CopyObjectResult");
+    co_await send_xml(c, 200, x.take());
 }
+
+namespace {
+
+// x-amz-copy-source-range "bytes=first-last" against the source's size (the whole source without it).
+base::result<store::byte_range> copy_source_range(std::string_view range, std::uint64_t size) {
+    range = base::trim(range);
+    if (range.empty()) return store::byte_range{0, size};
+    auto dash = range.find('-');
+    std::optional<std::uint64_t> a, b;
+    if (range.starts_with("bytes=") && dash != std::string_view::npos) {
+        a = base::parse_u64(range.substr(6, dash - 6));
+        b = base::parse_u64(range.substr(dash + 1));
+    }
+    if (!a || !b || *b < *a)
+        return base::fail(base::errc::invalid_argument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+    if (*b >= size) return base::fail(base::errc::invalid_range, "The requested range is not satisfiable");
+    return store::byte_range{*a, *b - *a + 1};
+}
+
+}  // namespace
 
 io::task<void> service::upload_part_copy(context& c) {
     const http::request_head& head = c.ex.head();
@@ -220,49 +205,51 @@ io::task<void> service::upload_part_copy(context& c) {
     auto src = parse_copy_source(head.value_of("x-amz-copy-source"));
     if (!src) co_return co_await send_error(c, src.err());
     std::string upload_id(c.req.param("uploadId"));
-    auto upload = co_await _engine.get_upload(c.req.bucket, c.req.key, upload_id);
+    auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, upload_id);
     if (!upload) co_return co_await send_error(c, upload.err());
-    auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm).value_or(checksum_algorithm::none);
-    for (int attempt = 0; attempt < 3; ++attempt) {
-        auto found = co_await _engine.lookup(src->bucket, src->key);
-        if (!found) co_return co_await send_error(c, found.err());
-        if (auto ok = check_copy_conditions(head, *found); !ok) co_return co_await send_error(c, ok.err());
-        std::uint64_t first = 0, length = found->size_bytes;
-        std::string_view range = base::trim(head.value_of("x-amz-copy-source-range"));
-        if (!range.empty()) {
-            auto dash = range.find('-');
-            std::optional<std::uint64_t> a, b;
-            if (range.starts_with("bytes=") && dash != std::string_view::npos) {
-                a = base::parse_u64(range.substr(6, dash - 6));
-                b = base::parse_u64(range.substr(dash + 1));
-            }
-            if (!a || !b || *b < *a)
-                co_return co_await send_error(c, {base::errc::invalid_argument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy"});
-            if (*b >= found->size_bytes)
-                co_return co_await send_error(c, {base::errc::invalid_range, "The requested range is not satisfiable"});
-            first = *a;
-            length = *b - *a + 1;
-        }
-        if (length > 5ULL * 1024 * 1024 * 1024)
-            co_return co_await send_error(c, {base::errc::entity_too_large, "A copied part may be at most 5 GiB"});
-        auto body = co_await copy_data(*found, first, length, alg);
-        if (!body) {
-            if (body.code() == base::errc::not_found && attempt < 2) continue;
+    const auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm).value_or(checksum_algorithm::none);
+    store::part_copy_planner plan = [&](const store::object_record& found) -> base::result<store::part_copy_plan> {
+        FJORD_TRY(check_copy_conditions(head, found));
+        auto range = copy_source_range(head.value_of("x-amz-copy-source-range"), found.size_bytes);
+        if (!range) return range.as_failure();
+        if (range->length > 5ULL * 1024 * 1024 * 1024)
+            return base::fail(base::errc::entity_too_large, "A copied part may be at most 5 GiB");
+        store::part_copy_plan planned;
+        planned.range = *range;
+        auto checksum = std::make_shared<std::optional<running_checksum>>();
+        if (alg != checksum_algorithm::none) checksum->emplace(alg);
+        planned.observe = [checksum](std::span<const std::byte> data) {
+            if (*checksum) (*checksum)->update(data);
+        };
+        bool whole = range->first == 0 && range->length == found.size_bytes;
+        std::string source_etag = whole && is_plain_md5(found.etag) ? found.etag : std::string{};
+        planned.finish = [checksum, source_etag](const store::written_data& written) -> base::result<store::part_record> {
+            store::part_record part;
+            part.etag = source_etag.empty() ? derived_etag(written) : source_etag;
+            if (*checksum) part.checksum_value = (*checksum)->finish_base64();
+            part.modified_ms = base::unix_now_ms();
+            return part;
+        };
+        return planned;
+    };
+    store::part_copy_request request{src->bucket, src->key, c.req.bucket, c.req.key, upload_id,
+                                     static_cast<std::uint32_t>(*number)};
+    auto part = co_await _store.copy_part(request, plan);
+    if (!part) {
+        if (part.code() == base::errc::data_corrupted || part.code() == base::errc::not_found) {
             std::string role = "the copy source of part " + std::to_string(*number) + " of upload " + upload_id +
                                " for s3://" + c.req.bucket + "/" + c.req.key;
-            co_return co_await send_error(c, read_failure(c, src->bucket, src->key, body.err(), role));
+            co_return co_await send_error(c, read_failure(c, src->bucket, src->key, part.err(), role));
         }
-        auto committed = co_await commit_received_part(c, upload_id, static_cast<std::uint32_t>(*number), *body);
-        if (!committed) co_return co_await send_error(c, committed.err());
-        const store::part_record& part = *committed;
-        xml_writer x;
-        x.open("CopyPartResult", s3_xmlns);
-        x.element("LastModified", base::format_iso8601_ms(part.modified_ms));
-        x.element("ETag", "\"" + part.etag + "\"");
-        if (alg != checksum_algorithm::none) x.element("Checksum" + std::string(checksum_name(alg)), part.checksum_value);
-        x.close("CopyPartResult");
-        co_return co_await send_xml(c, 200, x.take());
+        co_return co_await send_error(c, part.err());
     }
+    xml_writer x;
+    x.open("CopyPartResult", s3_xmlns);
+    x.element("LastModified", base::format_iso8601_ms(part->modified_ms));
+    x.element("ETag", "\"" + part->etag + "\"");
+    if (alg != checksum_algorithm::none) x.element("Checksum" + std::string(checksum_name(alg)), part->checksum_value);
+    x.close("CopyPartResult");
+    co_await send_xml(c, 200, x.take());
 }
 
 }  // namespace fjord::s3

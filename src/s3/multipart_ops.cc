@@ -152,7 +152,7 @@ io::task<void> service::create_multipart_upload(context& c) {
     } else if (!checksum_type.empty()) {
         co_return co_await send_error(c, {base::errc::invalid_request, "x-amz-checksum-type needs x-amz-checksum-algorithm"});
     }
-    auto id = co_await _engine.create_upload(c.req.bucket, c.req.key, metadata, checksum_type);
+    auto id = co_await _store.create_upload(c.req.bucket, c.req.key, metadata, checksum_type);
     if (!id) co_return co_await send_error(c, id.err());
     xml_writer x;
     x.open("InitiateMultipartUploadResult", s3_xmlns);
@@ -171,39 +171,30 @@ io::task<void> service::upload_part(context& c) {
     auto number = part_number_of(c.req);
     if (!number) co_return co_await send_error(c, number.err());
     std::string upload_id(c.req.param("uploadId"));
-    auto upload = co_await _engine.get_upload(c.req.bucket, c.req.key, upload_id);
+    auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, upload_id);
     if (!upload) co_return co_await send_error(c, upload.err());
     auto expected = parse_checksum_algorithm(upload->object.checksum_algorithm).value_or(checksum_algorithm::none);
-    auto body = co_await receive_body(c, max_part_bytes, expected);
-    if (!body) co_return co_await send_error(c, body.err());
-    if (expected != checksum_algorithm::none && body->checksum != expected) {
-        co_await _engine.reclaim_segments({body->data});
-        co_return co_await send_error(c, {base::errc::invalid_request, "The part's checksum algorithm differs from the upload's"});
-    }
-    auto committed = co_await commit_received_part(c, upload_id, *number, *body);
-    if (!committed) co_return co_await send_error(c, committed.err());
+    auto plan = plan_body(c, expected);
+    if (!plan) co_return co_await send_error(c, plan.err());
+    payload_source source(c.ex.body(), c.auth, plan->options);
+    store::part_finisher finish = [&](const store::written_data& written) -> base::result<store::part_record> {
+        FJORD_TRY(source.verify());
+        if (expected != checksum_algorithm::none && source.checksum() != expected)
+            return base::fail(base::errc::invalid_request, "The part's checksum algorithm differs from the upload's");
+        store::part_record part;
+        part.etag = body_etag(source, written);
+        if (source.checksum() != checksum_algorithm::none) part.checksum_value = source.checksum_base64();
+        part.modified_ms = base::unix_now_ms();
+        return part;
+    };
+    store::part_request request{c.req.bucket, c.req.key, upload_id, *number, plan->size_bytes, max_part_bytes};
+    auto part = co_await _store.upload_part(request, source, finish);
+    if (!part) co_return co_await send_error(c, part.err());
     auto headers = c.common_headers();
-    headers.emplace_back("ETag", "\"" + body->etag + "\"");
-    if (body->checksum != checksum_algorithm::none)
-        headers.emplace_back(checksum_header_name(body->checksum), body->checksum_value);
+    headers.emplace_back("ETag", "\"" + part->etag + "\"");
+    if (source.checksum() != checksum_algorithm::none)
+        headers.emplace_back(checksum_header_name(source.checksum()), part->checksum_value);
     (void)co_await c.ex.send_all(200, headers, "");
-}
-
-io::task<base::result<store::part_record>> service::commit_received_part(context& c, std::string upload_id,
-                                                                         std::uint32_t number, received_body body) {
-    store::part_record part;
-    part.number = number;
-    part.data = body.data;
-    part.etag = body.etag;
-    part.checksum_value = body.checksum_value;
-    part.modified_ms = base::unix_now_ms();
-    auto committed = co_await _engine.commit_part(c.req.bucket, c.req.key, upload_id, part);
-    if (!committed) {
-        if (store::commit_surely_failed(committed.err())) co_await _engine.reclaim_segments({body.data});
-        co_return committed.as_failure();
-    }
-    if (*committed) co_await _engine.reclaim_segments({(*committed)->data});  // an earlier upload of this part
-    co_return part;
 }
 
 io::task<void> service::complete_multipart_upload(context& c) {
@@ -216,11 +207,9 @@ io::task<void> service::complete_multipart_upload(context& c) {
     if (!wanted) co_return co_await send_error(c, wanted.err());
     std::vector<requested_part> parts = std::move(*wanted);
     store::upload_finalizer finalize = [parts](const store::upload_record& u) { return build_object(u, parts); };
-    auto done = co_await _engine.complete_upload(c.req.bucket, c.req.key, upload_id, finalize, *conditions);
+    auto done = co_await _store.complete_upload(c.req.bucket, c.req.key, upload_id, finalize, *conditions);
     if (!done) co_return co_await send_error(c, done.err());
-    if (!done->unused_parts.empty()) co_await _engine.reclaim_segments(std::move(done->unused_parts));
-    if (done->replaced) co_await _engine.reclaim(std::move(*done->replaced));
-    const store::object_record& r = done->object;
+    const store::object_record& r = *done;
     xml_writer x;
     x.open("CompleteMultipartUploadResult", s3_xmlns);
     std::string host(c.ex.head().value_of("host"));
@@ -237,16 +226,13 @@ io::task<void> service::complete_multipart_upload(context& c) {
 }
 
 io::task<void> service::abort_multipart_upload(context& c) {
-    auto removed = co_await _engine.abort_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
-    if (!removed) co_return co_await send_error(c, removed.err());
-    std::vector<store::segment> data;
-    for (const auto& [number, part] : removed->parts) data.push_back(part.data);
-    co_await _engine.reclaim_segments(std::move(data));
+    auto aborted = co_await _store.abort_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
+    if (!aborted) co_return co_await send_error(c, aborted.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
 io::task<void> service::list_parts(context& c) {
-    auto upload = co_await _engine.get_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
+    auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
     if (!upload) co_return co_await send_error(c, upload.err());
     std::uint64_t max_parts = 1000, marker = 0;
     if (c.req.has("max-parts")) {
@@ -304,7 +290,7 @@ io::task<void> service::list_multipart_uploads(context& c) {
     std::string prefix(r.param("prefix")), key_marker(r.param("key-marker")), id_marker(r.param("upload-id-marker"));
     std::string delimiter(r.param("delimiter"));
     if (id_marker.empty() && !key_marker.empty()) id_marker = std::string(64, '\xff');  // skip every upload of key_marker
-    auto uploads = co_await _engine.list_uploads(r.bucket, prefix, key_marker, id_marker, static_cast<std::uint32_t>(max_uploads));
+    auto uploads = co_await _store.list_uploads(r.bucket, prefix, key_marker, id_marker, static_cast<std::uint32_t>(max_uploads));
     if (!uploads) co_return co_await send_error(c, uploads.err());
     bool truncated = uploads->size() > max_uploads;
     if (truncated) uploads->resize(max_uploads);

@@ -66,11 +66,15 @@ base::result<void> collect_metadata(const http::request_head& head, std::size_t 
 
 // The ETag of an object written without MD5: derived from its size and block CRCs (so it changes when the
 // content does), with a "-1" suffix that tells every S3 tool it is not an MD5 of the content.
-std::string derived_etag(std::uint64_t size, const std::vector<std::uint32_t>& crcs) {
+std::string derived_etag(const store::written_data& written) {
     base::digest d(base::digest_kind::sha256);
-    d.update(base::as_bytes(&size, sizeof size));
-    d.update(base::as_bytes(crcs.data(), crcs.size() * sizeof(std::uint32_t)));
+    d.update(base::as_bytes(&written.size_bytes, sizeof written.size_bytes));
+    d.update(base::as_bytes(written.block_crcs.data(), written.block_crcs.size() * sizeof(std::uint32_t)));
     return base::hex_encode(d.finish().substr(0, 16)) + "-1";
+}
+
+std::string body_etag(const payload_source& source, const store::written_data& written) {
+    return source.md5_raw().empty() ? derived_etag(written) : base::hex_encode(source.md5_raw());
 }
 
 // Reads the checksum headers of a PUT into payload options.
@@ -145,11 +149,16 @@ base::result<void> check_read_conditions(const http::request_head& head, const s
 }
 
 // Sends the response head lazily with the first verified bytes, so a read that fails before any byte
-// left the server can still be answered with a proper error.
+// left the server can still be answered with a proper error. The head is chosen (prepare) once the
+// store has found the record; it may be chosen again when the store looks the key up again.
 class response_sink final : public store::byte_sink {
 public:
-    response_sink(http::exchange& ex, int status, http::header_list headers, std::uint64_t length)
-        : _ex(ex), _status(status), _headers(std::move(headers)), _length(length) {}
+    explicit response_sink(http::exchange& ex) : _ex(ex) {}
+    void prepare(int status, http::header_list headers, std::uint64_t length) {
+        _status = status;
+        _headers = std::move(headers);
+        _length = length;
+    }
     io::task<base::result<void>> write(std::span<const std::byte> data) override {
         if (!_ex.head_sent()) FJORD_CO_TRY(co_await _ex.send_head(_status, _headers, _length));
         co_return co_await _ex.send_body(data);
@@ -161,9 +170,9 @@ public:
 
 private:
     http::exchange& _ex;
-    int _status;
+    int _status = 200;
     http::header_list _headers;
-    std::uint64_t _length;
+    std::uint64_t _length = 0;
 };
 
 // The response-* query parameters of a GET or HEAD become response headers as given: a value holding CR, LF,
@@ -208,185 +217,160 @@ void add_object_headers(http::header_list& h, const store::object_record& r, con
 
 }  // namespace
 
-io::task<base::result<received_body>> service::receive_body(context& c, std::uint64_t max_bytes,
-                                                            checksum_algorithm expected_algorithm) {
+base::result<body_plan> service::plan_body(const context& c, checksum_algorithm expected_algorithm) const {
     const http::request_head& head = c.ex.head();
     const bool streaming = c.auth.mode == auth::payload_mode::streaming_signed ||
                            c.auth.mode == auth::payload_mode::streaming_signed_trailer ||
                            c.auth.mode == auth::payload_mode::streaming_unsigned_trailer;
-    payload_options po;
-    po.aws_chunked = streaming;
-    std::optional<std::uint64_t> size;
+    body_plan plan;
+    plan.options.aws_chunked = streaming;
     if (streaming) {
         auto decoded = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
         if (!decoded)
-            co_return base::fail(base::errc::missing_content_length, "You must provide the x-amz-decoded-content-length header.");
-        size = *decoded;
-        po.decoded_length = decoded;
+            return base::fail(base::errc::missing_content_length, "You must provide the x-amz-decoded-content-length header.");
+        plan.size_bytes = *decoded;
+        plan.options.decoded_length = decoded;
     } else if (head.content_length) {
-        size = head.content_length;
+        plan.size_bytes = head.content_length;
     } else if (!head.chunked) {
-        co_return base::fail(base::errc::missing_content_length, "You must provide the Content-Length HTTP header.");
+        return base::fail(base::errc::missing_content_length, "You must provide the Content-Length HTTP header.");
     }
-    if (size && *size > max_bytes)
-        co_return base::fail(base::errc::entity_too_large, "Your proposed upload exceeds the maximum allowed object size.");
-    FJORD_CO_TRY(checksum_options(head, po));
-    if (po.checksum == checksum_algorithm::none) po.checksum = expected_algorithm;
+    FJORD_TRY(checksum_options(head, plan.options));
+    if (plan.options.checksum == checksum_algorithm::none) plan.options.checksum = expected_algorithm;
     std::string_view content_md5 = head.value_of("content-md5");
     if (!content_md5.empty()) {
         auto raw = base::base64_decode(content_md5);
-        if (!raw || raw->size() != 16) co_return base::fail(base::errc::invalid_digest, "The Content-MD5 you specified is not valid.");
-        po.content_md5 = *raw;
+        if (!raw || raw->size() != 16) return base::fail(base::errc::invalid_digest, "The Content-MD5 you specified is not valid.");
+        plan.options.content_md5 = *raw;
     }
-    po.compute_md5 = _options.etag_md5 || (size && *size <= _options.etag_md5_max_bytes);
-
-    payload_source source(c.ex.body(), c.auth, po);
-    store::object_writer writer(_engine.drives(), _engine.pool(), _engine.new_object_id(), _engine.data_file_settings(),
-                                 &_engine.writes(), &_engine.spares());
-    base::result<store::segment> sealed = base::fail(base::errc::internal);
-    if (auto opened = co_await writer.open(size); !opened) {
-        sealed = opened.as_failure();
-    } else if (auto written = co_await writer.write_from(source, size.value_or(max_bytes)); !written) {
-        sealed = written.as_failure();
-    } else if (size && *written != *size) {
-        sealed = base::fail(base::errc::incomplete_body, "You did not provide the number of bytes specified by the Content-Length HTTP header.");
-    } else if (auto verified = source.verify(); !verified) {
-        sealed = verified.as_failure();
-    } else {
-        sealed = co_await writer.seal();
-    }
-    if (!sealed) {
-        co_await writer.discard();
-        co_return sealed.as_failure();
-    }
-    received_body body;
-    body.data = *sealed;
-    body.etag = source.md5_raw().empty() ? derived_etag(writer.size_bytes(), writer.block_crcs())
-                                         : base::hex_encode(source.md5_raw());
-    body.checksum = source.checksum();
-    if (body.checksum != checksum_algorithm::none) body.checksum_value = source.checksum_base64();
-    co_return body;
+    plan.options.compute_md5 =
+        _options.etag_md5 || (plan.size_bytes && *plan.size_bytes <= _options.etag_md5_max_bytes);
+    return plan;
 }
 
 io::task<void> service::put_object(context& c) {
     const http::request_head& head = c.ex.head();
-    if (!_engine.bucket_exists(c.req.bucket))
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
-    store::object_record record;
-    if (auto m = collect_metadata(head, _options.max_metadata_bytes, record); !m) co_return co_await send_error(c, m.err());
-    store::write_conditions conditions;
-    if (auto w = write_conditions_of(head); !w) co_return co_await send_error(c, w.err());
-    else conditions = *w;
-    auto body = co_await receive_body(c, _options.max_object_bytes, checksum_algorithm::none);
-    if (!body) co_return co_await send_error(c, body.err());
-    record.size_bytes = body->data.size_bytes;
-    record.modified_ms = base::unix_now_ms();
-    record.etag = body->etag;
-    if (body->checksum != checksum_algorithm::none) {
-        record.checksum_algorithm = std::string(checksum_name(body->checksum));
-        record.checksum_value = body->checksum_value;
-    }
-    record.segments.push_back(body->data);
-    auto committed = co_await _engine.commit_put(c.req.bucket, c.req.key, record, conditions);
-    if (!committed) {
-        if (store::commit_surely_failed(committed.err())) co_await _engine.reclaim(std::move(record));
-        co_return co_await send_error(c, committed.err());
-    }
-    if (*committed) co_await _engine.reclaim(std::move(**committed));
+    store::object_record metadata;
+    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m) co_return co_await send_error(c, m.err());
+    auto conditions = write_conditions_of(head);
+    if (!conditions) co_return co_await send_error(c, conditions.err());
+    auto plan = plan_body(c, checksum_algorithm::none);
+    if (!plan) co_return co_await send_error(c, plan.err());
+    payload_source source(c.ex.body(), c.auth, plan->options);
+    // Runs once the body is stored, before it is made durable: every digest it carries must hold.
+    store::record_finisher finish = [&](const store::written_data& written) -> base::result<store::object_record> {
+        FJORD_TRY(source.verify());
+        store::object_record record = metadata;
+        record.modified_ms = base::unix_now_ms();
+        record.etag = body_etag(source, written);
+        if (source.checksum() != checksum_algorithm::none) {
+            record.checksum_algorithm = std::string(checksum_name(source.checksum()));
+            record.checksum_value = source.checksum_base64();
+        }
+        return record;
+    };
+    store::put_request request{c.req.bucket, c.req.key, plan->size_bytes, _options.max_object_bytes, *conditions};
+    auto stored = co_await _store.put(request, source, finish);
+    if (!stored) co_return co_await send_error(c, stored.err());
     auto headers = c.common_headers();
-    headers.emplace_back("ETag", "\"" + body->etag + "\"");
-    if (body->checksum != checksum_algorithm::none)
-        headers.emplace_back(checksum_header_name(body->checksum), body->checksum_value);
+    headers.emplace_back("ETag", "\"" + stored->etag + "\"");
+    if (auto alg = parse_checksum_algorithm(stored->checksum_algorithm))
+        headers.emplace_back(checksum_header_name(*alg), stored->checksum_value);
     (void)co_await c.ex.send_all(200, headers, "");
 }
+
+namespace {
+
+// The range a GET of partNumber=n covers (part n of a multipart object; part 1 is all of any other).
+base::result<std::optional<byte_range>> part_range(const store::object_record& r, std::uint64_t n) {
+    if (n > r.segments.size() && !(r.segments.empty() && n == 1))
+        return base::fail(base::errc::invalid_part_number, "The requested partnumber is not satisfiable");
+    std::uint64_t start = 0;
+    for (std::uint64_t i = 0; i + 1 < n; ++i) start += r.segments[i].size_bytes;
+    std::uint64_t len = r.segments.empty() ? 0 : r.segments[n - 1].size_bytes;
+    return len == 0 ? std::optional<byte_range>{} : std::optional<byte_range>{byte_range{start, len}};
+}
+
+base::result<std::optional<std::uint64_t>> part_number_of(const s3_request& req, const http::request_head& head) {
+    if (!req.has("partNumber")) return std::optional<std::uint64_t>{};
+    auto n = base::parse_u64(req.param("partNumber"));
+    if (!n || *n < 1 || *n > 10000)
+        return base::fail(base::errc::invalid_argument, "Part number must be an integer between 1 and 10000, inclusive");
+    if (!head.value_of("range").empty())
+        return base::fail(base::errc::invalid_request, "Cannot specify both Range header and partNumber query parameter");
+    return std::optional<std::uint64_t>{*n};
+}
+
+}  // namespace
 
 io::task<void> service::get_object(context& c, bool head_only) {
     const http::request_head& head = c.ex.head();
     if (auto ok = check_response_overrides(c.req); !ok) co_return co_await send_error(c, ok.err());
-    // A data file can vanish between lookup and open when the key is overwritten meanwhile: look again.
-    for (int attempt = 0; attempt < 3; ++attempt) {
-        auto found = co_await _engine.lookup(c.req.bucket, c.req.key);
-        if (!found) co_return co_await send_error(c, found.err());
-        const store::object_record& r = *found;
-        if (auto ok = check_read_conditions(head, r); !ok) {
-            if (ok.code() == base::errc::not_modified) {
-                auto headers = c.common_headers();
-                headers.emplace_back("ETag", "\"" + r.etag + "\"");
-                headers.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
-                (void)co_await c.ex.send_all(304, headers, "");
-                co_return;
-            }
-            co_return co_await send_error(c, ok.err());
-        }
-        auto range = parse_range(head.value_of("range"), r.size_bytes);
-        std::optional<std::uint64_t> part_number;
-        if (c.req.has("partNumber")) {
-            auto n = base::parse_u64(c.req.param("partNumber"));
-            if (!n || *n < 1 || *n > 10000)
-                co_return co_await send_error(c, {base::errc::invalid_argument, "Part number must be an integer between 1 and 10000, inclusive"});
-            if (!head.value_of("range").empty())
-                co_return co_await send_error(c, {base::errc::invalid_request, "Cannot specify both Range header and partNumber query parameter"});
-            if (*n > r.segments.size() && !(r.segments.empty() && *n == 1))
-                co_return co_await send_error(c, {base::errc::invalid_part_number, "The requested partnumber is not satisfiable"});
-            std::uint64_t start = 0;
-            for (std::uint64_t i = 0; i + 1 < *n; ++i) start += r.segments[i].size_bytes;
-            std::uint64_t len = r.segments.empty() ? 0 : r.segments[*n - 1].size_bytes;
-            range = len == 0 ? std::optional<byte_range>{} : std::optional<byte_range>{byte_range{start, len}};
-            part_number = n;
-        }
-        if (!range) {
-            auto headers = c.common_headers();
-            headers.emplace_back("Content-Range", "bytes */" + std::to_string(r.size_bytes));
-            headers.emplace_back("Content-Type", "application/xml");
-            // The AWS CRT (s3torchconnector, mountpoint-s3) recognises an empty object by ActualObjectSize
-            // in this error and then repeats its first ranged GET without the range.
-            std::vector<std::pair<std::string, std::string>> details{
-                {"RangeRequested", std::string(head.value_of("range"))}, {"ActualObjectSize", std::to_string(r.size_bytes)}};
-            (void)co_await c.ex.send_all(416, headers, error_xml(range.err(), c.req.resource, c.request_id, details));
-            co_return;
-        }
+    auto part_number = part_number_of(c.req, head);
+    if (!part_number) co_return co_await send_error(c, part_number.err());
+    response_sink sink(c.ex);
+    std::optional<store::object_record> seen;  // the record an error answer describes (304, 416)
+    // Chooses the answer once the store has the record: conditions, range, and the response head.
+    store::read_planner plan = [&](const store::object_record& r) -> base::result<std::optional<store::byte_range>> {
+        seen = r;
+        FJORD_TRY(check_read_conditions(head, r));
+        auto range = *part_number ? part_range(r, **part_number) : parse_range(head.value_of("range"), r.size_bytes);
+        if (!range) return range.as_failure();
         auto headers = c.common_headers();
         bool checksum_mode = base::iequals(head.value_of("x-amz-checksum-mode"), "ENABLED") && !*range;
         add_object_headers(headers, r, c.req, checksum_mode);
         if (!r.tags.empty()) headers.emplace_back("x-amz-tagging-count", std::to_string(r.tags.size()));
-        if (part_number) headers.emplace_back("x-amz-mp-parts-count", std::to_string(std::max<std::size_t>(r.segments.size(), 1)));
-        std::uint64_t first = 0, length = r.size_bytes;
+        if (*part_number)
+            headers.emplace_back("x-amz-mp-parts-count", std::to_string(std::max<std::size_t>(r.segments.size(), 1)));
+        store::byte_range read{0, r.size_bytes};
         int status = 200;
         if (*range) {
-            first = (*range)->first;
-            length = (*range)->length;
+            read = {(*range)->first, (*range)->length};
             status = 206;
-            headers.emplace_back("Content-Range", "bytes " + std::to_string(first) + "-" +
-                                                      std::to_string(first + length - 1) + "/" +
+            headers.emplace_back("Content-Range", "bytes " + std::to_string(read.first) + "-" +
+                                                      std::to_string(read.first + read.length - 1) + "/" +
                                                       std::to_string(r.size_bytes));
         }
-        response_sink sink(c.ex, status, std::move(headers), length);
-        if (head_only || length == 0) {
-            (void)co_await sink.finish();
-            co_return;
-        }
-        auto sent = co_await store::read_object(_engine.drives(), _engine.pool(), r, first, length, sink,
-                                                _engine.data_file_settings());
-        if (sent) co_return;
-        if (c.ex.head_sent()) {
-            // Bytes already left: the only honest signal left is to cut the connection short. (A data
-            // file gone by now belongs to a part the read reached late, after an overwrite: no damage.)
-            if (sent.code() == base::errc::data_corrupted) (void)read_failure(c, c.req.bucket, c.req.key, sent.err());
-            c.ex.close_after();
-            co_return;
-        }
-        if (sent.code() == base::errc::not_found && attempt < 2) continue;
-        co_return co_await send_error(c, read_failure(c, c.req.bucket, c.req.key, sent.err()));
+        sink.prepare(status, std::move(headers), read.length);
+        if (head_only || read.length == 0) return std::optional<store::byte_range>{};
+        return std::optional<store::byte_range>{read};
+    };
+    auto got = co_await _store.get(c.req.bucket, c.req.key, plan, sink);
+    if (got) {
+        (void)co_await sink.finish();
+        co_return;
     }
+    if (c.ex.head_sent()) {
+        // Bytes already left: the only honest signal left is to cut the connection short.
+        if (got.code() == base::errc::data_corrupted) (void)read_failure(c, c.req.bucket, c.req.key, got.err());
+        c.ex.close_after();
+        co_return;
+    }
+    if (got.code() == base::errc::not_modified && seen) {
+        auto headers = c.common_headers();
+        headers.emplace_back("ETag", "\"" + seen->etag + "\"");
+        headers.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(seen->modified_ms / 1000)));
+        co_return (void)co_await c.ex.send_all(304, headers, "");
+    }
+    if (got.code() == base::errc::invalid_range && seen) {
+        auto headers = c.common_headers();
+        headers.emplace_back("Content-Range", "bytes */" + std::to_string(seen->size_bytes));
+        headers.emplace_back("Content-Type", "application/xml");
+        // The AWS CRT (s3torchconnector, mountpoint-s3) recognises an empty object by ActualObjectSize
+        // in this error and then repeats its first ranged GET without the range.
+        std::vector<std::pair<std::string, std::string>> details{
+            {"RangeRequested", std::string(head.value_of("range"))}, {"ActualObjectSize", std::to_string(seen->size_bytes)}};
+        co_return (void)co_await c.ex.send_all(416, headers, error_xml(got.err(), c.req.resource, c.request_id, details));
+    }
+    co_await send_error(c, read_failure(c, c.req.bucket, c.req.key, got.err()));
 }
 
 io::task<void> service::delete_object(context& c) {
     store::write_conditions conditions;
     std::string_view if_match = c.ex.head().value_of("if-match");
     if (!if_match.empty()) conditions.if_match_etag = unquote_etag(if_match);
-    auto removed = co_await _engine.remove(c.req.bucket, c.req.key, conditions);
+    auto removed = co_await _store.remove(c.req.bucket, c.req.key, conditions);
     if (!removed) co_return co_await send_error(c, removed.err());
-    if (*removed) co_await _engine.reclaim(std::move(**removed));
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 

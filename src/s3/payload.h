@@ -1,6 +1,6 @@
 #pragma once
 
-// The request payload of a PUT as the object engine sees it: a byte_source that pulls the HTTP body,
+// The request payload of a PUT as the object store sees it: a byte_source that pulls the HTTP body,
 // strips aws-chunked framing in place, verifies chunk and trailer signatures as it goes, and feeds every
 // payload byte once to the hashes the request needs (SHA-256 for a signed payload, MD5 for Content-MD5 or
 // an MD5 ETag, the x-amz-checksum-* algorithm). verify() is called after the last byte and before the
@@ -15,7 +15,7 @@
 #include "http/connection.h"
 #include "s3/checksum.h"
 #include "auth/sigv4.h"
-#include "store/data_file.h"
+#include "store/bytes.h"
 
 namespace fjord::s3 {
 

@@ -232,6 +232,25 @@ chosen_operation choose_operation(const http::request_head& head, const s3_reque
 
 }  // namespace
 
+std::string s3_message(const base::error& err) {
+    // S3 words these errors the same way every time; the store's own wording is for logs.
+    switch (err.code) {
+        case base::errc::no_such_bucket: return "The specified bucket does not exist";
+        case base::errc::no_such_key: return "The specified key does not exist.";
+        case base::errc::no_such_upload:
+            return "The specified upload does not exist. The upload ID may be invalid, or the upload may have been "
+                   "aborted or completed.";
+        case base::errc::precondition_failed: return "At least one of the pre-conditions you specified did not hold";
+        case base::errc::bucket_already_owned_by_you:
+            return "Your previous request to create the named bucket succeeded and you already own it.";
+        case base::errc::bucket_not_empty: return "The bucket you tried to delete is not empty";
+        case base::errc::incomplete_body:
+            return "You did not provide the number of bytes specified by the Content-Length HTTP header.";
+        case base::errc::entity_too_large: return "Your proposed upload exceeds the maximum allowed object size.";
+        default: return err.message;
+    }
+}
+
 std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id,
                       const std::vector<std::pair<std::string, std::string>>& details) {
     xml_writer x;
@@ -276,8 +295,8 @@ bool valid_bucket_name(std::string_view name) {
     return !(digits_and_dots && dots == 3);  // looks like an IPv4 address
 }
 
-service::service(store::engine& engine, service_options options, base::metrics& metrics, access_log* log)
-    : _engine(engine), _options(std::move(options)), _metrics(metrics), _access_log(log) {
+service::service(store::object_store& store, service_options options, base::metrics& metrics, access_log* log)
+    : _store(store), _options(std::move(options)), _metrics(metrics), _access_log(log) {
     // A signature scoped to another region is refused, as S3 refuses it (the client learns the right one
     // from the error's <Region>).
     _options.auth.region = _options.region;
@@ -313,7 +332,7 @@ io::task<void> service::send_error(context& c, const base::error& err, http::hea
         (void)co_await c.ex.send_all(status, headers, "");
         co_return;
     }
-    base::error shown = err;
+    base::error shown{err.code, s3_message(err)};
     // 501 is a client asking for what we lack, and 503 SlowDown a client going too fast (counted in
     // fjord_slowdown_total): neither is worth a log line per request. Corruption has its own line.
     const bool logged = err.code == base::errc::slow_down || (err.code == base::errc::data_corrupted && c.corruption_logged);
@@ -332,9 +351,6 @@ io::task<void> service::send_error(context& c, const base::error& err, http::hea
     std::string body = error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource,
                                  c.request_id, details);
     (void)co_await c.ex.send_all(status, headers, body);
-    // A drive ran out of space (a journal append, a link, a write of unknown size): the space spare data
-    // files hold is given back, so that the client's retry finds it.
-    if (err.code == base::errc::storage_full) co_await _engine.spares().release_all();
 }
 
 base::error service::read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,
@@ -365,11 +381,9 @@ io::task<void> service::send_not_an_operation(context& c, base::error err) {
 io::task<void> service::send_metrics(context& c) {
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", std::string(base::prometheus_content_type));
-    const store::spare_files& spares = _engine.spares();
-    store::spare_file_stats st = spares.stats();
-    base::storage_figures storage{st.kept, st.reused, st.removed, 0};
-    for (std::uint32_t d = 0; d < _engine.drives().size(); ++d) storage.spare_bytes += spares.bytes_held(d);
-    storage.reserved_ahead_bytes = _engine.drives().space().reserved_ahead_bytes();
+    store::storage_stats st = _store.stats();
+    base::storage_figures storage{st.spare_files_kept, st.spare_files_reused, st.spare_files_removed, st.spare_bytes,
+                                  st.reserved_ahead_bytes};
     (void)co_await c.ex.send_all(200, headers, base::render_prometheus(_metrics.collect(), storage));
 }
 
@@ -519,7 +533,7 @@ io::task<void> service::list_buckets(context& c) {
     x.open("ListAllMyBucketsResult", s3_xmlns);
     x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
     x.open("Buckets");
-    for (const auto& b : _engine.list_buckets())
+    for (const auto& b : _store.list_buckets())
         x.open("Bucket").element("Name", b.name).element("CreationDate", base::format_iso8601_ms(b.created_ms)).close("Bucket");
     x.close("Buckets");
     x.close("ListAllMyBucketsResult");
@@ -539,7 +553,7 @@ io::task<void> service::create_bucket(context& c) {
         total += *n;
         if (total > 64 * 1024) co_return co_await send_error(c, {base::errc::malformed_xml, "request body too large"});
     }
-    auto created = co_await _engine.create_bucket(c.req.bucket);
+    auto created = co_await _store.create_bucket(c.req.bucket);
     if (!created) co_return co_await send_error(c, created.err());
     auto headers = c.common_headers();
     headers.emplace_back("Location", "/" + c.req.bucket);
@@ -547,22 +561,22 @@ io::task<void> service::create_bucket(context& c) {
 }
 
 io::task<void> service::delete_bucket(context& c) {
-    auto deleted = co_await _engine.delete_bucket(c.req.bucket);
+    auto deleted = co_await _store.delete_bucket(c.req.bucket);
     if (!deleted) co_return co_await send_error(c, deleted.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
 io::task<void> service::head_bucket(context& c) {
-    if (!_engine.bucket_exists(c.req.bucket))
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    if (!_store.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
     auto headers = c.common_headers();
     headers.emplace_back("x-amz-bucket-region", _options.region);
     (void)co_await c.ex.send_all(200, headers, "");
 }
 
 io::task<void> service::bucket_location(context& c) {
-    if (!_engine.bucket_exists(c.req.bucket))
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    if (!_store.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
     xml_writer x;
     x.open("LocationConstraint", s3_xmlns);
     std::string body = x.take();
@@ -602,11 +616,11 @@ io::task<void> service::list_objects(context& c, bool v2) {
     }
     store::list_page page;
     if (lr.max_keys > 0) {
-        auto listed = co_await _engine.list(lr);
+        auto listed = co_await _store.list(lr);
         if (!listed) co_return co_await send_error(c, listed.err());
         page = std::move(*listed);
-    } else if (!_engine.bucket_exists(r.bucket)) {
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    } else if (!_store.bucket_exists(r.bucket)) {
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
     }
     // A key XML 1.0 cannot carry (a C0 control character) would make the page unreadable or lose the key:
     // such a page is sent URL-encoded, and says so, as if encoding-type=url had been asked for.

@@ -1,7 +1,8 @@
 #pragma once
 
 // The S3 front end: routes each HTTP exchange to an S3 operation, authenticates it (SigV4), runs it
-// against the object engine and answers in S3's wire format. One service object is shared by every core;
+// against the object store (store/object_store.h, the only part of the store it sees) and answers in
+// S3's wire format. One service object is shared by every core;
 // it holds only immutable configuration and the process's metrics (each core counts in its own shard),
 // and all work happens on the core that owns the connection (metadata commits hop to the key's owner
 // core inside the engine). Besides S3 it answers /health/live, /health/ready and /metrics.
@@ -14,12 +15,12 @@
 #include "http/connection.h"
 #include "s3/checksum.h"
 #include "auth/sigv4.h"
-#include "store/engine.h"
+#include "store/object_store.h"
 
 namespace fjord::s3 {
 
-struct received_body;
 class access_log;
+struct body_plan;
 
 struct service_options {
     auth::credential_store credentials;
@@ -50,7 +51,7 @@ struct s3_request {
 class service final : public http::handler {
 public:
     // With `log`, every request is written to the access log (access_log.h).
-    service(store::engine& engine, service_options options, base::metrics& metrics, access_log* log = nullptr);
+    service(store::object_store& store, service_options options, base::metrics& metrics, access_log* log = nullptr);
     io::task<void> handle(http::exchange& ex) override;
     // Answers 503 SlowDown with x-amz-retry-after (milliseconds), which current AWS SDKs wait for
     // before their retry.
@@ -86,17 +87,10 @@ private:
     io::task<void> bucket_location(context& c);
     io::task<void> list_objects(context& c, bool v2);
     io::task<void> put_object(context& c);
-    // Streams the request body into a new data file and verifies every digest the request carries.
-    io::task<base::result<received_body>> receive_body(context& c, std::uint64_t max_bytes,
-                                                              checksum_algorithm expected_algorithm);
-    // Copies [first, first + length) of an object into a new, durable data file (server side).
-    io::task<base::result<received_body>> copy_data(const store::object_record& source, std::uint64_t first,
-                                                    std::uint64_t length, checksum_algorithm alg);
+    // The declared size and the digests a PUT or UploadPart body must be checked against.
+    base::result<body_plan> plan_body(const context& c, checksum_algorithm expected_algorithm) const;
     // A request body of at most `limit` bytes, with every digest it carries verified.
     io::task<base::result<std::string>> read_verified_body(context& c, std::size_t limit);
-    // Commits a stored part to its upload (reclaiming a replaced part, or this one on failure).
-    io::task<base::result<store::part_record>> commit_received_part(context& c, std::string upload_id,
-                                                                    std::uint32_t number, received_body body);
     io::task<void> copy_object(context& c);
     io::task<void> upload_part_copy(context& c);
     io::task<void> delete_objects(context& c);
@@ -113,7 +107,7 @@ private:
     io::task<void> get_object(context& c, bool head_only);
     io::task<void> delete_object(context& c);
 
-    store::engine& _engine;
+    store::object_store& _store;
     service_options _options;
     base::metrics& _metrics;
     access_log* _access_log;

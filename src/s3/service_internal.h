@@ -28,19 +28,23 @@ struct service::context {
     }
 };
 
-// A request body stored as a data file, verified and durable, not yet committed.
-struct received_body {
-    store::segment data;
-    std::string etag;
-    checksum_algorithm checksum = checksum_algorithm::none;
-    std::string checksum_value;  // base64
+// What a PUT or UploadPart body needs from its request head: its declared size (the decoded size of an
+// aws-chunked body) and the digests its bytes are checked against as they arrive.
+struct body_plan {
+    std::optional<std::uint64_t> size_bytes;
+    payload_options options;
 };
+
+// The S3 <Message> of an error: the store words its errors for logs, S3 has fixed messages for many codes.
+std::string s3_message(const base::error& err);
+// The ETag of a body that was just stored: the MD5 when one was computed, else derived_etag.
+std::string body_etag(const payload_source& source, const store::written_data& written);
 
 std::optional<std::string> unquote_etag(std::string_view v);
 // Reads the x-amz-checksum-*, x-amz-trailer and x-amz-sdk-checksum-algorithm headers of a request.
 base::result<void> checksum_options(const http::request_head& head, payload_options& o);
 // The non-MD5 ETag of data written without an MD5 (see docs/ARCHITECTURE.md, ETag policy).
-std::string derived_etag(std::uint64_t size, const std::vector<std::uint32_t>& crcs);
+std::string derived_etag(const store::written_data& written);
 // Parses x-amz-tagging ("k1=v1&k2=v2", URL-encoded) with S3's limits.
 base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(std::string_view text);
 base::result<store::write_conditions> write_conditions_of(const http::request_head& head);

@@ -23,26 +23,13 @@
 #include "io/buffer_pool.h"
 #include "io/ops.h"
 #include "io/task.h"
+#include "store/bytes.h"
 #include "store/drive.h"
 #include "store/object.h"
 #include "store/spare_files.h"
 #include "store/write_scheduler.h"
 
 namespace fjord::store {
-
-// A stream of bytes to store: read() fills up to max bytes at dst and returns how many; 0 means the end.
-class byte_source {
-public:
-    virtual ~byte_source() = default;
-    virtual io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) = 0;
-};
-
-// Where an object's bytes go on a GET; write() returns once the bytes may be reused.
-class byte_sink {
-public:
-    virtual ~byte_sink() = default;
-    virtual io::task<base::result<void>> write(std::span<const std::byte> data) = 0;
-};
 
 struct data_file_options {
     std::uint32_t block_bytes = 64 * 1024;  // CRC granularity; also the smallest read unit

@@ -89,11 +89,11 @@ std::string lock_name(const std::string& bucket, const std::string& key) {
 
 base::result<void> check_conditions(const object_record* existing, const write_conditions& c) {
     if (c.if_none_match_any && existing)
-        return base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
+        return base::fail(base::errc::precondition_failed, "a write condition does not hold");
     if (c.if_match_etag) {
-        if (!existing) return base::fail(base::errc::no_such_key, "The specified key does not exist.");
+        if (!existing) return base::fail(base::errc::no_such_key, "no such key");
         if (*c.if_match_etag != "*" && *c.if_match_etag != existing->etag)
-            return base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
+            return base::fail(base::errc::precondition_failed, "a write condition does not hold");
     }
     return {};
 }
@@ -417,7 +417,7 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(unsigned 
                                                                        std::string key, object_record record,
                                                                        write_conditions conditions) {
     shard& s = *_shards[shard_id];
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
     co_await lock_key(s.locks, lock);
@@ -451,8 +451,8 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(unsigned 
     co_return replaced;
 }
 
-io::task<base::result<std::optional<object_record>>> engine::remove(std::string bucket, std::string key,
-                                                                    write_conditions conditions) {
+io::task<base::result<std::optional<object_record>>> engine::commit_remove(std::string bucket, std::string key,
+                                                                           write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_remove(shard_id, bucket, key, conditions); };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
@@ -462,7 +462,7 @@ io::task<base::result<std::optional<object_record>>> engine::shard_remove(unsign
                                                                           std::string key,
                                                                           write_conditions conditions) {
     shard& s = *_shards[shard_id];
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     co_await lock_key(s.locks, lock);
     std::optional<object_record> removed;
@@ -497,38 +497,40 @@ io::task<base::result<std::optional<object_record>>> engine::shard_remove(unsign
     co_return removed;
 }
 
-io::task<base::result<object_record>> engine::lookup(std::string bucket, std::string key) {
+io::task<base::result<object_record>> engine::head(std::string bucket, std::string key) {
     unsigned shard_id = shard_of(bucket, key);
-    auto call = [=, this] { return shard_lookup(shard_id, bucket, key); };
+    auto call = [=, this] { return shard_head(shard_id, bucket, key); };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<object_record>> engine::shard_lookup(unsigned shard_id, std::string bucket, std::string key) {
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+io::task<base::result<object_record>> engine::shard_head(unsigned shard_id, std::string bucket, std::string key) {
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     shard& s = *_shards[shard_id];
     auto it = s.index.find(bucket);
     if (it != s.index.end()) {
         auto key_it = it->second.find(key);
         if (key_it != it->second.end()) co_return key_it->second;
     }
-    co_return base::fail(base::errc::no_such_key, "The specified key does not exist.");
+    co_return base::fail(base::errc::no_such_key, "no such key");
 }
 
 io::task<base::result<object_record>> engine::update(std::string bucket, std::string key, record_editor edit,
                                                      write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_update(shard_id, bucket, key, edit, conditions); };
-    co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
+    auto updated = co_await io::invoke_on(owner_of(shard_id), std::move(call));
+    if (!updated) co_await free_space_after(updated.err());
+    co_return updated;
 }
 
 io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, std::string bucket, std::string key,
                                                            record_editor edit, write_conditions conditions) {
     shard& s = *_shards[shard_id];
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
     co_await lock_key(s.locks, lock);
-    base::result<object_record> outcome = base::fail(base::errc::no_such_key, "The specified key does not exist.");
+    base::result<object_record> outcome = base::fail(base::errc::no_such_key, "no such key");
     const object_record* existing = nullptr;
     if (auto b = s.index.find(bucket); b != s.index.end())
         if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
@@ -626,7 +628,7 @@ void list_shard(const std::map<std::string, object_record>& keys, const list_req
 }  // namespace
 
 io::task<base::result<list_page>> engine::core_list(list_request request) {
-    if (!bucket_exists(request.bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    if (!bucket_exists(request.bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     unsigned core = io::reactor::current().core();
     std::size_t limit = static_cast<std::size_t>(request.max_keys) + 1;
     list_page page;
@@ -663,12 +665,16 @@ io::task<base::result<list_page>> engine::list(list_request request) {
 
 io::task<base::result<void>> engine::create_bucket(std::string name) {
     auto call = [=, this] { return core0_create_bucket(name); };
-    co_return co_await io::invoke_on(0, std::move(call));
+    auto created = co_await io::invoke_on(0, std::move(call));
+    if (!created) co_await free_space_after(created.err());
+    co_return created;
 }
 
 io::task<base::result<void>> engine::delete_bucket(std::string name) {
     auto call = [=, this] { return core0_delete_bucket(name); };
-    co_return co_await io::invoke_on(0, std::move(call));
+    auto deleted = co_await io::invoke_on(0, std::move(call));
+    if (!deleted) co_await free_space_after(deleted.err());
+    co_return deleted;
 }
 
 io::task<base::result<bool>> engine::core_set_bucket(bucket_info info, bool present) {
@@ -700,7 +706,7 @@ io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
     base::result<void> outcome;
     if (local().buckets.count(name)) {
         outcome = base::fail(base::errc::bucket_already_owned_by_you,
-                             "Your previous request to create the named bucket succeeded and you already own it.");
+                             "the bucket exists");
     } else {
         bucket_info info{name, base::unix_now_ms()};
         std::string payload;
@@ -728,7 +734,7 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
     base::result<void> outcome;
     auto found = local().buckets.find(name);
     if (found == local().buckets.end()) {
-        outcome = base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+        outcome = base::fail(base::errc::no_such_bucket, "no such bucket");
     } else {
         bucket_info info = found->second;
         bool empty = true;
@@ -749,7 +755,7 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
             outcome = co_await s0.log->append(record_delete_bucket, std::move(payload), {},
                                               [&] { local().buckets.erase(name); });
         } else {
-            outcome = base::fail(base::errc::bucket_not_empty, "The bucket you tried to delete is not empty");
+            outcome = base::fail(base::errc::bucket_not_empty, "the bucket holds objects or unfinished uploads");
         }
         // After a deletion whose outcome is unknown the bucket may or may not exist after a restart: it
         // stays closed (no new objects) until then.

@@ -30,6 +30,7 @@
 #include "store/drive.h"
 #include "store/journal.h"
 #include "store/object.h"
+#include "store/object_store.h"
 
 namespace fjord::store {
 
@@ -46,59 +47,6 @@ struct engine_options {
     std::optional<std::uint64_t> boot_nonce;  // names this run's object ids; random unless set (tests)
 };
 
-struct bucket_info {
-    std::string name;
-    std::int64_t created_ms = 0;
-};
-
-// Conditions checked atomically with a commit (If-None-Match: * and If-Match on writes and deletes).
-struct write_conditions {
-    bool if_none_match_any = false;
-    std::optional<std::string> if_match_etag;  // without quotes
-};
-
-struct list_request {
-    std::string bucket;
-    std::string prefix;
-    std::string delimiter;
-    std::string start_after;  // exclusive; a common prefix here skips every key under it
-    std::uint32_t max_keys = 1000;
-};
-
-struct list_entry {
-    std::string name;
-    bool is_prefix = false;
-    std::uint64_t size_bytes = 0;
-    std::string etag;
-    std::int64_t modified_ms = 0;
-};
-
-struct list_page {
-    std::vector<list_entry> entries;  // sorted, at most max_keys
-    bool truncated = false;
-};
-
-// Multipart uploads. An upload lives on its key's shard: its parts are data files written by whichever
-// core received them, and completing it turns the chosen parts' segments into the object's segments
-// without copying data.
-struct part_record {
-    std::uint32_t number = 0;
-    segment data;
-    std::string etag;  // without quotes
-    std::string checksum_value;
-    std::int64_t modified_ms = 0;
-};
-
-struct upload_record {
-    std::string bucket;
-    std::string key;
-    std::string upload_id;
-    std::int64_t initiated_ms = 0;
-    std::string checksum_type;  // "COMPOSITE", "FULL_OBJECT" or empty
-    object_record object;       // metadata for the final object (no segments yet)
-    std::map<std::uint32_t, part_record> parts;
-};
-
 struct completed_upload {
     object_record object;
     std::optional<object_record> replaced;   // the object the upload overwrote
@@ -109,9 +57,6 @@ struct completed_upload {
 // record may reappear at the next start, and must find its data (orphans are removed at start-up).
 inline bool commit_surely_failed(const base::error& e) { return e.code != base::errc::commit_outcome_unknown; }
 
-// Builds the final object record from the upload (validation and ETag rules belong to the caller's API).
-using upload_finalizer = std::function<base::result<object_record>(const upload_record&)>;
-
 struct recovery_stats {
     std::uint64_t objects = 0;
     std::uint64_t journal_records = 0;
@@ -120,14 +65,52 @@ struct recovery_stats {
     std::uint64_t orphans_kept = 0;  // could not be removed (an I/O error): tried again at the next start
 };
 
-class engine {
+// The single-node implementation of the object-store boundary (object_store.h), and beneath it the
+// engine's own steps (commit_* change only metadata; writing data and reclaiming it belong to the
+// caller of those), which only the engine's tests and the simulation use directly.
+class engine final : public object_store {
 public:
     static base::result<std::unique_ptr<engine>> open(engine_options options);
-    ~engine();
+    ~engine() override;
 
     // Called once on each reactor thread before it serves: creates that core's buffer pool and write
     // scheduler.
     void attach_core(unsigned core, io_uring* ring);
+    const recovery_stats& recovery() const { return _recovery; }
+
+    // ---- object_store ----
+    io::task<base::result<void>> create_bucket(std::string name) override;
+    io::task<base::result<void>> delete_bucket(std::string name) override;
+    bool bucket_exists(const std::string& name) const override;
+    std::vector<bucket_info> list_buckets() const override;
+    io::task<base::result<object_record>> put(put_request request, byte_source& body, record_finisher finish) override;
+    io::task<base::result<object_record>> head(std::string bucket, std::string key) override;
+    io::task<base::result<object_record>> get(std::string bucket, std::string key, read_planner plan,
+                                              byte_sink& sink) override;
+    io::task<base::result<object_record>> update(std::string bucket, std::string key, record_editor edit,
+                                                 write_conditions conditions) override;
+    io::task<base::result<std::optional<object_record>>> remove(std::string bucket, std::string key,
+                                                                 write_conditions conditions) override;
+    io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) override;
+    io::task<base::result<list_page>> list(list_request request) override;
+    io::task<base::result<std::string>> create_upload(std::string bucket, std::string key, object_record metadata,
+                                                      std::string checksum_type) override;
+    io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key,
+                                                     std::string upload_id) override;
+    io::task<base::result<part_record>> upload_part(part_request request, byte_source& body,
+                                                    part_finisher finish) override;
+    io::task<base::result<part_record>> copy_part(part_copy_request request, part_copy_planner plan) override;
+    io::task<base::result<object_record>> complete_upload(std::string bucket, std::string key, std::string upload_id,
+                                                          upload_finalizer finalize,
+                                                          write_conditions conditions) override;
+    io::task<base::result<void>> abort_upload(std::string bucket, std::string key, std::string upload_id) override;
+    io::task<base::result<std::vector<upload_record>>> list_uploads(std::string bucket, std::string prefix,
+                                                                    std::string key_marker,
+                                                                    std::string upload_id_marker,
+                                                                    std::uint32_t max_uploads) override;
+    storage_stats stats() const override;
+
+    // ---- the engine's own steps (tests, the simulation, the scrubber, the server's housekeeping) ----
     io::buffer_pool& pool();
     // This core's scheduler of data-file writes: give it to every object_writer on the core.
     write_scheduler& writes();
@@ -141,29 +124,23 @@ public:
     io::semaphore& copy_admission();
     const drive_set& drives() const { return _drives; }
     const data_file_options& data_file_settings() const { return _options.data_files; }
-    const recovery_stats& recovery() const { return _recovery; }
-
-    // Buckets.
-    io::task<base::result<void>> create_bucket(std::string name);
-    io::task<base::result<void>> delete_bucket(std::string name);
-    bool bucket_exists(const std::string& name) const;  // this core's view
-    std::vector<bucket_info> list_buckets() const;      // this core's view, sorted
-
-    // Objects.
     object_id new_object_id();
+
     // Commits a written object; returns the record it replaced (whose data the caller reclaims).
     io::task<base::result<std::optional<object_record>>> commit_put(std::string bucket, std::string key,
                                                                      object_record record, write_conditions conditions);
-    io::task<base::result<object_record>> lookup(std::string bucket, std::string key);
-    // Changes an existing object's record in place (metadata, tags) under its key lock; the change must
-    // keep the segments. Returns the new record.
-    using record_editor = std::function<base::result<void>(object_record&)>;
-    io::task<base::result<object_record>> update(std::string bucket, std::string key, record_editor edit,
-                                                 write_conditions conditions);
-    // Removes a key; deleting a missing key succeeds with nullopt (S3 semantics).
-    io::task<base::result<std::optional<object_record>>> remove(std::string bucket, std::string key,
-                                                                 write_conditions conditions);
-    io::task<base::result<list_page>> list(list_request request);
+    // Removes a key's record; returns it (its data is the caller's to reclaim).
+    io::task<base::result<std::optional<object_record>>> commit_remove(std::string bucket, std::string key,
+                                                                        write_conditions conditions);
+    // Commits a written part; returns the part it replaced (same number), whose data the caller reclaims.
+    io::task<base::result<std::optional<part_record>>> commit_part(std::string bucket, std::string key,
+                                                                    std::string upload_id, part_record part);
+    // Commits the object an upload's finalizer builds; the unused parts and the replaced object are the
+    // caller's to reclaim.
+    io::task<base::result<completed_upload>> commit_complete(std::string bucket, std::string key,
+                                                             std::string upload_id, upload_finalizer finalize,
+                                                             write_conditions conditions);
+    io::task<base::result<upload_record>> commit_abort(std::string bucket, std::string key, std::string upload_id);
     // Removes the data files of a replaced or deleted record (or keeps them as spares). Only once no
     // durable record refers to them.
     io::task<void> reclaim(object_record record);
@@ -173,23 +150,6 @@ public:
     // source was overwritten meanwhile), or with another error where the file system cannot link; either
     // way nothing is left behind. The caller commits the result like freshly written data.
     io::task<base::result<std::vector<segment>>> share_segments(std::vector<segment> source);
-
-    // Multipart uploads.
-    io::task<base::result<std::string>> create_upload(std::string bucket, std::string key, object_record metadata,
-                                                      std::string checksum_type);
-    io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key, std::string upload_id);
-    // Commits a written part; returns the part it replaced (same number), whose data the caller reclaims.
-    io::task<base::result<std::optional<part_record>>> commit_part(std::string bucket, std::string key,
-                                                                    std::string upload_id, part_record part);
-    io::task<base::result<completed_upload>> complete_upload(std::string bucket, std::string key,
-                                                             std::string upload_id, upload_finalizer finalize,
-                                                             write_conditions conditions);
-    io::task<base::result<upload_record>> abort_upload(std::string bucket, std::string key, std::string upload_id);
-    // Uploads of a bucket in (key, upload id) order after the markers, at most max_uploads + 1.
-    io::task<base::result<std::vector<upload_record>>> list_uploads(std::string bucket, std::string prefix,
-                                                                    std::string key_marker,
-                                                                    std::string upload_id_marker,
-                                                                    std::uint32_t max_uploads);
     // Aborts this core's uploads initiated before the cutoff; returns how many.
     io::task<std::uint64_t> expire_local_uploads(std::int64_t initiated_before_ms);
 
@@ -221,7 +181,7 @@ private:
                                                                     write_conditions conditions);
     io::task<base::result<std::optional<object_record>>> shard_remove(unsigned shard_id, std::string bucket,
                                                                        std::string key, write_conditions conditions);
-    io::task<base::result<object_record>> shard_lookup(unsigned shard_id, std::string bucket, std::string key);
+    io::task<base::result<object_record>> shard_head(unsigned shard_id, std::string bucket, std::string key);
     io::task<base::result<object_record>> shard_update(unsigned shard_id, std::string bucket, std::string key,
                                                        record_editor edit, write_conditions conditions);
     io::task<base::result<list_page>> core_list(list_request request);
@@ -254,6 +214,28 @@ private:
                                                                          std::string key_marker,
                                                                          std::string upload_id_marker,
                                                                          std::uint32_t max_uploads);
+
+    // The write protocol (transfers.cc): a new data file from `source`, `before_seal` once every byte is
+    // written, then durable; nothing is left behind on failure.
+    using seal_check = std::function<base::result<void>(const written_data&)>;
+    io::task<base::result<segment>> write_data(byte_source& source, std::optional<std::uint64_t> size_bytes,
+                                               std::uint64_t max_size_bytes, const seal_check& before_seal);
+    // Copies [range) of an object into a new durable data file, showing each chunk to `observe`.
+    io::task<base::result<segment>> copy_data(const object_record& source, byte_range range,
+                                              const std::function<void(std::span<const std::byte>)>& observe,
+                                              const seal_check& before_seal);
+    // The end of both: the front end's check once every byte is written, then the data made durable; a
+    // failure (`so_far`'s, the check's or the seal's) discards the file.
+    io::task<base::result<segment>> seal_checked(object_writer& writer, base::result<void> so_far,
+                                                 const seal_check& before_seal);
+    // Commits a record whose data this request wrote: reclaims what it replaced, or its own data when the
+    // commit surely failed.
+    io::task<base::result<object_record>> commit_written(std::string bucket, std::string key, object_record record,
+                                                         write_conditions conditions);
+    io::task<base::result<part_record>> commit_written_part(std::string bucket, std::string key,
+                                                            std::string upload_id, part_record part);
+    // Space spares hold is given back when a write found a drive full, so that a retry finds it.
+    io::task<void> free_space_after(const base::error& err);
 
     engine_options _options;
     drive_set _drives;

@@ -59,8 +59,7 @@ bool decode_upload_header(decoder& d, upload_record& u) {
 namespace {
 base::failure no_such_upload() {
     return base::fail(base::errc::no_such_upload,
-                      "The specified upload does not exist. The upload ID may be invalid, or the upload may have "
-                      "been aborted or completed.");
+                      "no such upload");
 }
 
 // Finds an upload and checks that it belongs to (bucket, key): an upload id is not a capability for
@@ -90,13 +89,15 @@ io::task<base::result<std::string>> engine::create_upload(std::string bucket, st
     u.object.segments.clear();
     unsigned shard_id = shard_of(u.bucket, u.key);
     auto call = [=, this] { return shard_create_upload(shard_id, u); };
-    co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
+    auto created = co_await io::invoke_on(owner_of(shard_id), std::move(call));
+    if (!created) co_await free_space_after(created.err());
+    co_return created;
 }
 
 io::task<base::result<std::string>> engine::shard_create_upload(unsigned shard_id, upload_record upload) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(upload.bucket))
-        co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+        co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     // Counted from the check to the end, as a PUT is: a DeleteBucket meanwhile sees the bucket in use,
     // instead of deleting it under an upload that then survives (and reappears with the name).
     const std::string bucket = upload.bucket;
@@ -120,7 +121,7 @@ io::task<base::result<upload_record>> engine::get_upload(std::string bucket, std
 
 io::task<base::result<upload_record>> engine::shard_get_upload(unsigned shard_id, std::string bucket, std::string key,
                                                                std::string upload_id) {
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     upload_record* u = find_upload(_shards[shard_id]->uploads, upload_id, bucket, key);
     if (!u) co_return no_such_upload();
     co_return *u;
@@ -172,7 +173,7 @@ io::task<base::result<std::optional<part_record>>> engine::shard_commit_part_ent
     co_return replaced;
 }
 
-io::task<base::result<completed_upload>> engine::complete_upload(std::string bucket, std::string key,
+io::task<base::result<completed_upload>> engine::commit_complete(std::string bucket, std::string key,
                                                                  std::string upload_id, upload_finalizer finalize,
                                                                  write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
@@ -185,7 +186,7 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned 
                                                                        upload_finalizer finalize,
                                                                        write_conditions conditions) {
     shard& s = *_shards[shard_id];
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
     co_await lock_key(s.locks, lock);
@@ -249,7 +250,7 @@ io::task<base::result<completed_upload>> engine::shard_complete_closing(shard& s
     co_return done;
 }
 
-io::task<base::result<upload_record>> engine::abort_upload(std::string bucket, std::string key, std::string upload_id) {
+io::task<base::result<upload_record>> engine::commit_abort(std::string bucket, std::string key, std::string upload_id) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_abort_upload(shard_id, bucket, key, upload_id); };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
@@ -310,7 +311,7 @@ io::task<base::result<std::vector<upload_record>>> engine::core_list_uploads(std
                                                                              std::string key_marker,
                                                                              std::string upload_id_marker,
                                                                              std::uint32_t max_uploads) {
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     unsigned core = io::reactor::current().core();
     std::vector<upload_record> out;
     for (auto& s : _shards) {

@@ -97,7 +97,7 @@ io::task<void> complete_races_part_scenario(engine* e) {
     part_outcome retried;
     testing::local_latch latch(1);
     io::spawn(commit_part_into(e, *upload, p2, &retried, &latch));
-    auto completed = co_await e->complete_upload("mp", "object", *upload, assemble_all_parts, no_conditions);
+    auto completed = co_await e->commit_complete("mp", "object", *upload, assemble_all_parts, no_conditions);
     co_await latch.wait();
     CO_ASSERT_TRUE(completed.has_value());
     CO_ASSERT_TRUE(retried.result.has_value());
@@ -110,7 +110,7 @@ io::task<void> complete_races_part_scenario(engine* e) {
             EXPECT_FALSE(same_file(freed, used)) << "the object's own data was handed back for reclaiming";
     co_await e->reclaim_segments(handed_back);
 
-    auto found = co_await e->lookup("mp", "object");
+    auto found = co_await e->head("mp", "object");
     CO_ASSERT_TRUE(found.has_value());
     auto bytes = co_await read_back(e, *found);
     CO_ASSERT_TRUE(bytes.has_value());
@@ -139,7 +139,7 @@ io::task<void> part_after_completion_scenario(engine* e) {
     } done;
     testing::local_latch latch(1);
     io::spawn([](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
-        out->result = co_await en->complete_upload("mp", "object", id, assemble_all_parts, no_conditions);
+        out->result = co_await en->commit_complete("mp", "object", id, assemble_all_parts, no_conditions);
         l->count_down();
     }(e, *upload, &done, &latch));
     auto part = co_await e->commit_part("mp", "object", *upload, p2);
@@ -148,7 +148,7 @@ io::task<void> part_after_completion_scenario(engine* e) {
     EXPECT_EQ(part.code(), errc::no_such_upload);
     std::vector<segment> unused{*late};
     co_await e->reclaim_segments(unused);
-    auto found = co_await e->lookup("mp", "object");
+    auto found = co_await e->head("mp", "object");
     CO_ASSERT_TRUE(found.has_value());
     auto read = co_await read_back(e, *found);
     CO_ASSERT_TRUE(read.has_value());
@@ -186,17 +186,17 @@ io::task<void> mismatched_key_scenario(engine* e) {
     } done;
     testing::local_latch latch(1);
     io::spawn([](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
-        out->result = co_await en->complete_upload("mp", "object", id, assemble_all_parts, no_conditions);
+        out->result = co_await en->commit_complete("mp", "object", id, assemble_all_parts, no_conditions);
         l->count_down();
     }(e, *upload, &done, &latch));
-    auto elsewhere = co_await e->complete_upload("mp", "other-key", *upload, assemble_all_parts, no_conditions);
+    auto elsewhere = co_await e->commit_complete("mp", "other-key", *upload, assemble_all_parts, no_conditions);
     EXPECT_EQ(elsewhere.code(), errc::no_such_upload);
-    auto aborted_elsewhere = co_await e->abort_upload("mp", "other-key", *upload);
+    auto aborted_elsewhere = co_await e->commit_abort("mp", "other-key", *upload);
     EXPECT_EQ(aborted_elsewhere.code(), errc::no_such_upload);
     co_await latch.wait();
     CO_ASSERT_TRUE(done.result.has_value());
     EXPECT_TRUE(done.result->has_value());
-    EXPECT_EQ((co_await e->lookup("mp", "other-key")).code(), errc::no_such_key);
+    EXPECT_EQ((co_await e->head("mp", "other-key")).code(), errc::no_such_key);
 }
 
 TEST(engine_races, completing_or_aborting_an_upload_under_another_key_is_no_such_upload) {
@@ -317,7 +317,7 @@ TEST(engine_races, journal_rotation_is_not_starved_by_steady_load) {
     EXPECT_EQ(e->recovery().objects, load.last_etag.size());
     run_engine(*e, [&](engine* en) -> io::task<void> {
         for (const auto& [key, etag] : load.last_etag) {
-            auto found = co_await en->lookup("steady", key);
+            auto found = co_await en->head("steady", key);
             EXPECT_TRUE(found.has_value() && found->etag == etag) << key;
         }
     }, 1);

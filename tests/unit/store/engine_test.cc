@@ -41,7 +41,7 @@ io::task<bool> work_on_core_one(engine* e, std::string expected_data) {
     ok = ok && e->bucket_exists("alpha");
     auto put = co_await put_object(e, "alpha", "from-core-1", "written on core one", "c1e", no_conditions);
     ok = ok && put.has_value() && !put->has_value();
-    auto found = co_await e->lookup("alpha", "k1");
+    auto found = co_await e->head("alpha", "k1");
     ok = ok && found.has_value() && found->etag == "b1";
     if (found) {
         auto bytes = co_await read_back(e, *found);
@@ -57,8 +57,8 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     EXPECT_TRUE(e->bucket_exists("alpha"));
     EXPECT_FALSE(e->bucket_exists("beta"));
 
-    EXPECT_EQ((co_await e->lookup("alpha", "k1")).code(), errc::no_such_key);
-    EXPECT_EQ((co_await e->lookup("beta", "k1")).code(), errc::no_such_bucket);
+    EXPECT_EQ((co_await e->head("alpha", "k1")).code(), errc::no_such_key);
+    EXPECT_EQ((co_await e->head("beta", "k1")).code(), errc::no_such_bucket);
     EXPECT_EQ((co_await put_object(e, "beta", "k1", "x", "x", no_conditions)).code(), errc::no_such_bucket);
 
     const std::string a = testing::pattern_bytes(100000, 1), b = testing::pattern_bytes(70000, 2);
@@ -66,7 +66,7 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     auto put_a = co_await put_object(e, "alpha", "k1", a, "a1", no_conditions, &first);
     CO_ASSERT_TRUE(put_a.has_value());
     EXPECT_FALSE(put_a->has_value()) << "a new key replaces nothing";
-    auto found = co_await e->lookup("alpha", "k1");
+    auto found = co_await e->head("alpha", "k1");
     CO_ASSERT_TRUE(found.has_value());
     EXPECT_EQ(found->etag, "a1");
     EXPECT_EQ(found->size_bytes, a.size());
@@ -85,7 +85,7 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     CO_ASSERT_TRUE((*put_b)->segments.size() == 1);
     EXPECT_EQ((*put_b)->segments[0].id, first.segments[0].id);
     EXPECT_FALSE(testing::file_exists(testing::data_file_path(e->drives().at(0).path, first.segments[0].id)));
-    found = co_await e->lookup("alpha", "k1");
+    found = co_await e->head("alpha", "k1");
     CO_ASSERT_TRUE(found.has_value());
     EXPECT_EQ(found->etag, "b1");
     bytes = co_await read_back(e, *found);
@@ -101,29 +101,29 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     match_wrong.if_match_etag = "not-b1";
     EXPECT_EQ((co_await put_object(e, "alpha", "k1", "nope", "n2", match_wrong)).code(), errc::precondition_failed);
     EXPECT_EQ((co_await put_object(e, "alpha", "missing", "nope", "n3", match_wrong)).code(), errc::no_such_key);
-    found = co_await e->lookup("alpha", "k1");
+    found = co_await e->head("alpha", "k1");
     CO_ASSERT_TRUE(found.has_value());
     EXPECT_EQ(found->etag, "b1") << "a failed condition must not change the object";
-    EXPECT_EQ((co_await e->lookup("alpha", "missing")).code(), errc::no_such_key);
+    EXPECT_EQ((co_await e->head("alpha", "missing")).code(), errc::no_such_key);
 
     // Work issued from core 1 reaches shards on both cores.
     auto on_core_one = [e, b] { return work_on_core_one(e, b); };
     bool core_one_ok = co_await io::invoke_on(1, std::move(on_core_one));
     EXPECT_TRUE(core_one_ok);
-    found = co_await e->lookup("alpha", "from-core-1");
+    found = co_await e->head("alpha", "from-core-1");
     CO_ASSERT_TRUE(found.has_value());
     EXPECT_EQ(found->etag, "c1e");
 
     write_conditions match_b1;
     match_b1.if_match_etag = "b1";
-    EXPECT_EQ((co_await e->remove("alpha", "k1", match_wrong)).code(), errc::precondition_failed);
-    auto removed = co_await e->remove("alpha", "k1", match_b1);
+    EXPECT_EQ((co_await e->commit_remove("alpha", "k1", match_wrong)).code(), errc::precondition_failed);
+    auto removed = co_await e->commit_remove("alpha", "k1", match_b1);
     CO_ASSERT_TRUE(removed.has_value());
     CO_ASSERT_TRUE(removed->has_value());
     EXPECT_EQ((*removed)->etag, "b1");
     co_await e->reclaim(**removed);
-    EXPECT_EQ((co_await e->lookup("alpha", "k1")).code(), errc::no_such_key);
-    auto removed_again = co_await e->remove("alpha", "k1", no_conditions);
+    EXPECT_EQ((co_await e->head("alpha", "k1")).code(), errc::no_such_key);
+    auto removed_again = co_await e->commit_remove("alpha", "k1", no_conditions);
     CO_ASSERT_TRUE(removed_again.has_value());
     EXPECT_FALSE(removed_again->has_value()) << "deleting a missing key succeeds with nothing removed";
 
@@ -132,14 +132,14 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     EXPECT_TRUE(e->bucket_exists("alpha"));
     EXPECT_EQ((co_await put_object(e, "alpha", "after-failed-delete", "x", "x1", no_conditions)).code(), errc::ok);
     for (const char* key : {"k2", "from-core-1", "after-failed-delete"}) {
-        auto r = co_await e->remove("alpha", key, no_conditions);
+        auto r = co_await e->commit_remove("alpha", key, no_conditions);
         CO_ASSERT_TRUE(r.has_value() && r->has_value());
         co_await e->reclaim(**r);
     }
     EXPECT_EQ((co_await e->delete_bucket("alpha")).code(), errc::ok);
     EXPECT_FALSE(e->bucket_exists("alpha"));
     EXPECT_EQ((co_await e->delete_bucket("alpha")).code(), errc::no_such_bucket);
-    EXPECT_EQ((co_await e->lookup("alpha", "k2")).code(), errc::no_such_bucket);
+    EXPECT_EQ((co_await e->head("alpha", "k2")).code(), errc::no_such_bucket);
     bool core_one_sees_it_gone =
         co_await io::invoke_on(1, [e] { return [](engine* en) -> io::task<bool> { co_return !en->bucket_exists("alpha"); }(e); });
     EXPECT_TRUE(core_one_sees_it_gone);
@@ -381,7 +381,7 @@ io::task<void> populate_scenario(engine* e, recovery_model* m) {
     m->buckets["b1"]["rewritten"] = stored_object{"version two!", "v2"};
     object_record doomed;
     CO_ASSERT_TRUE(co_await put_object(e, "b1", "removed", "short-lived", "r1", no_conditions, &doomed));
-    auto removed = co_await e->remove("b1", "removed", no_conditions);
+    auto removed = co_await e->commit_remove("b1", "removed", no_conditions);
     CO_ASSERT_TRUE(removed.has_value() && removed->has_value());
     co_await e->reclaim(**removed);
     m->reclaimed.push_back(doomed.segments[0].id);
@@ -408,7 +408,7 @@ io::task<void> verify_scenario(engine* e, const recovery_model* m) {
     for (const auto& [bucket, keys] : m->buckets) {
         for (const auto& [key, obj] : keys) {
             SCOPED_TRACE(bucket + "/" + key);
-            auto found = co_await e->lookup(bucket, key);
+            auto found = co_await e->head(bucket, key);
             if (!found) {
                 ADD_FAILURE() << "lost after reopen: " << found.err().message;
                 continue;
@@ -423,7 +423,7 @@ io::task<void> verify_scenario(engine* e, const recovery_model* m) {
         CO_ASSERT_TRUE(page.has_value());
         EXPECT_EQ(page->entries.size(), keys.size());
     }
-    EXPECT_EQ((co_await e->lookup("b1", "removed")).code(), errc::no_such_key);
+    EXPECT_EQ((co_await e->head("b1", "removed")).code(), errc::no_such_key);
     for (const auto& id : m->reclaimed)
         EXPECT_FALSE(testing::file_exists(testing::data_file_path(e->drives().at(0).path, id)));
 }
@@ -541,7 +541,7 @@ io::task<void> verify_rotation_scenario(engine* e, const rotation_model* m) {
     EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), m->buckets);
     for (int i = 0; i < 100; ++i) {
         std::string key = "key-" + std::to_string(i);
-        auto found = co_await e->lookup("bkt-001", key);
+        auto found = co_await e->head("bkt-001", key);
         auto it = m->keys.find(key);
         if (it == m->keys.end()) {
             EXPECT_EQ(found.code(), errc::no_such_key) << key;
@@ -800,9 +800,9 @@ TEST(spare_files, a_replaced_file_is_reused_by_a_write_of_its_size_and_reads_sta
         EXPECT_EQ(en->spares().stats().reused, 1u);
         EXPECT_EQ(spare_count(dir.path()), 0u);
         EXPECT_EQ(inode_of(data_path(dir.path(), third.segments[0])), first_inode) << "the same file, overwritten";
-        auto k = co_await en->lookup("b", "k");
-        auto k2 = co_await en->lookup("b", "k2");
-        auto small_record = co_await en->lookup("b", "small");
+        auto k = co_await en->head("b", "k");
+        auto k2 = co_await en->head("b", "k2");
+        auto small_record = co_await en->head("b", "small");
         EXPECT_TRUE(k && k2 && small_record);
         EXPECT_EQ(*co_await read_back(en, *k), b);
         EXPECT_EQ(*co_await read_back(en, *k2), c);
@@ -879,10 +879,10 @@ TEST(spare_files, a_file_another_object_shares_is_not_reused) {
         co_await put_and_get(en, "k", b);  // frees one of two names
         EXPECT_EQ(en->spares().stats().kept, 0u);
         co_await put_and_get(en, "k2", b);
-        auto found = co_await en->lookup("b", "copy");
+        auto found = co_await en->head("b", "copy");
         CO_ASSERT_TRUE(found.has_value());
         EXPECT_TRUE(*co_await read_back(en, *found) == a);
-        auto removed = co_await en->remove("b", "copy", no_conditions);  // the last name: now it is kept
+        auto removed = co_await en->commit_remove("b", "copy", no_conditions);  // the last name: now it is kept
         CO_ASSERT_TRUE(removed.has_value() && removed->has_value());
         co_await en->reclaim(**removed);
         EXPECT_EQ(en->spares().stats().kept, 1u);
@@ -935,8 +935,8 @@ TEST(spare_files, spares_are_bounded_released_and_gone_after_a_restart) {
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(spare_count(dir.path()), 0u) << "spares do not outlive a restart";
     run_engine(*e, [&](engine* en) -> io::task<void> {
-        auto k0 = co_await en->lookup("b", "k0");
-        auto k2 = co_await en->lookup("b", "k2");
+        auto k0 = co_await en->head("b", "k0");
+        auto k2 = co_await en->head("b", "k2");
         CO_ASSERT_TRUE(k0 && k2);
         EXPECT_TRUE(*co_await read_back(en, *k0) == testing::pattern_bytes(3 * MiB, 7));
         EXPECT_TRUE(*co_await read_back(en, *k2) == testing::pattern_bytes(3 * MiB + 400 * KiB, 2));

@@ -1,0 +1,226 @@
+#pragma once
+
+// The object-store boundary: every front end (the S3 API today; the KV batch API and the admin API
+// later) talks to storage through this interface of whole operations, and nothing else of the store.
+// The single-node engine implements it (engine.h); the erasure-coded cluster engine will too. Where a
+// write becomes durable is inside put / upload_part / copy / copy_part: the store writes the bytes into
+// new data files, asks the front end to finish the record (its digests, its metadata), makes the data
+// durable, commits the record under its conditions, and reclaims whatever the commit replaced, or the
+// new data if the commit surely failed. A front end never sees drives, buffers, writers or commits.
+//
+// The store speaks its own terms: error codes from base/error.h with messages for logs (a front end
+// words its answers itself), records whose fields mean the same to any front end (`etag` is the entity
+// tag conditions compare, `tags` are key/value labels, `checksum_*` a whole-content checksum the front
+// end computed). It calls back into the front end only through the finishers and planners below, which
+// run on the calling core, synchronously, and must not suspend.
+//
+// Threading: every operation is called on a reactor thread and completes there; the store hops to the
+// key's owner core inside. Records are values.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "io/task.h"
+#include "store/bytes.h"
+#include "store/object.h"
+
+namespace fjord::store {
+
+struct bucket_info {
+    std::string name;
+    std::int64_t created_ms = 0;
+};
+
+// Conditions checked atomically with a commit (If-None-Match: * and If-Match on writes and deletes).
+struct write_conditions {
+    bool if_none_match_any = false;
+    std::optional<std::string> if_match_etag;  // without quotes
+};
+
+struct list_request {
+    std::string bucket;
+    std::string prefix;
+    std::string delimiter;
+    std::string start_after;  // exclusive; a common prefix here skips every key under it
+    std::uint32_t max_keys = 1000;
+};
+
+struct list_entry {
+    std::string name;
+    bool is_prefix = false;
+    std::uint64_t size_bytes = 0;
+    std::string etag;
+    std::int64_t modified_ms = 0;
+};
+
+struct list_page {
+    std::vector<list_entry> entries;  // sorted, at most max_keys
+    bool truncated = false;
+};
+
+// Multipart uploads. An upload lives on its key's shard: its parts are data files written by whichever
+// core received them, and completing it turns the chosen parts' segments into the object's segments
+// without copying data.
+struct part_record {
+    std::uint32_t number = 0;
+    segment data;
+    std::string etag;  // without quotes
+    std::string checksum_value;
+    std::int64_t modified_ms = 0;
+};
+
+struct upload_record {
+    std::string bucket;
+    std::string key;
+    std::string upload_id;
+    std::int64_t initiated_ms = 0;
+    std::string checksum_type;  // "COMPOSITE", "FULL_OBJECT" or empty
+    object_record object;       // metadata for the final object (no segments yet)
+    std::map<std::uint32_t, part_record> parts;
+};
+
+// What the store knows of bytes it has just stored, for the front end to derive its entity tag from.
+struct written_data {
+    std::uint64_t size_bytes = 0;
+    std::span<const std::uint32_t> block_crcs;  // CRC32C of each block, in order
+};
+
+// Called once every byte of a write is stored and before it is made durable: checks what only the front
+// end can check (digests, signatures of what it received) and builds the record to commit, all but its
+// size and segments. A failure discards the data and is the operation's answer.
+using record_finisher = std::function<base::result<object_record>(const written_data&)>;
+using part_finisher = std::function<base::result<part_record>(const written_data&)>;
+
+struct put_request {
+    std::string bucket;
+    std::string key;
+    std::optional<std::uint64_t> size_bytes;  // declared: a body that ends sooner fails (incomplete_body)
+    std::uint64_t max_size_bytes = 0;         // more fails with entity_too_large
+    write_conditions conditions;
+};
+
+struct part_request {
+    std::string bucket;
+    std::string key;
+    std::string upload_id;
+    std::uint32_t number = 0;  // 1..10000
+    std::optional<std::uint64_t> size_bytes;
+    std::uint64_t max_size_bytes = 0;
+};
+
+struct byte_range {
+    std::uint64_t first = 0;
+    std::uint64_t length = 0;
+};
+
+// Decides, from the object's record, what a read sends: the range, or nothing (a HEAD, an empty range),
+// or an error that is the read's answer (a failed read condition, an unsatisfiable range). It may run
+// more than once for one read: when the object is replaced between the lookup and the first byte, the
+// store looks again.
+using read_planner = std::function<base::result<std::optional<byte_range>>(const object_record&)>;
+
+// A server-side copy, as the front end wants it once it has seen the source's record.
+struct copy_plan {
+    object_record record;  // the copy's metadata (size, entity tag and checksum are the source's if shared)
+    // The copy may share the source's data files (hard links: no bytes move). Where it cannot (or must
+    // not: a copy that needs a checksum only its bytes give), the bytes are read, verified and written anew.
+    bool may_share = true;
+    std::function<void(std::span<const std::byte>)> observe;  // sees the bytes when they are rewritten
+    record_finisher finish;  // completes `record` after a rewrite (entity tag, checksum)
+};
+using copy_planner = std::function<base::result<copy_plan>(const object_record& source)>;
+
+struct copy_request {
+    std::string source_bucket;
+    std::string source_key;
+    std::string bucket;
+    std::string key;
+    write_conditions conditions;
+};
+
+// A part copied from a range of an object.
+struct part_copy_plan {
+    byte_range range;
+    std::function<void(std::span<const std::byte>)> observe;
+    part_finisher finish;
+};
+using part_copy_planner = std::function<base::result<part_copy_plan>(const object_record& source)>;
+
+struct part_copy_request {
+    std::string source_bucket;
+    std::string source_key;
+    std::string bucket;
+    std::string key;
+    std::string upload_id;
+    std::uint32_t number = 0;
+};
+
+// Builds the final object record from the upload (validation and entity-tag rules belong to the front end).
+using upload_finalizer = std::function<base::result<object_record>(const upload_record&)>;
+// Changes a record in place (metadata, tags); the change must keep the data.
+using record_editor = std::function<base::result<void>(object_record&)>;
+
+// Counters of the store's space management, for metrics.
+struct storage_stats {
+    std::uint64_t spare_files_kept = 0;
+    std::uint64_t spare_files_reused = 0;
+    std::uint64_t spare_files_removed = 0;
+    std::uint64_t spare_bytes = 0;
+    std::uint64_t reserved_ahead_bytes = 0;
+};
+
+class object_store {
+public:
+    virtual ~object_store() = default;
+
+    // Buckets.
+    virtual io::task<base::result<void>> create_bucket(std::string name) = 0;
+    virtual io::task<base::result<void>> delete_bucket(std::string name) = 0;
+    virtual bool bucket_exists(const std::string& name) const = 0;  // this core's view
+    virtual std::vector<bucket_info> list_buckets() const = 0;      // this core's view, sorted
+
+    // Objects. A failed write leaves nothing behind; a read never returns bytes that fail their checks
+    // (data_corrupted), and not_found from a read means a data file is gone (damage, to the front end).
+    virtual io::task<base::result<object_record>> put(put_request request, byte_source& body,
+                                                      record_finisher finish) = 0;
+    virtual io::task<base::result<object_record>> head(std::string bucket, std::string key) = 0;
+    // Streams what `plan` chooses into `sink`; returns the record read.
+    virtual io::task<base::result<object_record>> get(std::string bucket, std::string key, read_planner plan,
+                                                      byte_sink& sink) = 0;
+    virtual io::task<base::result<object_record>> update(std::string bucket, std::string key, record_editor edit,
+                                                         write_conditions conditions) = 0;
+    // Removes a key (a missing key succeeds with nullopt); returns the removed record, whose data is gone.
+    virtual io::task<base::result<std::optional<object_record>>> remove(std::string bucket, std::string key,
+                                                                        write_conditions conditions) = 0;
+    virtual io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) = 0;
+    virtual io::task<base::result<list_page>> list(list_request request) = 0;
+
+    // Multipart uploads. A part uploaded again under the same number replaces the earlier one.
+    virtual io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
+                                                              object_record metadata, std::string checksum_type) = 0;
+    virtual io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key,
+                                                             std::string upload_id) = 0;
+    virtual io::task<base::result<part_record>> upload_part(part_request request, byte_source& body,
+                                                            part_finisher finish) = 0;
+    virtual io::task<base::result<part_record>> copy_part(part_copy_request request, part_copy_planner plan) = 0;
+    // Commits the object `finalize` builds; parts it does not use are removed.
+    virtual io::task<base::result<object_record>> complete_upload(std::string bucket, std::string key,
+                                                                  std::string upload_id, upload_finalizer finalize,
+                                                                  write_conditions conditions) = 0;
+    virtual io::task<base::result<void>> abort_upload(std::string bucket, std::string key, std::string upload_id) = 0;
+    // Uploads of a bucket in (key, upload id) order after the markers, at most max_uploads + 1.
+    virtual io::task<base::result<std::vector<upload_record>>> list_uploads(std::string bucket, std::string prefix,
+                                                                            std::string key_marker,
+                                                                            std::string upload_id_marker,
+                                                                            std::uint32_t max_uploads) = 0;
+
+    virtual storage_stats stats() const = 0;
+};
+
+}  // namespace fjord::store
