@@ -47,6 +47,17 @@ public:
     std::size_t start = 0;  // unread bytes are [start, end)
     std::size_t end = 0;
     std::string spill;      // bytes received past a chunked body (the next request), kept for later
+    // Gives back the last `n` bytes a body read took (they follow the body: the next request's), to where
+    // they came from, so that the stream stays in order: into the head buffer they are still in, or in
+    // front of the spill. While the spill holds bytes the head buffer holds none unread.
+    void unread(const std::byte* data, std::size_t n, bool from_buffer) {
+        if (from_buffer) {
+            FJORD_ASSERT(start >= n && std::memcmp(in.data() + start - n, data, n) == 0);
+            start -= n;
+        } else {
+            spill.insert(0, reinterpret_cast<const char*>(data), n);
+        }
+    }
     io::completion* idle_wait = nullptr;
     std::int64_t head_deadline_ms = 0;  // monotonic; 0 while no byte of the next head has arrived
     bool broken = false;
@@ -233,6 +244,7 @@ io::task<bool> connection_state::drain_body(body_reader& body) {
 io::task<base::result<std::size_t>> body_reader::receive(std::byte* dst, std::size_t max) {
     connection_state& c = *_conn;
     std::size_t take = 0;
+    _last_from_buffer = c.end > c.start;
     if (c.end > c.start) {
         take = std::min(max, c.end - c.start);
         std::memcpy(dst, c.in.data() + c.start, take);
@@ -320,7 +332,7 @@ io::task<base::result<std::size_t>> body_reader::read_chunked(std::byte* dst, st
             produced += step->produced;
             if (step->consumed == 0 && step->produced == 0) break;
         }
-        if (consumed < *got) _conn->spill.insert(0, reinterpret_cast<const char*>(dst + consumed), *got - consumed);
+        if (consumed < *got) _conn->unread(dst + consumed, *got - consumed, _last_from_buffer);
     }
     _bytes_read += produced;
     if (_chunked->finished()) _finished = true;

@@ -89,6 +89,7 @@ private:
     bool _failed = false;
     bool _expect_continue = false;
     bool _continue_sent = false;
+    bool _last_from_buffer = false;  // the last receive took its bytes from the connection's head buffer
 };
 
 class exchange {

@@ -267,3 +267,27 @@ def test_an_oversized_head_gets_431_and_a_graceful_close(fjord_server):
         assert response.status == 431, response
         assert s3util.xml_children(response.body)["Code"] == "RequestHeaderSectionTooLarge"
     assert_alive(fjord_server)
+
+
+def test_a_request_pipelined_after_a_chunked_body_is_read_in_order(fjord_server, s3, bucket):
+    """A chunked body that ends inside the bytes that came with its (large) head, read by the handler in
+    small pieces (DeleteObjects reads 16 KiB at a time): the rest, the next request, must be served whole
+    and in order, whatever piece of it the body read took."""
+    s3.put_object(Bucket=bucket, Key="doomed", Body=b"x")
+    body = b"<Delete><Object><Key>doomed</Key></Object></Delete>"
+    path = s3util.object_path(bucket)
+    signed = s3util.sign_headers(fjord_server.credentials, "POST", fjord_server.host, path, query=[("delete", "")],
+                                 headers={"content-md5": s3util.md5_b64(body)}, payload_hash=s3util.sha256_hex(body))
+    lines = [f"POST {path}?delete= HTTP/1.1"] + [f"{k}: {v}" for k, v in signed.headers.items()]
+    lines += [f"X-Pad: {'a' * (40 * KiB)}", "Transfer-Encoding: chunked"]
+    first = ("\r\n".join(lines) + "\r\n\r\n").encode() + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    second = (f"GET /health/live HTTP/1.1\r\nHost: {fjord_server.host}\r\nX-Pad: {'b' * (20 * KiB)}\r\n"
+              "Connection: close\r\n\r\n").encode()
+    with connect(fjord_server) as conn:
+        conn.send(first + second)  # one write: both heads arrive in the head buffer together
+        deleted = conn.read_response()
+        assert deleted.status == 200, deleted.body
+        assert s3util.xml_find_all(deleted.body, "Deleted/Key") == ["doomed"]
+        response = conn.read_response()
+        assert response.status == 200, response
+        assert_closed_after_response(conn)
