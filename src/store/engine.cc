@@ -290,52 +290,76 @@ base::result<void> engine::recover() {
     return {};
 }
 
+namespace {
+
+struct recovered_snapshot {
+    std::uint64_t generation = 0;  // 0: none
+    std::uint64_t next_seq = 1;    // what the next journal's first record must carry
+};
+
+// Applies the newest snapshot of a shard directory (and removes older ones); a damaged one refuses the start.
+base::result<recovered_snapshot> recover_snapshot(file_system& fs, const std::string& dir, record_applier& apply) {
+    auto listed = generations_in(fs, dir, "snapshot", "snap");
+    if (!listed) return listed.as_failure();
+    recovered_snapshot out;
+    if (listed->empty()) return out;
+    out.generation = listed->back();
+    std::string path = dir + "/" + gen_name("snapshot", out.generation, "snap");
+    auto image = fs.read_file_blocking(path);
+    if (!image) return image.as_failure();
+    auto header = parse_snapshot_header(*image);
+    if (!header)
+        return base::fail(base::errc::data_corrupted,
+                          path + ": not a Fjord snapshot, or its header is damaged; refusing to start without it");
+    auto [last_seq, records_at] = *header;
+    bool ended = false;
+    journal_scan scan = scan_journal(std::string_view(*image).substr(records_at), 1,
+                                     [&](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
+                                         if (type == record_snapshot_end) ended = true;
+                                         else apply(seq, type, payload);
+                                     });
+    if (!ended || scan.torn_tail || !apply.ok)
+        return base::fail(base::errc::data_corrupted, path + " is damaged; refusing to start without it");
+    out.next_seq = last_seq + 1;
+    for (std::uint64_t g : *listed)
+        if (g < out.generation) fs.unlink_blocking(dir + "/" + gen_name("snapshot", g, "snap"));
+    return out;
+}
+
+// The newest journal from `active_gen` on that holds any bytes (0: none). A journal was complete when the
+// next one was started, so damage in one before it is not a torn tail; an empty later journal does not
+// count (a rotation that failed after creating it may have left it behind).
+base::result<std::uint64_t> last_written_journal(file_system& fs, const std::string& dir,
+                                                 const std::vector<std::uint64_t>& journals, std::uint64_t active_gen) {
+    std::uint64_t last = 0;
+    for (std::uint64_t g : journals) {
+        if (g < active_gen) continue;
+        std::string name = gen_name("journal", g, "log");
+        int fd = fs.open_blocking(dir + "/" + name, O_RDONLY);
+        if (fd < 0) return base::fail(base::errc::io_error, "open journal " + name + ": " + strerror(-fd));
+        std::int64_t size = fs.size_blocking(fd);
+        fs.close_blocking(fd);
+        if (size < 0) return base::fail(base::errc::io_error, "size of journal " + name);
+        if (size > 0) last = g;
+    }
+    return last;
+}
+
+}  // namespace
+
 base::result<void> engine::recover_shard(shard& s) {
     record_applier apply{s.index, s.uploads, s.id == 0 ? &_recovered_buckets : nullptr};
     auto visit = [&apply](std::uint64_t seq, std::uint8_t type, std::string_view payload) { apply(seq, type, payload); };
     file_system& fs = _drives.fs();
-    std::uint64_t snapshot_gen = 0, next_seq = 1;
-    auto listed_snapshots = generations_in(fs, s.dir, "snapshot", "snap");
-    if (!listed_snapshots) return listed_snapshots.as_failure();
-    const std::vector<std::uint64_t>& snapshots = *listed_snapshots;
-    if (!snapshots.empty()) {
-        snapshot_gen = snapshots.back();
-        std::string path = s.dir + "/" + gen_name("snapshot", snapshot_gen, "snap");
-        auto image = fs.read_file_blocking(path);
-        if (!image) return image.as_failure();
-        auto header = parse_snapshot_header(*image);
-        if (!header)
-            return base::fail(base::errc::data_corrupted,
-                              path + ": not a Fjord snapshot, or its header is damaged; refusing to start without it");
-        auto [last_seq, records_at] = *header;
-        bool ended = false;
-        journal_scan scan = scan_journal(std::string_view(*image).substr(records_at), 1,
-                                         [&](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
-                                             if (type == record_snapshot_end) ended = true;
-                                             else apply(seq, type, payload);
-                                         });
-        if (!ended || scan.torn_tail || !apply.ok)
-            return base::fail(base::errc::data_corrupted, path + " is damaged; refusing to start without it");
-        next_seq = last_seq + 1;
-        for (std::uint64_t g : snapshots)
-            if (g < snapshot_gen) fs.unlink_blocking(s.dir + "/" + gen_name("snapshot", g, "snap"));
-    }
+    auto snapshot = recover_snapshot(fs, s.dir, apply);
+    if (!snapshot) return snapshot.as_failure();
+    std::uint64_t snapshot_gen = snapshot->generation, next_seq = snapshot->next_seq;
     auto listed_journals = generations_in(fs, s.dir, "journal", "log");
     if (!listed_journals) return listed_journals.as_failure();
     const std::vector<std::uint64_t>& journals = *listed_journals;
     std::uint64_t active_gen = std::max<std::uint64_t>(snapshot_gen, 1);
-    // A journal was complete when the next one was started, so damage in it is not a torn tail; an empty
-    // later journal does not count (a rotation that failed after creating it may have left it behind).
-    std::uint64_t last_written_gen = 0;
-    for (std::uint64_t g : journals) {
-        if (g < active_gen) continue;
-        int fd = fs.open_blocking(s.dir + "/" + gen_name("journal", g, "log"), O_RDONLY);
-        if (fd < 0) return base::fail(base::errc::io_error, "open journal " + gen_name("journal", g, "log") + ": " + strerror(-fd));
-        std::int64_t size = fs.size_blocking(fd);
-        fs.close_blocking(fd);
-        if (size < 0) return base::fail(base::errc::io_error, "size of journal " + gen_name("journal", g, "log"));
-        if (size > 0) last_written_gen = g;
-    }
+    auto last_written_gen = last_written_journal(fs, s.dir, journals, active_gen);
+    if (!last_written_gen) return last_written_gen.as_failure();
     journal_scan last{};
     for (std::uint64_t g : journals) {
         std::string path = s.dir + "/" + gen_name("journal", g, "log");
@@ -343,7 +367,7 @@ base::result<void> engine::recover_shard(shard& s) {
             fs.unlink_blocking(path);  // fully contained in the snapshot
             continue;
         }
-        auto scan = read_journal(fs, path, next_seq, visit, g >= last_written_gen);
+        auto scan = read_journal(fs, path, next_seq, visit, g >= *last_written_gen);
         if (!scan) return scan.as_failure();
         if (!apply.ok) return base::fail(base::errc::data_corrupted, path + ": undecodable record");
         _recovery.journal_records += scan->records;
@@ -771,9 +795,29 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
 
 // ---- snapshots and journal rotation (on the shard's owner core) ----
 
-io::task<void> engine::rotate(shard& s) {
-    // Snapshot G+1 holds the state after every record in journals <= G; journal G+1 continues from there.
-    std::uint64_t next_gen = s.generation + 1;
+namespace {
+
+// Writes `bytes` to a new file at `path` and makes them durable; 0, or the failure (-errno).
+io::task<int> write_durable_file(file_system& fs, const std::string& path, const std::string& bytes) {
+    int fd = co_await fs.openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) co_return fd;
+    std::size_t done = 0;
+    int rc = 0;
+    while (done < bytes.size()) {
+        unsigned len = static_cast<unsigned>(std::min<std::size_t>(bytes.size() - done, 1 << 30));
+        rc = co_await fs.write(fd, bytes.data() + done, len, done);
+        if (rc <= 0) break;
+        done += static_cast<std::size_t>(rc);
+    }
+    if (done == bytes.size()) rc = co_await fs.fsync(fd, true);
+    co_await fs.close(fd);
+    if (done != bytes.size()) co_return rc < 0 ? rc : -EIO;
+    co_return rc < 0 ? rc : 0;
+}
+
+}  // namespace
+
+std::string engine::snapshot_image(const shard& s) const {
     // Between batches every durable record is applied and nothing queued is: the index is exactly the
     // state up to durable_seq, and the queued batches (their records numbered after it) go to the new file.
     std::string image = snapshot_header(s.log->durable_seq());
@@ -811,26 +855,23 @@ io::task<void> engine::rotate(shard& s) {
         }
     }
     frame_record(image, seq, record_snapshot_end, {});
-    std::string tmp = s.dir + "/" + gen_name("snapshot", next_gen, "tmp");
-    std::string final_path = s.dir + "/" + gen_name("snapshot", next_gen, "snap");
-    std::string new_journal = s.dir + "/" + gen_name("journal", next_gen, "log");
+    return image;
+}
+
+io::task<void> engine::rotate(shard& s) {
+    // Snapshot G+1 holds the state after every record in journals <= G; journal G+1 continues from there.
+    const std::uint64_t next_gen = s.generation + 1;
+    // Built before the first suspension; while the rotation runs no batch is written, so durable_seq and
+    // the index stay as the image has them, and appends queued meanwhile are numbered after it.
+    const std::string image = snapshot_image(s);
+    const std::string tmp = s.dir + "/" + gen_name("snapshot", next_gen, "tmp");
+    const std::string new_journal = s.dir + "/" + gen_name("journal", next_gen, "log");
     auto fail = [&](const char* what, int rc) {
         LOG_ERROR("snapshot of shard %u failed at %s: %s; keeping the current journal", s.id, what, strerror(-rc));
     };
     file_system& fs = _drives.fs();
-    int fd = co_await fs.openat(AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) { fail("create", fd); co_return; }
-    std::size_t done = 0;
-    int rc = 0;
-    while (done < image.size()) {
-        rc = co_await fs.write(fd, image.data() + done, static_cast<unsigned>(std::min<std::size_t>(image.size() - done, 1 << 30)), done);
-        if (rc <= 0) break;
-        done += static_cast<std::size_t>(rc);
-    }
-    if (done == image.size()) rc = co_await fs.fsync(fd, true);
-    co_await fs.close(fd);
-    if (done != image.size() || rc < 0) {
-        fail("write", rc < 0 ? rc : -EIO);
+    if (int rc = co_await write_durable_file(fs, tmp, image); rc < 0) {
+        fail("write", rc);
         co_await fs.unlinkat(AT_FDCWD, tmp);
         co_return;
     }
@@ -839,34 +880,41 @@ io::task<void> engine::rotate(shard& s) {
     // It is always a new file: a journal G+1 seen now is left by an earlier attempt whose removal failed
     // too (recovery makes the newest journal the active one, so it holds no record), and its directory
     // entry may never become durable (a failed fsync loses it for good), so reusing it could put
-    // acknowledged records into a file a crash takes away. (The image is built before the first
-    // suspension; while the rotation runs no batch is written, so durable_seq and the index stay as the
-    // image has them, and appends queued meanwhile are numbered after it.)
-    if (int stale = co_await fs.unlinkat(AT_FDCWD, new_journal); stale < 0 && stale != -ENOENT) {
-        fail("remove a journal left by a failed attempt", stale);
-        co_await fs.unlinkat(AT_FDCWD, tmp);
-        co_return;
-    }
-    int jfd = co_await fs.openat(AT_FDCWD, new_journal, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (jfd < 0) {
+    // acknowledged records into a file a crash takes away.
+    int jfd = co_await fs.unlinkat(AT_FDCWD, new_journal);
+    if (jfd < 0 && jfd != -ENOENT) {
+        fail("remove a journal left by a failed attempt", jfd);
+    } else if ((jfd = co_await fs.openat(AT_FDCWD, new_journal, O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0) {
         fail("create journal", jfd);
+    }
+    if (jfd < 0) {
         co_await fs.unlinkat(AT_FDCWD, tmp);
         co_return;
     }
+    if (co_await publish_snapshot(s, next_gen, tmp, jfd, new_journal))
+        LOG_INFO("shard %u: snapshot %llu written (%zu bytes)", s.id, static_cast<unsigned long long>(next_gen),
+                 image.size());
+}
+
+io::task<bool> engine::publish_snapshot(shard& s, std::uint64_t next_gen, std::string tmp, int jfd,
+                                        std::string new_journal) {
+    file_system& fs = _drives.fs();
     int dir_fd = co_await fs.openat(AT_FDCWD, s.dir, O_RDONLY | O_DIRECTORY);
-    rc = dir_fd < 0 ? dir_fd : co_await fs.fsync(dir_fd, false);
-    if (rc >= 0) rc = co_await fs.renameat(AT_FDCWD, tmp, AT_FDCWD, final_path);
+    int rc = dir_fd < 0 ? dir_fd : co_await fs.fsync(dir_fd, false);
+    if (rc >= 0) rc = co_await fs.renameat(AT_FDCWD, tmp, AT_FDCWD, s.dir + "/" + gen_name("snapshot", next_gen, "snap"));
     if (rc < 0) {
         // No snapshot G+1 is visible: journal G stays in use and complete. Journal G+1 is removed too:
         // if the failure was the directory fsync, its entry may never become durable, and a later
         // attempt that found the name still there would write acknowledged records into a file a crash
         // can take away (an empty G+1 surviving the removal is harmless: recovery replays it after G).
-        fail(dir_fd < 0 ? "open the metadata directory" : "fsync or rename in the metadata directory", rc);
+        LOG_ERROR("snapshot of shard %u failed at %s: %s; keeping the current journal", s.id,
+                  dir_fd < 0 ? "open the metadata directory" : "fsync or rename in the metadata directory",
+                  strerror(-rc));
         if (dir_fd >= 0) co_await fs.close(dir_fd);
         co_await fs.close(jfd);
         co_await fs.unlinkat(AT_FDCWD, tmp);
         co_await fs.unlinkat(AT_FDCWD, new_journal);
-        co_return;
+        co_return false;
     }
     // From here the switch must happen: once snapshot G+1 may be visible, recovery ignores journal G.
     // If the rename is not yet durable, recovery replays G then G+1 instead: consistent either way, as
@@ -878,7 +926,7 @@ io::task<void> engine::rotate(shard& s) {
                  "snapshot)", s.id, strerror(-rc));
     co_await fs.close(dir_fd);
     std::string old_journal = s.log->path();
-    int old_fd = s.log->replace_file(jfd, new_journal);
+    int old_fd = s.log->replace_file(jfd, std::move(new_journal));
     co_await fs.close(old_fd);
     std::string old_snapshot = s.dir + "/" + gen_name("snapshot", s.generation, "snap");
     s.generation = next_gen;
@@ -886,7 +934,7 @@ io::task<void> engine::rotate(shard& s) {
         co_await fs.unlinkat(AT_FDCWD, old_journal);
         co_await fs.unlinkat(AT_FDCWD, old_snapshot);
     }
-    LOG_INFO("shard %u: snapshot %llu written (%zu bytes)", s.id, static_cast<unsigned long long>(next_gen), image.size());
+    co_return true;
 }
 
 std::vector<engine::stored_object> engine::local_objects() const {

@@ -190,6 +190,13 @@ private:
     io::task<base::result<bool>> core_close_if_empty(std::string name);
     io::task<base::result<bool>> core_set_bucket(bucket_info info, bool present);
     io::task<void> rotate(shard& s);
+    // The image of a snapshot of the shard's state now (every record up to its journal's durable_seq).
+    std::string snapshot_image(const shard& s) const;
+    // The second half of a rotation: makes the written snapshot `tmp` visible and switches the journal to
+    // `jfd` (journal next_gen), or, when that cannot be done, removes both and keeps the current journal
+    // (false).
+    io::task<bool> publish_snapshot(shard& s, std::uint64_t next_gen, std::string tmp, int jfd,
+                                    std::string new_journal);
     std::string new_upload_id();
     io::task<base::result<std::string>> shard_create_upload(unsigned shard_id, upload_record upload);
     io::task<base::result<upload_record>> shard_get_upload(unsigned shard_id, std::string bucket, std::string key,
