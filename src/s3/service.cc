@@ -585,8 +585,10 @@ io::task<void> service::bucket_location(context& c) {
     co_await send_xml(c, 200, std::move(body));
 }
 
-io::task<void> service::list_objects(context& c, bool v2) {
-    const s3_request& r = c.req;
+namespace {
+
+// The listing a ListObjects (v1) or ListObjectsV2 request asks for, or why it is malformed.
+base::result<store::list_request> parse_list_request(const s3_request& r, bool v2) {
     store::list_request lr;
     lr.bucket = r.bucket;
     lr.prefix = std::string(r.param("prefix"));
@@ -594,48 +596,46 @@ io::task<void> service::list_objects(context& c, bool v2) {
     lr.max_keys = 1000;
     if (r.has("max-keys")) {
         auto n = base::parse_u64(r.param("max-keys"));
-        if (!n) co_return co_await send_error(c, {base::errc::invalid_argument, "max-keys must be a non-negative integer"});
+        if (!n) return base::fail(base::errc::invalid_argument, "max-keys must be a non-negative integer");
         lr.max_keys = static_cast<std::uint32_t>(std::min<std::uint64_t>(*n, 1000));
     }
-    std::string encoding(r.param("encoding-type"));
+    std::string_view encoding = r.param("encoding-type");
     if (!encoding.empty() && encoding != "url")
-        co_return co_await send_error(c, {base::errc::invalid_argument, "Invalid Encoding Method specified in Request"});
-    bool url = encoding == "url";
-    std::string token(r.param("continuation-token"));
-    if (v2) {
-        if (r.has("continuation-token")) {
-            auto decoded = base::base64_decode(token);
-            if (!decoded || decoded->empty())
-                co_return co_await send_error(c, {base::errc::invalid_argument, "The continuation token provided is incorrect"});
-            lr.start_after = *decoded;
-        } else {
-            lr.start_after = std::string(r.param("start-after"));
-        }
-    } else {
+        return base::fail(base::errc::invalid_argument, "Invalid Encoding Method specified in Request");
+    if (!v2) {
         lr.start_after = std::string(r.param("marker"));
+    } else if (r.has("continuation-token")) {
+        auto decoded = base::base64_decode(r.param("continuation-token"));
+        if (!decoded || decoded->empty())
+            return base::fail(base::errc::invalid_argument, "The continuation token provided is incorrect");
+        lr.start_after = *decoded;
+    } else {
+        lr.start_after = std::string(r.param("start-after"));
     }
-    store::list_page page;
-    if (lr.max_keys > 0) {
-        auto listed = co_await _store.list(lr);
-        if (!listed) co_return co_await send_error(c, listed.err());
-        page = std::move(*listed);
-    } else if (!_store.bucket_exists(r.bucket)) {
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
-    }
-    // A key XML 1.0 cannot carry (a C0 control character) would make the page unreadable or lose the key:
-    // such a page is sent URL-encoded, and says so, as if encoding-type=url had been asked for.
-    if (!url) {
-        bool representable = xml_representable(lr.prefix) && xml_representable(lr.delimiter) &&
-                             xml_representable(lr.start_after) && xml_representable(r.param("start-after"));
-        for (const auto& e : page.entries) representable = representable && xml_representable(e.name);
-        url = !representable;
-    }
+    return lr;
+}
+
+// Whether the page must be sent URL-encoded: when asked for, and also when a key XML 1.0 cannot carry (a
+// C0 control character) would make the page unreadable or lose the key; such a page says it is encoded,
+// as if encoding-type=url had been asked for.
+bool list_url_encoded(const s3_request& r, const store::list_request& lr, const store::list_page& page) {
+    if (r.param("encoding-type") == "url") return true;
+    bool representable = xml_representable(lr.prefix) && xml_representable(lr.delimiter) &&
+                         xml_representable(lr.start_after) && xml_representable(r.param("start-after"));
+    for (const auto& e : page.entries) representable = representable && xml_representable(e.name);
+    return !representable;
+}
+
+// The ListBucketResult document for a page; `owner` names the requester, shown as each object's owner.
+std::string list_result_xml(const s3_request& r, bool v2, const store::list_request& lr,
+                            const store::list_page& page, std::string_view owner) {
+    const bool url = list_url_encoded(r, lr, page);
     auto enc = [url](const std::string& s) { return url ? base::uri_encode(s, true) : s; };
     xml_writer x;
     x.open("ListBucketResult", s3_xmlns);
     x.element("Name", r.bucket).element("Prefix", enc(lr.prefix));
     if (v2) {
-        if (r.has("continuation-token")) x.element("ContinuationToken", token);
+        if (r.has("continuation-token")) x.element("ContinuationToken", r.param("continuation-token"));
         if (r.has("start-after")) x.element("StartAfter", enc(std::string(r.param("start-after"))));
     } else {
         x.element("Marker", enc(lr.start_after));
@@ -658,14 +658,30 @@ io::task<void> service::list_objects(context& c, bool v2) {
         x.element("ETag", "\"" + e.etag + "\"");
         x.element("Size", e.size_bytes);
         if (!v2 || r.param("fetch-owner") == "true")
-            x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
+            x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
         x.element("StorageClass", "STANDARD");
         x.close("Contents");
     }
     for (const auto& e : page.entries)
         if (e.is_prefix) x.open("CommonPrefixes").element("Prefix", enc(e.name)).close("CommonPrefixes");
     x.close("ListBucketResult");
-    co_await send_xml(c, 200, x.take());
+    return x.take();
+}
+
+}  // namespace
+
+io::task<void> service::list_objects(context& c, bool v2) {
+    auto lr = parse_list_request(c.req, v2);
+    if (!lr) co_return co_await send_error(c, lr.err());
+    store::list_page page;
+    if (lr->max_keys > 0) {
+        auto listed = co_await _store.list(*lr);
+        if (!listed) co_return co_await send_error(c, listed.err());
+        page = std::move(*listed);
+    } else if (!_store.bucket_exists(c.req.bucket)) {
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
+    }
+    co_await send_xml(c, 200, list_result_xml(c.req, v2, *lr, page, c.auth.access_key));
 }
 
 }  // namespace fjord::s3
