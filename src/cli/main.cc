@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,103 +98,166 @@ struct serve_config {
     bool request_burst_given = false;
 };
 
-bool parse_number(const char* text, std::uint64_t& out) {
-    auto v = base::parse_u64(text ? text : "");
-    if (!v) return false;
-    out = *v;
+// What the options of `fjord serve` set before they are checked together.
+struct serve_args {
+    serve_config& cfg;
+    std::vector<std::string> data_dirs;
+    std::vector<std::string> domains;
+    std::string listen = "127.0.0.1:9000";
+};
+
+// One option: a flag (no value), a text value, or a number in [min, max] and a multiple of `multiple`.
+// apply() takes the text (text options) or the number (number options); false: the value is not valid.
+struct serve_option {
+    enum class kind { flag, text, number };
+    std::string_view name;
+    kind type;
+    bool (*apply)(serve_args&, const char* text, std::uint64_t number);
+    std::uint64_t min = 0;
+    std::uint64_t max = UINT64_MAX;
+    std::uint64_t multiple = 1;
+};
+
+constexpr std::uint64_t year_s = 365ULL * 86'400;
+constexpr std::uint64_t year_ms = year_s * 1000;
+using kind = serve_option::kind;
+using args = serve_args;
+using u64 = std::uint64_t;
+
+bool set_log_level(std::string_view level) {
+    if (level == "debug") base::set_log_level(base::log_level::debug);
+    else if (level == "info") base::set_log_level(base::log_level::info);
+    else if (level == "warn") base::set_log_level(base::log_level::warn);
+    else if (level == "error") base::set_log_level(base::log_level::error);
+    else return false;
     return true;
 }
 
-int parse_serve_args(int argc, char** argv, serve_config& cfg) {
-    std::vector<std::string> data_dirs;
-    std::vector<std::string> domains;
-    unsigned cores = std::thread::hardware_concurrency();
-    std::string listen = "127.0.0.1:9000";
-    for (int i = 0; i < argc; ++i) {
-        std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        std::uint64_t n = 0;
-        auto need = [&](bool ok) {
-            if (!ok) std::fprintf(stderr, "fjord serve: %s needs a valid value\n", arg.c_str());
-            return ok;
-        };
-        if (arg == "--data") { if (!need(value)) return 2; data_dirs.push_back(value); ++i; }
-        else if (arg == "--listen") { if (!need(value)) return 2; listen = value; ++i; }
-        else if (arg == "--domain") { if (!need(value)) return 2; domains.push_back(value); ++i; }
-        else if (arg == "--region") { if (!need(value)) return 2; cfg.service.region = value; ++i; }
-        else if (arg == "--cores") { if (!need(parse_number(value, n) && n >= 1 && n <= 256)) return 2; cores = static_cast<unsigned>(n); ++i; }
-        else if (arg == "--etag-md5") cfg.service.etag_md5 = true;
-        else if (arg == "--metrics-public") cfg.service.metrics_public = true;
-        else if (arg == "--access-log") { if (!need(value && *value)) return 2; cfg.access_log_path = value; ++i; }
-        else if (arg == "--etag-md5-max-bytes") { if (!need(parse_number(value, n))) return 2; cfg.service.etag_md5_max_bytes = n; ++i; }
-        else if (arg == "--idle-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); ++i; }
-        else if (arg == "--header-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); ++i; }
-        else if (arg == "--io-timeout-ms") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.limits.io_timeout_ms = static_cast<std::int64_t>(n); ++i; }
-        else if (arg == "--min-body-rate-bytes-per-second") {
-            if (!need(parse_number(value, n) && n <= base::rate_floor::max_bytes_per_second)) return 2;
-            cfg.server.limits.min_body_rate.bytes_per_second = n;
-            ++i;
-        } else if (arg == "--min-body-rate-grace-ms") {
-            if (!need(parse_number(value, n) && n >= 1 && n <= 86'400'000)) return 2;
-            cfg.server.limits.min_body_rate.grace_ms = static_cast<std::int64_t>(n);
-            ++i;
-        } else if (arg == "--max-requests-per-second-per-connection") {
-            if (!need(parse_number(value, n) && n <= 1'000'000)) return 2;
-            cfg.server.limits.max_requests_per_second = n;
-            ++i;
-        } else if (arg == "--request-burst-per-connection") {
-            if (!need(parse_number(value, n) && n >= 1 && n <= base::token_bucket::max_burst)) return 2;
-            cfg.server.limits.request_burst = n;
-            cfg.request_burst_given = true;
-            ++i;
-        }
-        else if (arg == "--max-connections") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.server.max_connections_per_core = n; ++i; }
-        else if (arg == "--multipart-expiry-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_s = static_cast<std::int64_t>(n); ++i; }
-        else if (arg == "--multipart-expiry-interval-seconds") { if (!need(parse_number(value, n) && n >= 1)) return 2; cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); ++i; }
-        else if (arg == "--io-depth") { if (!need(parse_number(value, n) && n >= 1 && n <= 64)) return 2; cfg.engine.data_files.pipeline_depth = n; ++i; }
-        else if (arg == "--disk-writes-in-flight") { if (!need(parse_number(value, n) && n >= 1 && n <= 1024)) return 2; cfg.engine.writes.writes_in_flight_per_drive = n; ++i; }
-        else if (arg == "--spare-data-idle-seconds") { if (!need(parse_number(value, n) && n >= 1 && n <= 86400 * 365)) return 2; cfg.engine.spares.idle_ms = static_cast<std::int64_t>(n) * 1000; ++i; }
-        else if (arg == "--min-free-mib") { if (!need(parse_number(value, n) && n <= 1024ULL * 1024 * 1024)) return 2; cfg.engine.space.min_free_bytes = n * base::MiB; ++i; }
-        else if (arg == "--reserve-ahead-mib") { if (!need(parse_number(value, n) && n <= 1024ULL * 1024 * 1024)) return 2; cfg.engine.space.max_reserved_ahead_bytes = n * base::MiB; ++i; }
-        else if (arg == "--spare-data-mib") { if (!need(parse_number(value, n) && n <= 1024 * 1024)) return 2; cfg.engine.spares.bytes_per_drive = n * 1024 * 1024; ++i; }
-        else if (arg == "--disk-write-kib") {
-            if (!need(parse_number(value, n) && n >= 4 && n <= 8192 && n % 4 == 0)) return 2;
-            cfg.engine.writes.write_bytes = n * 1024;
-            ++i;
-        }
-        else if (arg == "--io-size-kib") {
-            if (!need(parse_number(value, n) && n >= 512 && n <= 8192 && n % 64 == 0)) return 2;
-            cfg.engine.buffers.buffer_bytes = n * 1024;
-            ++i;
-        }
-        else if (arg == "--no-huge-pages") cfg.engine.buffers.huge_pages = false;
-        else if (arg == "--buffers") { if (!need(parse_number(value, n) && n >= 8 && n <= 16384)) return 2; cfg.engine.buffers.buffer_count = n; ++i; }
-        else if (arg == "--log-level") {
-            if (!need(value)) return 2;
-            std::string l = value;
-            if (l == "debug") base::set_log_level(base::log_level::debug);
-            else if (l == "info") base::set_log_level(base::log_level::info);
-            else if (l == "warn") base::set_log_level(base::log_level::warn);
-            else if (l == "error") base::set_log_level(base::log_level::error);
-            else return need(false), 2;
-            ++i;
-        } else if (arg == "-h" || arg == "--help") { print_usage(); return 1; }
-        else { std::fprintf(stderr, "fjord serve: unknown option %s\n", arg.c_str()); print_usage(); return 2; }
+const serve_option serve_options[] = {
+    {"--data", kind::text, [](args& a, const char* t, u64) { a.data_dirs.push_back(t); return true; }},
+    {"--listen", kind::text, [](args& a, const char* t, u64) { a.listen = t; return true; }},
+    {"--domain", kind::text, [](args& a, const char* t, u64) { a.domains.push_back(t); return true; }},
+    {"--region", kind::text, [](args& a, const char* t, u64) { a.cfg.service.region = t; return true; }},
+    {"--access-log", kind::text, [](args& a, const char* t, u64) { a.cfg.access_log_path = t; return *t != 0; }},
+    {"--log-level", kind::text, [](args&, const char* t, u64) { return set_log_level(t); }},
+    {"--etag-md5", kind::flag, [](args& a, const char*, u64) { a.cfg.service.etag_md5 = true; return true; }},
+    {"--metrics-public", kind::flag,
+     [](args& a, const char*, u64) { a.cfg.service.metrics_public = true; return true; }},
+    {"--no-huge-pages", kind::flag,
+     [](args& a, const char*, u64) { a.cfg.engine.buffers.huge_pages = false; return true; }},
+    {"--cores", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.cores = static_cast<unsigned>(n); return true; }, 1, 256},
+    {"--etag-md5-max-bytes", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.service.etag_md5_max_bytes = n; return true; }},
+    {"--idle-timeout-ms", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); return true; },
+     1, year_ms},
+    {"--header-timeout-ms", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); return true; },
+     1, year_ms},
+    {"--io-timeout-ms", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.server.limits.io_timeout_ms = static_cast<std::int64_t>(n); return true; },
+     1, year_ms},
+    {"--min-body-rate-bytes-per-second", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.server.limits.min_body_rate.bytes_per_second = n; return true; },
+     0, base::rate_floor::max_bytes_per_second},
+    {"--min-body-rate-grace-ms", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.server.limits.min_body_rate.grace_ms = static_cast<std::int64_t>(n);
+         return true;
+     },
+     1, 86'400'000},
+    {"--max-requests-per-second-per-connection", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.server.limits.max_requests_per_second = n; return true; }, 0, 1'000'000},
+    {"--request-burst-per-connection", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.server.limits.request_burst = n;
+         a.cfg.request_burst_given = true;
+         return true;
+     },
+     1, base::token_bucket::max_burst},
+    {"--max-connections", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.server.max_connections_per_core = n; return true; }, 1},
+    {"--multipart-expiry-seconds", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.multipart_expiry_s = static_cast<std::int64_t>(n); return true; },
+     1, 100 * year_s},
+    {"--multipart-expiry-interval-seconds", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); return true; },
+     1, year_s},
+    {"--io-depth", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.data_files.pipeline_depth = n; return true; }, 1, 64},
+    {"--disk-writes-in-flight", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.writes.writes_in_flight_per_drive = n; return true; }, 1, 1024},
+    {"--spare-data-idle-seconds", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.spares.idle_ms = static_cast<std::int64_t>(n) * 1000; return true; },
+     1, year_s},
+    {"--min-free-mib", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.space.min_free_bytes = n * base::MiB; return true; },
+     0, 1024ULL * 1024 * 1024},
+    {"--reserve-ahead-mib", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.space.max_reserved_ahead_bytes = n * base::MiB; return true; },
+     0, 1024ULL * 1024 * 1024},
+    {"--spare-data-mib", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.spares.bytes_per_drive = n * base::MiB; return true; },
+     0, 1024 * 1024},
+    {"--disk-write-kib", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.writes.write_bytes = n * base::KiB; return true; }, 4, 8192, 4},
+    {"--io-size-kib", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.buffers.buffer_bytes = n * base::KiB; return true; }, 512, 8192, 64},
+    {"--buffers", kind::number,
+     [](args& a, const char*, u64 n) { a.cfg.engine.buffers.buffer_count = n; return true; }, 8, 16384},
+};
+
+// Says what a number option takes, for its error message.
+std::string number_range(const serve_option& o) {
+    std::string out = "a number";
+    if (o.max == UINT64_MAX) out += o.min > 0 ? " of at least " + std::to_string(o.min) : "";
+    else out += " from " + std::to_string(o.min) + " to " + std::to_string(o.max);
+    if (o.multiple > 1) out += ", a multiple of " + std::to_string(o.multiple);
+    return out;
+}
+
+// Applies argv[i] (and its value, which it then skips); 0, 1 (help asked for) or 2 (bad usage).
+int apply_serve_option(serve_args& a, int argc, char** argv, int& i) {
+    std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help") return print_usage(), 1;
+    const serve_option* o = nullptr;
+    for (const serve_option& candidate : serve_options)
+        if (candidate.name == arg) o = &candidate;
+    if (!o) {
+        std::fprintf(stderr, "fjord serve: unknown option %s\n", argv[i]);
+        print_usage();
+        return 2;
     }
+    if (o->type == kind::flag) return o->apply(a, nullptr, 0) ? 0 : 2;
+    const char* value = i + 1 < argc ? argv[++i] : nullptr;
+    std::optional<std::uint64_t> n;
+    if (o->type == kind::number && value) n = base::parse_u64(value);
+    bool ok = value && (o->type == kind::text || (n && *n >= o->min && *n <= o->max && *n % o->multiple == 0));
+    if (ok && o->apply(a, value, n.value_or(0))) return 0;
+    std::string name(arg);
+    if (o->type == kind::number)
+        std::fprintf(stderr, "fjord serve: %s takes %s\n", name.c_str(), number_range(*o).c_str());
+    else
+        std::fprintf(stderr, "fjord serve: %s needs a valid value\n", name.c_str());
+    return 2;
+}
+
+// The checks across options, and the credentials from the environment; 0 or 2 (bad usage).
+int finish_serve_config(serve_args& a) {
+    serve_config& cfg = a.cfg;
     if (!cfg.request_burst_given)
         cfg.server.limits.request_burst = std::max<std::uint64_t>(1, 2 * cfg.server.limits.max_requests_per_second);
     // The region is echoed in headers and error documents: S3's own shape only (us-east-1, eu-west-3, ...).
     const std::string& region = cfg.service.region;
-    if (region.empty() || region.size() > 64 ||
-        !std::all_of(region.begin(), region.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; })) {
+    auto region_char = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; };
+    if (region.empty() || region.size() > 64 || !std::all_of(region.begin(), region.end(), region_char)) {
         std::fputs("fjord serve: --region takes a region name of lower-case letters, digits and '-'\n", stderr);
         return 2;
     }
-    if (data_dirs.empty()) data_dirs.push_back("./data");
-    if (!domains.empty()) cfg.service.domains = domains;
-    cfg.engine.data_dirs = data_dirs;
-    cfg.engine.cores = cores;
-    auto ep = io::parse_endpoint(listen);
+    if (!a.data_dirs.empty()) cfg.engine.data_dirs = a.data_dirs;
+    if (!a.domains.empty()) cfg.service.domains = a.domains;
+    auto ep = io::parse_endpoint(a.listen);
     if (!ep) { std::fprintf(stderr, "fjord serve: %s\n", ep.err().message.c_str()); return 2; }
     cfg.server.listen = *ep;
     const char* access = std::getenv("FJORD_ACCESS_KEY");
@@ -218,6 +282,15 @@ int parse_serve_args(int argc, char** argv, serve_config& cfg) {
     }
     cfg.service.credentials.add(std::move(chosen));
     return 0;
+}
+
+// 0: `cfg` is ready; 1: help was printed; 2: bad usage (said on stderr).
+int parse_serve_args(int argc, char** argv, serve_config& cfg) {
+    serve_args a{cfg};
+    cfg.engine.cores = std::max(1u, std::thread::hardware_concurrency());
+    for (int i = 0; i < argc; ++i)
+        if (int rc = apply_serve_option(a, argc, argv, i); rc != 0) return rc;
+    return finish_serve_config(a);
 }
 
 // Removes spare data files that no write has taken for a while (core 0 only: the spares are shared).

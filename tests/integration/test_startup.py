@@ -125,3 +125,21 @@ def test_chosen_credentials_start_on_any_address(tmp_dir):
     finally:
         stop(process)
     assert "chosen-user-secret" not in log_path.read_text(errors="replace")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--cores", "0"], "--cores takes a number from 1 to 256"),
+    (["--cores"], "--cores takes a number from 1 to 256"),          # the value is missing
+    (["--disk-write-kib", "6"], "--disk-write-kib takes a number from 4 to 8192, a multiple of 4"),
+    (["--io-size-kib", "-1"], "--io-size-kib takes a number from 512 to 8192"),
+    # Past int64: these used to wrap to a negative timeout or age and start anyway.
+    (["--idle-timeout-ms", "18446744073709551615"], "--idle-timeout-ms takes a number from 1 to"),
+    (["--multipart-expiry-seconds", "9223372036854775807"], "--multipart-expiry-seconds takes a number from 1 to"),
+    (["--log-level", "loud"], "--log-level needs a valid value"),
+    (["--no-such-option"], "unknown option --no-such-option"),
+], ids=["zero-cores", "missing-value", "not-a-multiple", "negative", "timeout-past-int64", "age-past-int64",
+        "bad-level", "unknown"])
+def test_bad_option_values_are_refused_with_what_the_option_takes(tmp_dir, args, says):
+    status, output = run_to_exit(tmp_dir / "options", args, {})
+    assert status == 2, output
+    assert f"fjord serve: {says}" in output, output
