@@ -443,6 +443,22 @@ std::span<std::byte> map_random_pool(std::uint64_t size) {
     return {static_cast<std::byte*>(p), size};
 }
 
+// Maps the read slots of every rank (reads_in_flight each, `slot_bytes` long), faulted in before the clock
+// starts; returns every mapping, for munmap.
+std::vector<std::span<std::byte>> map_read_slots(checkpoint_run& run, std::uint64_t slot_bytes) {
+    std::vector<std::span<std::byte>> mapped;
+    run.slots.resize(run.config->ranks);
+    for (unsigned r = 0; r < run.config->ranks; ++r)
+        for (unsigned s = 0; s < run.config->reads_in_flight; ++s) {
+            void* p = mmap(nullptr, slot_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            FJORD_ASSERT(p != MAP_FAILED, "cannot map read slots");
+            std::memset(p, 0, slot_bytes);
+            run.slots[r].emplace_back(static_cast<std::byte*>(p), slot_bytes);
+            mapped.push_back(run.slots[r].back());
+        }
+    return mapped;
+}
+
 }  // namespace
 
 int bench_checkpoint_main(int argc, char** argv) {
@@ -467,16 +483,7 @@ int bench_checkpoint_main(int argc, char** argv) {
     std::span<std::byte> pool = map_random_pool(base::align_up(cfg->file_bytes[1] + pool_slack_bytes, 8));
     run.pool = pool;
     std::uint64_t slot_bytes = std::min(cfg->read_size_bytes, cfg->file_bytes[1]);
-    std::vector<std::span<std::byte>> slot_memory;
-    run.slots.resize(cfg->ranks);
-    for (unsigned r = 0; r < cfg->ranks; ++r)
-        for (unsigned s = 0; s < cfg->reads_in_flight; ++s) {
-            void* p = mmap(nullptr, slot_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            FJORD_ASSERT(p != MAP_FAILED, "cannot map read slots");
-            std::memset(p, 0, slot_bytes);  // fault the pages in before the clock starts
-            run.slots[r].emplace_back(static_cast<std::byte*>(p), slot_bytes);
-            slot_memory.push_back(run.slots[r].back());
-        }
+    std::vector<std::span<std::byte>> slot_memory = map_read_slots(run, slot_bytes);
     for (auto& phase : run.times) phase.assign(cfg->checkpoints, std::vector<rank_times>(cfg->ranks));
 
     {

@@ -338,14 +338,9 @@ void log_buffer_memory(const io::buffer_pool& pool, const io::buffer_pool_option
     }
 }
 
-int serve(int argc, char** argv) {
-    serve_config cfg;
-    if (int rc = parse_serve_args(argc, argv, cfg); rc != 0) return rc == 1 ? 0 : rc;
-    if (auto probe = io::probe_kernel_features(); !probe) {
-        LOG_ERROR("%s", probe.err().message.c_str());
-        return 1;
-    }
-    // Signals are taken by one ordinary thread with sigwait; reactor threads never see them.
+// Blocks the signals `fjord serve` stops on (one ordinary thread takes them with sigwait; reactor threads
+// never see them), ignores SIGPIPE, and raises the descriptor limit; returns the signals to wait for.
+sigset_t prepare_process() {
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
@@ -359,7 +354,36 @@ int serve(int argc, char** argv) {
         files.rlim_cur = files.rlim_max;
         setrlimit(RLIMIT_NOFILE, &files);
     }
+    return signals;
+}
 
+// The access log's descriptor ("-": stderr), or -1 once the failure is logged.
+int open_access_log(const std::string& path) {
+    if (path == "-") return STDERR_FILENO;
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0) LOG_ERROR("cannot open the access log %s: %s", path.c_str(), strerror(errno));
+    return fd;
+}
+
+// The start-up lines, written by core 0 before any core accepts.
+void log_start_up(const serve_config& cfg, store::engine& engine) {
+    log_buffer_memory(engine.pool(), cfg.engine.buffers);
+    LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)", cfg.server.listen.host.c_str(),
+             cfg.server.listen.port, cfg.engine.cores, cfg.engine.data_dirs[0].c_str(),
+             cfg.engine.data_dirs.size() > 1 ? " and more" : "");
+    if (cfg.default_credentials)
+        LOG_WARN("using the development credentials (access key '%s'; its secret is in README.md): "
+                 "set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own", default_access_key);
+}
+
+int serve(int argc, char** argv) {
+    serve_config cfg;
+    if (int rc = parse_serve_args(argc, argv, cfg); rc != 0) return rc == 1 ? 0 : rc;
+    if (auto probe = io::probe_kernel_features(); !probe) {
+        LOG_ERROR("%s", probe.err().message.c_str());
+        return 1;
+    }
+    sigset_t signals = prepare_process();
     auto opened = store::engine::open(cfg.engine);
     if (!opened) {
         LOG_ERROR("cannot open the data directories: %s", opened.err().message.c_str());
@@ -370,12 +394,8 @@ int serve(int argc, char** argv) {
     std::unique_ptr<s3::access_log> access;
     int access_fd = -1;
     if (!cfg.access_log_path.empty()) {
-        access_fd = cfg.access_log_path == "-" ? STDERR_FILENO
-                                               : ::open(cfg.access_log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-        if (access_fd < 0) {
-            LOG_ERROR("cannot open the access log %s: %s", cfg.access_log_path.c_str(), strerror(errno));
-            return 1;
-        }
+        access_fd = open_access_log(cfg.access_log_path);
+        if (access_fd < 0) return 1;
         access = std::make_unique<s3::access_log>(access_fd, cfg.engine.cores);
     }
     s3::service svc(*engine, cfg.service, metrics, access.get());
@@ -406,15 +426,7 @@ int serve(int argc, char** argv) {
             group.stop();
             return;
         }
-        if (core == 0) {
-            log_buffer_memory(engine->pool(), cfg.engine.buffers);
-            LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
-                     cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,
-                     cfg.engine.data_dirs[0].c_str(), cfg.engine.data_dirs.size() > 1 ? " and more" : "");
-            if (cfg.default_credentials)
-                LOG_WARN("using the development credentials (access key '%s'; its secret is in README.md): "
-                         "set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own", default_access_key);
-        }
+        if (core == 0) log_start_up(cfg, *engine);
         started.arrive_and_wait();
         io::spawn(servers[core]->run());
         io::spawn(expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
