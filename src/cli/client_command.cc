@@ -15,7 +15,8 @@
 
 #include "base/checksum.h"
 #include "base/units.h"
-#include "cli/bench.h"
+#include "cli/commands.h"
+#include "cli/options.h"
 #include "client/object_client.h"
 #include "io/reactor.h"
 #include "io/task.h"
@@ -154,7 +155,7 @@ base::result<client_command> parse_client_args(int argc, char** argv) {
     cmd.op = argv[0];
     if (cmd.op != "put" && cmd.op != "get" && cmd.op != "head" && cmd.op != "delete" && cmd.op != "mb")
         return base::fail(base::errc::invalid_argument, "operation must be put, get, head, delete or mb");
-    auto opts = bench_options::parse(argc - 1, argv + 1, with_value, flags);
+    auto opts = command_options::parse(argc - 1, argv + 1, with_value, flags);
     if (!opts) return opts.as_failure();
     auto ep = parse_http_endpoint(opts->text("endpoint", "http://127.0.0.1:9000"));
     if (!ep) return ep.as_failure();

@@ -25,7 +25,8 @@
 #include "base/token_bucket.h"
 #include "io/ops.h"
 #include "base/units.h"
-#include "cli/bench.h"
+#include "bench/bench.h"
+#include "cli/commands.h"
 #include "http/server.h"
 #include "io/reactor.h"
 #include "s3/access_log.h"
@@ -442,14 +443,11 @@ int serve(int argc, char** argv) {
 
 }  // namespace
 
-namespace fjord::cli {
-int scrub_main(int argc, char** argv);
-}
 
 int main(int argc, char** argv) {
     if (argc >= 2 && std::string(argv[1]) == "scrub") return fjord::cli::scrub_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "serve") return serve(argc - 2, argv + 2);
-    if (argc >= 2 && std::string(argv[1]) == "bench") return fjord::cli::bench_main(argc - 2, argv + 2);
+    if (argc >= 2 && std::string(argv[1]) == "bench") return fjord::bench::bench_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "client") return fjord::cli::client_main(argc - 2, argv + 2);
     for (const char* name : {"cp", "ls", "rm", "mb", "rb"})
         if (argc >= 2 && std::string(argv[1]) == name) return fjord::cli::object_command_main(name, argc - 2, argv + 2);

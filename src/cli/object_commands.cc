@@ -22,7 +22,8 @@
 
 #include "base/clock.h"
 #include "base/units.h"
-#include "cli/bench.h"
+#include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/progress.h"
 #include "client/object_client.h"
 #include "io/reactor.h"
@@ -380,7 +381,7 @@ void print_usage(std::FILE* to) {
         to);
 }
 
-std::string setting(const bench_options& opts, std::string_view flag, const char* env, const char* fallback) {
+std::string setting(const command_options& opts, std::string_view flag, const char* env, const char* fallback) {
     if (opts.has(flag)) return opts.text(flag);
     const char* value = std::getenv(env);
     return value && *value ? value : fallback;
@@ -429,7 +430,7 @@ base::result<command_config> parse_command(std::string name, int argc, char** ar
         bool takes_value = std::find(std::begin(with_value), std::end(with_value), arg.substr(2)) != std::end(with_value);
         if (takes_value && i + 1 < argc) options.push_back(argv[++i]);
     }
-    auto opts = bench_options::parse(static_cast<int>(options.size()), options.data(), with_value, flags);
+    auto opts = command_options::parse(static_cast<int>(options.size()), options.data(), with_value, flags);
     if (!opts) return opts.as_failure();
     cfg.recursive = opts->has("recursive");
     auto jobs = opts->number("jobs", 8), in_flight = opts->number("parts-in-flight", 4);

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 #include "base/clock.h"
-#include "cli/bench.h"
+#include "cli/options.h"
 
 namespace fjord::cli {
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "cli/commands.h"
 #include "io/reactor.h"
 #include "io/task.h"
 #include "store/data_file.h"

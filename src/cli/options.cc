@@ -1,4 +1,6 @@
-// `fjord bench` dispatch and the option parsing its subcommands share.
+// Option parsing and output helpers shared by the `fjord` subcommands (the CLI's and `fjord bench`'s).
+
+#include "cli/options.h"
 
 #include <cerrno>
 #include <cmath>
@@ -7,46 +9,13 @@
 #include <cstring>
 
 #include "base/encoding.h"
-#include "cli/bench.h"
 
 namespace fjord::cli {
 
-namespace {
-
-void print_bench_usage() {
-    std::fputs(
-        "usage: fjord bench disk --dir DIR [--size-mib 1024] [--block-kib 1024] [--depth 32] [--files 1] [--passes 1]\n"
-        "                      [--repeat-blocks] [--no-huge-pages] [--json FILE]\n"
-        "       fjord bench net [--seconds 3] [--streams 1] [--buffer-kib 1024] [--json FILE]\n"
-        "       fjord bench s3 --bucket B --op put|get|mixed|head|delete|list [--endpoint http://127.0.0.1:9000]\n"
-        "                      [--size 64MiB (4KiB for head, delete, list)] [--concurrency 8] [--duration 10 | --count N]\n"
-        "                      [--cores 2] [--objects N] [--verify | --unique-bodies] [--trailer crc32c|crc64nvme] [--server-pid PID]\n"
-        "                      [--json FILE] [--report DIR]\n"
-        "       fjord bench checkpoint [--endpoint URL] [--bucket checkpoint] [--ranks 8] [--scale 1/32]\n"
-        "                      [--checkpoints 10] [--compute-seconds 5] [--part-size 5MiB] [--read-size 128MiB]\n"
-        "                      [--uploads-in-flight 2] [--reads-in-flight 2] [--cores 2] [--verify-every 4]\n"
-        "                      [--prefix P] [--trailer] [--keep] [--json FILE] [--report DIR]\n"
-        "--report DIR writes DIR/results.json, DIR/report.md and DIR/chart.svg.\n"
-        "disk and net measure the physical limits; s3 measures a running Fjord (or any S3) server.\n"
-        "s3 credentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY (default fjordadmin / fjordadmin-secret)\n",
-        stderr);
-}
-
-}  // namespace
-
-int bench_main(int argc, char** argv) {
-    std::string what = argc >= 1 ? argv[0] : "";
-    if (what == "disk") return bench_disk_main(argc - 1, argv + 1);
-    if (what == "net") return bench_net_main(argc - 1, argv + 1);
-    if (what == "s3") return bench_s3_main(argc - 1, argv + 1);
-    if (what == "checkpoint") return bench_checkpoint_main(argc - 1, argv + 1);
-    print_bench_usage();
-    return what == "-h" || what == "--help" ? 0 : 2;
-}
-
-base::result<bench_options> bench_options::parse(int argc, char** argv, std::span<const std::string_view> with_value,
-                                                 std::span<const std::string_view> flags) {
-    bench_options out;
+base::result<command_options> command_options::parse(int argc, char** argv,
+                                                     std::span<const std::string_view> with_value,
+                                                     std::span<const std::string_view> flags) {
+    command_options out;
     for (int i = 0; i < argc; ++i) {
         std::string_view arg = argv[i];
         if (arg.substr(0, 2) != "--") return base::fail(base::errc::invalid_argument, "unexpected argument " + std::string(arg));
@@ -65,19 +34,19 @@ base::result<bench_options> bench_options::parse(int argc, char** argv, std::spa
     return out;
 }
 
-std::string bench_options::text(std::string_view name, std::string fallback) const {
+std::string command_options::text(std::string_view name, std::string fallback) const {
     auto it = _values.find(std::string(name));
     return it == _values.end() ? fallback : it->second;
 }
 
-base::result<std::uint64_t> bench_options::number(std::string_view name, std::uint64_t fallback) const {
+base::result<std::uint64_t> command_options::number(std::string_view name, std::uint64_t fallback) const {
     if (!has(name)) return fallback;
     auto v = base::parse_u64(text(name));
     if (!v) return base::fail(base::errc::invalid_argument, "--" + std::string(name) + " needs a whole number");
     return *v;
 }
 
-base::result<double> bench_options::seconds(std::string_view name, double fallback) const {
+base::result<double> command_options::seconds(std::string_view name, double fallback) const {
     if (!has(name)) return fallback;
     std::string value = text(name);
     char* end = nullptr;
@@ -88,7 +57,7 @@ base::result<double> bench_options::seconds(std::string_view name, double fallba
     return v;
 }
 
-base::result<std::uint64_t> bench_options::size(std::string_view name, std::uint64_t fallback) const {
+base::result<std::uint64_t> command_options::size(std::string_view name, std::uint64_t fallback) const {
     if (!has(name)) return fallback;
     auto v = parse_size_bytes(text(name));
     if (!v) return base::fail(base::errc::invalid_argument, "--" + std::string(name) + " needs a size such as 4096, 64KiB or 1GiB");
@@ -118,12 +87,12 @@ double gib_per_s(std::uint64_t bytes, double seconds) {
 bool write_json_file(const std::string& path, const std::string& json) {
     std::FILE* f = std::fopen(path.c_str(), "w");
     if (!f) {
-        std::fprintf(stderr, "fjord bench: cannot write %s: %s\n", path.c_str(), strerror(errno));
+        std::fprintf(stderr, "fjord: cannot write %s: %s\n", path.c_str(), strerror(errno));
         return false;
     }
     bool ok = std::fputs(json.c_str(), f) >= 0 && std::fputc('\n', f) != EOF;
     ok = std::fclose(f) == 0 && ok;
-    if (!ok) std::fprintf(stderr, "fjord bench: cannot write %s\n", path.c_str());
+    if (!ok) std::fprintf(stderr, "fjord: cannot write %s\n", path.c_str());
     return ok;
 }
 
@@ -138,6 +107,16 @@ std::string json_string(std::string_view text) {
         } else out += c;
     }
     return out + "\"";
+}
+
+base::result<io::endpoint> parse_http_endpoint(std::string text) {
+    constexpr std::string_view scheme = "http://";
+    if (text.rfind("https://", 0) == 0)
+        return base::fail(base::errc::invalid_argument, "https endpoints are not supported yet: use http://");
+    if (text.rfind(scheme, 0) == 0) text = text.substr(scheme.size());
+    while (!text.empty() && text.back() == '/') text.pop_back();
+    if (text.find(':') == std::string::npos) text += ":80";
+    return io::parse_endpoint(text);
 }
 
 }  // namespace fjord::cli

@@ -31,15 +31,16 @@
 
 #include "base/clock.h"
 #include "base/units.h"
-#include "cli/bench.h"
-#include "cli/bench_histogram.h"
-#include "cli/bench_report.h"
+#include "bench/bench.h"
+#include "cli/options.h"
+#include "bench/histogram.h"
+#include "bench/report.h"
 #include "cli/progress.h"
 #include "client/s3_client.h"
 #include "io/reactor.h"
 #include "io/task.h"
 
-namespace fjord::cli {
+namespace fjord::bench {
 
 namespace {
 
@@ -104,7 +105,7 @@ struct shared_run {
     std::vector<std::span<std::byte>> destinations;  // one GET buffer per worker
     std::vector<worker_stats> stats;                 // one per worker
     io::reactor_group* group = nullptr;
-    progress_line* progress = nullptr;  // during the measured phase
+    cli::progress_line* progress = nullptr;  // during the measured phase
     std::atomic<unsigned> workers_left{0};
     std::atomic<std::uint64_t> next_operation{0};
     std::atomic<std::uint64_t> next_body{0};
@@ -297,11 +298,11 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
                                                       "duration", "count",  "cores",   "objects",    "server-pid",
                                                       "json", "trailer", "report"};
     static constexpr std::string_view flags[] = {"verify", "unique-bodies"};
-    auto opts = bench_options::parse(argc, argv, with_value, flags);
+    auto opts = cli::command_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     s3_config cfg;
     cfg.endpoint_text = opts->text("endpoint", "http://127.0.0.1:9000");
-    auto ep = parse_http_endpoint(cfg.endpoint_text);
+    auto ep = cli::parse_http_endpoint(cfg.endpoint_text);
     if (!ep) return ep.as_failure();
     cfg.endpoint = *ep;
     cfg.bucket = opts->text("bucket");
@@ -436,7 +437,7 @@ std::string op_json(const op_stats& s, double seconds) {
                   "\"latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
                   "\"max\": %.3f}}",
                   static_cast<unsigned long long>(s.operations), static_cast<unsigned long long>(s.bytes),
-                  gib_per_s(s.bytes, seconds), seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
+                  cli::gib_per_s(s.bytes, seconds), seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
                   h.mean_us() / 1e3, h.percentile_us(0.50) / 1e3, h.percentile_us(0.90) / 1e3,
                   h.percentile_us(0.99) / 1e3, h.percentile_us(0.999) / 1e3, static_cast<double>(h.max_us()) / 1e3);
     return out;
@@ -457,7 +458,7 @@ const char* op_name(op_kind op) {
 std::string results_json(const s3_config& cfg, const totals& t) {
     std::string out = "{\"bench\": \"s3\", ";
     append_format(out, "\"op\": \"%s\", \"endpoint\": %s, \"bucket\": %s, ", op_name(cfg.op),
-                  json_string(cfg.endpoint_text).c_str(), json_string(cfg.bucket).c_str());
+                  cli::json_string(cfg.endpoint_text).c_str(), cli::json_string(cfg.bucket).c_str());
     append_format(out,
                   "\"size_bytes\": %llu, \"concurrency\": %u, \"cores\": %u, \"objects\": %llu, \"verify\": %s, "
                   "\"seconds\": %.4f, \"errors\": %llu, \"verify_failures\": %llu, \"prepared_objects\": %llu, "
@@ -473,7 +474,7 @@ std::string results_json(const s3_config& cfg, const totals& t) {
     if (t.small.operations > 0) out += std::string(", \"") + op_name(cfg.op) + "\": " + op_json(t.small, t.seconds);
     out += "}";
     if (cfg.op == op_kind::list) out += ", \"listed_keys\": " + std::to_string(t.listed_keys);
-    out += ", \"first_error\": " + json_string(t.first_error) + "}";
+    out += ", \"first_error\": " + cli::json_string(t.first_error) + "}";
     return out;
 }
 
@@ -481,7 +482,7 @@ void print_op_line(const char* label, const op_stats& s, double seconds) {
     const latency_histogram& h = s.latency;
     std::printf("  %-5s %.3f GiB/s, %.1f ops/s, %llu ops; latency ms: mean %.1f p50 %.1f p90 %.1f p99 %.1f "
                 "p99.9 %.1f max %.1f\n",
-                label, gib_per_s(s.bytes, seconds), seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
+                label, cli::gib_per_s(s.bytes, seconds), seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
                 static_cast<unsigned long long>(s.operations), h.mean_us() / 1e3, h.percentile_us(0.50) / 1e3,
                 h.percentile_us(0.90) / 1e3, h.percentile_us(0.99) / 1e3, h.percentile_us(0.999) / 1e3,
                 static_cast<double>(h.max_us()) / 1e3);
@@ -526,7 +527,7 @@ bool write_s3_report(const s3_config& cfg, const totals& t) {
     for (const auto& [name, s] : ops) {
         const latency_histogram& h = s->latency;
         rows.push_back({name, std::to_string(s->operations), format_text("%.1f", static_cast<double>(s->operations) / std::max(t.seconds, 1e-9)),
-                        format_text("%.3f", gib_per_s(s->bytes, t.seconds)), format_text("%.3f", h.mean_us() / 1e3),
+                        format_text("%.3f", cli::gib_per_s(s->bytes, t.seconds)), format_text("%.3f", h.mean_us() / 1e3),
                         format_text("%.3f", h.percentile_us(0.50) / 1e3), format_text("%.3f", h.percentile_us(0.90) / 1e3),
                         format_text("%.3f", h.percentile_us(0.99) / 1e3), format_text("%.3f", h.percentile_us(0.999) / 1e3),
                         format_text("%.3f", static_cast<double>(h.max_us()) / 1e3)});
@@ -561,16 +562,6 @@ void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
 }
 
 }  // namespace
-
-base::result<io::endpoint> parse_http_endpoint(std::string text) {
-    constexpr std::string_view scheme = "http://";
-    if (text.rfind("https://", 0) == 0)
-        return base::fail(base::errc::invalid_argument, "https endpoints are not supported by the bench client");
-    if (text.rfind(scheme, 0) == 0) text = text.substr(scheme.size());
-    while (!text.empty() && text.back() == '/') text.pop_back();
-    if (text.find(':') == std::string::npos) text += ":80";
-    return io::parse_endpoint(text);
-}
 
 int bench_s3_main(int argc, char** argv) {
     auto cfg = parse_s3_args(argc, argv);
@@ -608,7 +599,7 @@ int bench_s3_main(int argc, char** argv) {
     double client_cpu_before = own_cpu_s(), server_cpu_before = process_cpu_s(cfg->server_pid);
     run.deadline_ns = base::monotonic_now_ns() + static_cast<std::int64_t>(cfg->duration_s * 1e9);
     {
-        progress_line progress({.label = op_name(cfg->op), .total_items = cfg->count, .interval_ms = 1000});
+        cli::progress_line progress({.label = op_name(cfg->op), .total_items = cfg->count, .interval_ms = 1000});
         run.progress = &progress;
         run_phase(run, cfg->concurrency, measure_worker);
         run.progress = nullptr;
@@ -620,9 +611,9 @@ int bench_s3_main(int argc, char** argv) {
     t.client_cpu_s = client_cpu_after - client_cpu_before;
     if (server_cpu_before >= 0 && server_cpu_after >= 0) t.server_cpu_s = server_cpu_after - server_cpu_before;
     print_results(*cfg, t);
-    if (!cfg->json_path.empty() && !write_json_file(cfg->json_path, results_json(*cfg, t))) return 1;
+    if (!cfg->json_path.empty() && !cli::write_json_file(cfg->json_path, results_json(*cfg, t))) return 1;
     if (!cfg->report_dir.empty() && !write_s3_report(*cfg, t)) return 1;
     return t.errors == 0 && t.all.operations > 0 ? 0 : 1;
 }
 
-}  // namespace fjord::cli
+}  // namespace fjord::bench

@@ -21,9 +21,10 @@
 
 #include "base/clock.h"
 #include "base/units.h"
-#include "cli/bench.h"
+#include "bench/bench.h"
+#include "cli/options.h"
 
-namespace fjord::cli {
+namespace fjord::bench {
 
 namespace {
 
@@ -90,7 +91,7 @@ base::result<std::vector<std::unique_ptr<stream_pair>>> connect_pairs(unsigned s
 
 base::result<net_config> parse_net_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"seconds", "streams", "buffer-kib", "json"};
-    auto opts = bench_options::parse(argc, argv, with_value, {});
+    auto opts = cli::command_options::parse(argc, argv, with_value, {});
     if (!opts) return opts.as_failure();
     net_config cfg;
     auto seconds = opts->seconds("seconds", 3);
@@ -141,7 +142,7 @@ int bench_net_main(int argc, char** argv) {
     for (auto& t : threads) t.join();
     for (auto& p : *pairs) ::close(p->send_fd), ::close(p->receive_fd);
 
-    double gib_s = gib_per_s(bytes, seconds);
+    double gib_s = cli::gib_per_s(bytes, seconds);
     std::printf("net loopback TCP: %u stream(s), %zu KiB sends: %.3f GiB/s (%.2f GiB in %.2f s)\n", cfg->streams,
                 cfg->buffer_bytes / base::KiB, gib_s, static_cast<double>(bytes) / static_cast<double>(base::GiB), seconds);
     if (cfg->json_path.empty()) return 0;
@@ -150,7 +151,7 @@ int bench_net_main(int argc, char** argv) {
                   "{\"bench\": \"net\", \"streams\": %u, \"buffer_bytes\": %zu, \"seconds\": %.4f, \"bytes\": %llu, "
                   "\"gib_s\": %.4f}",
                   cfg->streams, cfg->buffer_bytes, seconds, static_cast<unsigned long long>(bytes), gib_s);
-    return write_json_file(cfg->json_path, json) ? 0 : 1;
+    return cli::write_json_file(cfg->json_path, json) ? 0 : 1;
 }
 
-}  // namespace fjord::cli
+}  // namespace fjord::bench

@@ -9,7 +9,7 @@
 #include <bit>
 #include <cstdint>
 
-namespace fjord::cli {
+namespace fjord::bench {
 
 class latency_histogram {
 public:
@@ -71,4 +71,4 @@ private:
     std::uint64_t _max_us = 0;
 };
 
-}  // namespace fjord::cli
+}  // namespace fjord::bench

@@ -22,10 +22,11 @@
 
 #include "base/clock.h"
 #include "base/units.h"
-#include "cli/bench.h"
+#include "bench/bench.h"
+#include "cli/options.h"
 #include "io/io_memory.h"
 
-namespace fjord::cli {
+namespace fjord::bench {
 
 namespace {
 
@@ -99,7 +100,7 @@ base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds
 base::result<disk_config> parse_disk_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"dir", "size-mib", "block-kib", "depth", "passes", "files", "json"};
     static constexpr std::string_view flags[] = {"repeat-blocks", "no-huge-pages"};
-    auto opts = bench_options::parse(argc, argv, with_value, flags);
+    auto opts = cli::command_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     disk_config cfg;
     cfg.dir = opts->text("dir");
@@ -126,8 +127,8 @@ base::result<disk_config> parse_disk_args(int argc, char** argv) {
 
 int report(const disk_config& cfg, const phase_result& w, const phase_result& r, const phase_result& first_write,
            bool registered, std::size_t huge_page_bytes) {
-    double write_gib_s = gib_per_s(w.bytes, w.seconds), read_gib_s = gib_per_s(r.bytes, r.seconds);
-    double first_write_gib_s = gib_per_s(first_write.bytes, first_write.seconds);
+    double write_gib_s = cli::gib_per_s(w.bytes, w.seconds), read_gib_s = cli::gib_per_s(r.bytes, r.seconds);
+    double first_write_gib_s = cli::gib_per_s(first_write.bytes, first_write.seconds);
     std::printf("disk %s: %llu MiB in %u file(s), %llu KiB blocks, depth %u, O_DIRECT, %s buffers (%zu KiB on huge "
                 "pages), %s data, best of %u pass(es)\n",
                 cfg.dir.c_str(), static_cast<unsigned long long>(cfg.size_bytes / base::MiB), cfg.files,
@@ -143,11 +144,11 @@ int report(const disk_config& cfg, const phase_result& w, const phase_result& r,
                   "\"distinct_blocks\": %s, \"huge_page_bytes\": %zu, "
                   "\"registered_buffers\": %s, \"write_gib_s\": %.4f, \"write_s\": %.4f, \"read_gib_s\": %.4f, "
                   "\"read_s\": %.4f, \"first_pass_write_gib_s\": %.4f}",
-                  json_string(cfg.dir).c_str(), static_cast<unsigned long long>(cfg.size_bytes),
+                  cli::json_string(cfg.dir).c_str(), static_cast<unsigned long long>(cfg.size_bytes),
                   static_cast<unsigned long long>(cfg.block_bytes), cfg.depth, cfg.files, cfg.passes,
                   cfg.repeat_blocks ? "false" : "true", huge_page_bytes, registered ? "true" : "false",
                   write_gib_s, w.seconds, read_gib_s, r.seconds, first_write_gib_s);
-    return write_json_file(cfg.json_path, json) ? 0 : 1;
+    return cli::write_json_file(cfg.json_path, json) ? 0 : 1;
 }
 
 }  // namespace
@@ -202,8 +203,8 @@ int bench_disk_main(int argc, char** argv) {
             read = r;
             break;
         }
-        std::printf("  pass %u: write %.3f GiB/s, read %.3f GiB/s\n", pass + 1, gib_per_s(w->bytes, w->seconds),
-                    gib_per_s(r->bytes, r->seconds));
+        std::printf("  pass %u: write %.3f GiB/s, read %.3f GiB/s\n", pass + 1, cli::gib_per_s(w->bytes, w->seconds),
+                    cli::gib_per_s(r->bytes, r->seconds));
         if (pass == 0) first_write = *w;
         if (pass == 0 || w->seconds < written->seconds) written = *w;
         if (pass == 0 || r->seconds < read->seconds) read = *r;
@@ -218,4 +219,4 @@ int bench_disk_main(int argc, char** argv) {
     return report(*cfg, *written, *read, first_write, registered, huge_page_bytes);
 }
 
-}  // namespace fjord::cli
+}  // namespace fjord::bench

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace fjord::cli {
+namespace fjord::bench {
 
 // Bars grouped along the x axis: each group has one value per series, drawn side by side.
 struct bar_chart {
@@ -33,4 +33,4 @@ bool write_report(const std::string& dir, const std::string& json, const std::st
 // printf into a std::string (for table cells).
 std::string format_text(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
-}  // namespace fjord::cli
+}  // namespace fjord::bench

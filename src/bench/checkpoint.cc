@@ -31,8 +31,9 @@
 #include "base/checksum.h"
 #include "base/clock.h"
 #include "base/units.h"
-#include "cli/bench.h"
-#include "cli/bench_report.h"
+#include "bench/bench.h"
+#include "cli/options.h"
+#include "bench/report.h"
 #include "client/object_client.h"
 #include "io/cross_core.h"
 #include "io/ops.h"
@@ -40,7 +41,7 @@
 #include "io/task.h"
 #include "io/wait_group.h"
 
-namespace fjord::cli {
+namespace fjord::bench {
 
 namespace {
 
@@ -244,7 +245,7 @@ io::task<void> create_bucket_task(checkpoint_run* run) {
 
 // ---- configuration ----
 
-base::result<double> non_negative_seconds(const bench_options& opts, std::string_view name, double fallback) {
+base::result<double> non_negative_seconds(const cli::command_options& opts, std::string_view name, double fallback) {
     if (!opts.has(name)) return fallback;
     std::string text = opts.text(name);
     char* end = nullptr;
@@ -259,18 +260,18 @@ base::result<checkpoint_config> parse_checkpoint_args(int argc, char** argv) {
         "endpoint", "bucket", "prefix", "ranks", "scale", "checkpoints", "compute-seconds", "part-size",
         "read-size", "uploads-in-flight", "reads-in-flight", "cores", "verify-every", "json", "report"};
     static constexpr std::string_view flags[] = {"trailer", "keep"};
-    auto opts = bench_options::parse(argc, argv, with_value, flags);
+    auto opts = cli::command_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     checkpoint_config cfg;
     cfg.endpoint_text = opts->text("endpoint", "http://127.0.0.1:9000");
-    auto ep = parse_http_endpoint(cfg.endpoint_text);
+    auto ep = cli::parse_http_endpoint(cfg.endpoint_text);
     if (!ep) return ep.as_failure();
     cfg.endpoint = *ep;
     cfg.bucket = opts->text("bucket", "checkpoint");
     cfg.prefix = opts->text("prefix", "");
     std::string scale = opts->text("scale", "1/32");
     if (scale.rfind("1/", 0) == 0) scale = scale.substr(2);
-    auto scale_n = parse_size_bytes(scale);
+    auto scale_n = cli::parse_size_bytes(scale);
     if (!scale_n || *scale_n < 1 || *scale_n > 4096)
         return base::fail(base::errc::invalid_argument, "--scale must be 1/N (or N) with N in 1..4096");
     cfg.scale = *scale_n;
@@ -388,7 +389,7 @@ std::string results_json(const checkpoint_config& cfg, const checkpoint_run& run
                   "\"optim_bytes\": %llu, \"checkpoint_bytes\": %llu, \"part_size_bytes\": %llu, "
                   "\"read_size_bytes\": %llu, \"uploads_in_flight\": %u, \"reads_in_flight\": %u, "
                   "\"compute_seconds\": %.3f, \"crc32c_trailer\": %s, ",
-                  json_string(cfg.endpoint_text).c_str(), json_string(cfg.bucket).c_str(),
+                  cli::json_string(cfg.endpoint_text).c_str(), cli::json_string(cfg.bucket).c_str(),
                   static_cast<unsigned long long>(cfg.scale), cfg.ranks, cfg.checkpoints, cfg.cores,
                   static_cast<unsigned long long>(cfg.file_bytes[0]),
                   static_cast<unsigned long long>(cfg.file_bytes[1]),
@@ -401,7 +402,7 @@ std::string results_json(const checkpoint_config& cfg, const checkpoint_run& run
             ", \"verify_failures\": " + std::to_string(run.verify_failures.load()) +
             ", \"retries\": " + std::to_string(run.retries.load()) +
             ", \"errors\": " + std::to_string(run.errors.load()) +
-            ", \"first_error\": " + json_string(run.first_error) + "}";
+            ", \"first_error\": " + cli::json_string(run.first_error) + "}";
     return json;
 }
 
@@ -514,7 +515,7 @@ int bench_checkpoint_main(int argc, char** argv) {
                 static_cast<unsigned long long>(run.retries.load()), static_cast<unsigned long long>(run.errors.load()),
                 run.first_error.empty() ? "" : " (first: ", run.first_error.empty() ? "" : (run.first_error + ")").c_str());
     if (!cfg->json_path.empty() &&
-        !write_json_file(cfg->json_path, results_json(*cfg, run, w, r, checkpoint_bytes, slot_bytes)))
+        !cli::write_json_file(cfg->json_path, results_json(*cfg, run, w, r, checkpoint_bytes, slot_bytes)))
         return 1;
     if (!cfg->report_dir.empty() &&
         !write_checkpoint_report(*cfg, results_json(*cfg, run, w, r, checkpoint_bytes, slot_bytes), w, r, checkpoint_gib))
@@ -524,4 +525,4 @@ int bench_checkpoint_main(int argc, char** argv) {
     return run.errors.load() == 0 ? 0 : 1;
 }
 
-}  // namespace fjord::cli
+}  // namespace fjord::bench

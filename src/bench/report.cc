@@ -1,4 +1,4 @@
-#include "cli/bench_report.h"
+#include "bench/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,10 @@
 #include <system_error>
 
 #include "base/assert.h"
-#include "cli/bench.h"
+#include "bench/bench.h"
+#include "cli/options.h"
 
-namespace fjord::cli {
+namespace fjord::bench {
 
 namespace {
 
@@ -139,8 +140,8 @@ bool write_report(const std::string& dir, const std::string& json, const std::st
         return false;
     }
     std::filesystem::path root(dir);
-    return write_json_file((root / "results.json").string(), json) && write_text(root / "report.md", markdown) &&
+    return cli::write_json_file((root / "results.json").string(), json) && write_text(root / "report.md", markdown) &&
            write_text(root / "chart.svg", render_svg(chart));
 }
 
-}  // namespace fjord::cli
+}  // namespace fjord::bench

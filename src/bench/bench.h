@@ -1,0 +1,17 @@
+#pragma once
+
+// `fjord bench`: programs that report figures, never tests with time limits. `disk` and `net` measure
+// the physical limits of this machine (raw O_DIRECT I/O through io_uring, loopback TCP); `s3` measures
+// Fjord itself through the native client, so that every result can be given as a ratio to a limit
+// measured in the same run (design principle 7); `checkpoint` runs the MLPerf Storage v3.0 llama3-8b
+// checkpoint workload (scaled) against any S3 endpoint.
+
+namespace fjord::bench {
+
+int bench_main(int argc, char** argv);
+int bench_disk_main(int argc, char** argv);
+int bench_net_main(int argc, char** argv);
+int bench_s3_main(int argc, char** argv);
+int bench_checkpoint_main(int argc, char** argv);
+
+}  // namespace fjord::bench
