@@ -555,14 +555,16 @@ base::result<void> check_credentials(const credentials& c) {
         return base::fail(base::errc::invalid_argument,
                           "the access key must be 3 to 128 visible ASCII characters (no spaces)");
     if (c.secret_key.size() < 8 || c.secret_key.size() > 256)
-        return base::fail(base::errc::invalid_argument, "the secret key must be 8 to 256 characters long");
+        return base::fail(base::errc::invalid_argument,
+                          "the secret key must be 8 to 256 characters long");
     bool control = false, blank = true;
     for (char ch : c.secret_key) {
         auto byte = static_cast<unsigned char>(ch);
         if (byte < 0x20 || byte == 0x7f) control = true;
         if (ch != ' ') blank = false;
     }
-    if (control) return base::fail(base::errc::invalid_argument, "the secret key holds a control character");
+    if (control)
+        return base::fail(base::errc::invalid_argument, "the secret key holds a control character");
     if (blank) return base::fail(base::errc::invalid_argument, "the secret key is only whitespace");
     return {};
 }
@@ -597,10 +599,13 @@ base::result<auth_result> verify_request(const request_view& req, const credenti
     FJORD_TRY(claim);
     const std::string& region = claim->credential.region;
     if (!options.region.empty() && region != options.region) {
-        std::string wrong = "the region '" + region + "' is wrong; expecting '" + options.region + "'";
+        std::string wrong =
+            "the region '" + region + "' is wrong; expecting '" + options.region + "'";
         if (claim->presigned)
-            return base::fail(base::errc::wrong_region_presigned, "Error parsing the X-Amz-Credential parameter; " + wrong);
-        return base::fail(base::errc::wrong_region, "The authorization header is malformed; " + wrong);
+            return base::fail(base::errc::wrong_region_presigned,
+                              "Error parsing the X-Amz-Credential parameter; " + wrong);
+        return base::fail(base::errc::wrong_region,
+                          "The authorization header is malformed; " + wrong);
     }
     return check_claim(req, store, std::move(*claim));
 }

@@ -13,4 +13,5 @@ namespace fjord::base {
             ::fjord::base::assert_fail(#cond, __FILE__, __LINE__, "" __VA_ARGS__);                 \
     } while (0)
 
-#define FJORD_UNREACHABLE(message) ::fjord::base::assert_fail("unreachable", __FILE__, __LINE__, message)
+#define FJORD_UNREACHABLE(message)                                                                 \
+    ::fjord::base::assert_fail("unreachable", __FILE__, __LINE__, message)

@@ -46,8 +46,9 @@ std::uint64_t crc64nvme_table(const unsigned char* p, std::size_t n, std::uint64
         std::uint64_t word;
         __builtin_memcpy(&word, p, 8);  // little-endian load
         c ^= word;
-        c = t[7][c & 0xff] ^ t[6][(c >> 8) & 0xff] ^ t[5][(c >> 16) & 0xff] ^ t[4][(c >> 24) & 0xff] ^
-            t[3][(c >> 32) & 0xff] ^ t[2][(c >> 40) & 0xff] ^ t[1][(c >> 48) & 0xff] ^ t[0][c >> 56];
+        c = t[7][c & 0xff] ^ t[6][(c >> 8) & 0xff] ^ t[5][(c >> 16) & 0xff] ^
+            t[4][(c >> 24) & 0xff] ^ t[3][(c >> 32) & 0xff] ^ t[2][(c >> 40) & 0xff] ^
+            t[1][(c >> 48) & 0xff] ^ t[0][c >> 56];
         p += 8;
         n -= 8;
     }
@@ -85,21 +86,29 @@ const fold_constants g_fold = {reflect64(x_pow_mod_p(1087)), reflect64(x_pow_mod
                                reflect64(x_pow_mod_p(191)), reflect64(x_pow_mod_p(127))};
 const bool g_has_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
 
-__attribute__((target("pclmul,sse4.1"))) inline __m128i fold_128(__m128i a, __m128i k, __m128i next) {
-    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11)), next);
+__attribute__((target("pclmul,sse4.1"))) inline __m128i fold_128(__m128i a, __m128i k,
+                                                                 __m128i next) {
+    return _mm_xor_si128(
+        _mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11)), next);
 }
 
-__attribute__((target("pclmul,sse4.1")))
-std::uint64_t crc64nvme_fold(const unsigned char* p, std::size_t n, std::uint64_t reg) {
-    const __m128i step = _mm_set_epi64x(static_cast<long long>(g_fold.step_hi), static_cast<long long>(g_fold.step_lo));
-    const __m128i one = _mm_set_epi64x(static_cast<long long>(g_fold.one_hi), static_cast<long long>(g_fold.one_lo));
+__attribute__((target("pclmul,sse4.1"))) std::uint64_t crc64nvme_fold(const unsigned char* p,
+                                                                      std::size_t n,
+                                                                      std::uint64_t reg) {
+    const __m128i step = _mm_set_epi64x(static_cast<long long>(g_fold.step_hi),
+                                        static_cast<long long>(g_fold.step_lo));
+    const __m128i one = _mm_set_epi64x(static_cast<long long>(g_fold.one_hi),
+                                       static_cast<long long>(g_fold.one_lo));
     __m128i a[8];
-    for (int i = 0; i < 8; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
+    for (int i = 0; i < 8; ++i)
+        a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i));
     a[0] = _mm_xor_si128(a[0], _mm_set_epi64x(0, static_cast<long long>(reg)));
     p += 128;
     n -= 128;
     while (n >= 128) {
-        for (int i = 0; i < 8; ++i) a[i] = fold_128(a[i], step, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
+        for (int i = 0; i < 8; ++i)
+            a[i] =
+                fold_128(a[i], step, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
         p += 128;
         n -= 128;
     }

@@ -21,7 +21,8 @@ bool digits(std::string_view text, size_t pos, size_t count, int& out) {
     return true;
 }
 
-std::optional<std::time_t> make_time(int year, int month, int day, int hour, int minute, int second) {
+std::optional<std::time_t> make_time(int year, int month, int day, int hour, int minute,
+                                     int second) {
     if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60)
         return std::nullopt;
     tm t{};
@@ -51,8 +52,8 @@ std::string format_http_date(std::time_t seconds) {
     tm t{};
     gmtime_r(&seconds, &t);
     char buf[64];
-    snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", day_names[t.tm_wday], t.tm_mday,
-             month_names[t.tm_mon], t.tm_year + 1900, t.tm_hour, t.tm_min, t.tm_sec);
+    snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", day_names[t.tm_wday],
+             t.tm_mday, month_names[t.tm_mon], t.tm_year + 1900, t.tm_hour, t.tm_min, t.tm_sec);
     return buf;
 }
 
@@ -72,7 +73,8 @@ std::optional<std::time_t> parse_http_date(std::string_view text) {
     if (text.size() >= 20 && text[4] == '-' && text[10] == 'T') {
         int year, month, day, hour, minute, second;
         if (!digits(text, 0, 4, year) || !digits(text, 5, 2, month) || !digits(text, 8, 2, day) ||
-            !digits(text, 11, 2, hour) || !digits(text, 14, 2, minute) || !digits(text, 17, 2, second))
+            !digits(text, 11, 2, hour) || !digits(text, 14, 2, minute) ||
+            !digits(text, 17, 2, second))
             return std::nullopt;
         if (text.back() != 'Z') return std::nullopt;
         return make_time(year, month, day, hour, minute, second);
@@ -85,8 +87,8 @@ std::string format_iso8601_ms(std::int64_t unix_ms) {
     tm t{};
     gmtime_r(&seconds, &t);
     char buf[64];
-    snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-             t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(unix_ms % 1000));
+    snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1,
+             t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(unix_ms % 1000));
     return buf;
 }
 
@@ -94,8 +96,8 @@ std::string format_amz_date(std::time_t seconds) {
     tm t{};
     gmtime_r(&seconds, &t);
     char buf[64];
-    snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour,
-             t.tm_min, t.tm_sec);
+    snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02dZ", t.tm_year + 1900, t.tm_mon + 1,
+             t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec);
     return buf;
 }
 

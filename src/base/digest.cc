@@ -30,7 +30,8 @@ digest::~digest() {
     if (_ctx) EVP_MD_CTX_free(_ctx);
 }
 
-digest::digest(digest&& other) noexcept : _ctx(std::exchange(other._ctx, nullptr)), _kind(other._kind) {}
+digest::digest(digest&& other) noexcept
+    : _ctx(std::exchange(other._ctx, nullptr)), _kind(other._kind) {}
 
 digest& digest::operator=(digest&& other) noexcept {
     if (this != &other) {
@@ -69,7 +70,8 @@ std::string hmac_sha256(std::string_view key, std::string_view data) {
     unsigned char out[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     FJORD_ASSERT(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-                      reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len) != nullptr);
+                      reinterpret_cast<const unsigned char*>(data.data()), data.size(), out,
+                      &len) != nullptr);
     return std::string(reinterpret_cast<char*>(out), len);
 }
 

@@ -26,7 +26,9 @@ public:
     digest& operator=(digest&& other) noexcept;
 
     void update(std::span<const std::byte> data);
-    void update(std::string_view text) { update(std::as_bytes(std::span(text.data(), text.size()))); }
+    void update(std::string_view text) {
+        update(std::as_bytes(std::span(text.data(), text.size())));
+    }
     // Returns the raw digest (16, 20 or 32 bytes) and resets the object for reuse.
     std::string finish();
     digest_kind kind() const { return _kind; }
@@ -36,8 +38,8 @@ private:
     digest_kind _kind;
 };
 
-std::string sha256(std::string_view data);  // raw 32 bytes
-std::string md5(std::string_view data);     // raw 16 bytes
+std::string sha256(std::string_view data);                             // raw 32 bytes
+std::string md5(std::string_view data);                                // raw 16 bytes
 std::string hmac_sha256(std::string_view key, std::string_view data);  // raw 32 bytes
 
 // Compares two byte strings in time that depends only on their lengths.

@@ -48,7 +48,8 @@ std::optional<std::string> hex_decode(std::string_view hex) {
 std::string base64_encode(std::string_view raw) {
     std::string out(4 * ((raw.size() + 2) / 3), '\0');
     int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                            reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()));
+                            reinterpret_cast<const unsigned char*>(raw.data()),
+                            static_cast<int>(raw.size()));
     out.resize(static_cast<size_t>(n));
     return out;
 }
@@ -57,12 +58,13 @@ std::optional<std::string> base64_decode(std::string_view text) {
     text = trim(text);
     if (text.size() % 4) return std::nullopt;
     for (char c : text)
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
-              c == '/' || c == '='))
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/' || c == '='))
             return std::nullopt;
     std::string out(3 * text.size() / 4, '\0');
     int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                            reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+                            reinterpret_cast<const unsigned char*>(text.data()),
+                            static_cast<int>(text.size()));
     if (n < 0) return std::nullopt;
     size_t padding = 0;
     if (!text.empty() && text.back() == '=') ++padding;
@@ -164,10 +166,17 @@ std::size_t decode_utf8(std::string_view text, std::size_t pos, std::uint32_t& c
     }
     std::size_t len;
     std::uint32_t cp;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return 0;
+    if ((c & 0xE0) == 0xC0) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+        len = 4;
+        cp = c & 0x07;
+    } else
+        return 0;
     if (pos + len > n) return 0;
     for (std::size_t k = 1; k < len; ++k) {
         if ((s[pos + k] & 0xC0) != 0x80) return 0;

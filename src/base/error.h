@@ -65,7 +65,7 @@ namespace fjord::base {
     X(entity_too_small, 51, "EntityTooSmall", 400, false)                                          \
     X(invalid_part_number, 52, "InvalidPartNumber", 416, false)                                    \
     X(invalid_tag, 53, "InvalidTag", 400, false)                                                   \
-    X(commit_outcome_unknown, 54, "InternalError", 500, true)                                     \
+    X(commit_outcome_unknown, 54, "InternalError", 500, true)                                      \
     X(wrong_region, 55, "AuthorizationHeaderMalformed", 400, false)                                \
     X(wrong_region_presigned, 56, "AuthorizationQueryParametersError", 400, false)                 \
     X(http_version_not_supported, 57, "HttpVersionNotSupported", 505, false)

@@ -28,8 +28,12 @@ const char* level_name(log_level level) {
 }  // namespace
 
 void set_log_core(int core) { t_core = core; }
-void set_log_level(log_level level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
-log_level current_log_level() { return static_cast<log_level>(g_level.load(std::memory_order_relaxed)); }
+void set_log_level(log_level level) {
+    g_level.store(static_cast<int>(level), std::memory_order_relaxed);
+}
+log_level current_log_level() {
+    return static_cast<log_level>(g_level.load(std::memory_order_relaxed));
+}
 
 void log_line(log_level level, const char* format, ...) {
     char line[2048];
@@ -38,11 +42,13 @@ void log_line(log_level level, const char* format, ...) {
     tm utc{};
     gmtime_r(&now.tv_sec, &utc);
     char where[16];
-    if (t_core >= 0) snprintf(where, sizeof where, "core %d", t_core);
-    else snprintf(where, sizeof where, "main");
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [%s] ", utc.tm_year + 1900,
-                     utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, now.tv_nsec / 1000000,
-                     level_name(level), where);
+    if (t_core >= 0)
+        snprintf(where, sizeof where, "core %d", t_core);
+    else
+        snprintf(where, sizeof where, "main");
+    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s [%s] ",
+                     utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min,
+                     utc.tm_sec, now.tv_nsec / 1000000, level_name(level), where);
     char message[2048];
     va_list args;
     va_start(args, format);
@@ -67,7 +73,8 @@ void log_line(log_level level, const char* format, ...) {
 
 [[noreturn]] void assert_fail(const char* expr, const char* file, int line, const char* message) {
     char text[1024];
-    int n = snprintf(text, sizeof text, "assertion failed: %s at %s:%d %s\n", expr, file, line, message);
+    int n = snprintf(text, sizeof text, "assertion failed: %s at %s:%d %s\n", expr, file, line,
+                     message);
     ssize_t ignored = ::write(STDERR_FILENO, text, n > 0 ? static_cast<size_t>(n) : 0);
     (void)ignored;
     std::abort();

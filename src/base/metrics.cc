@@ -7,7 +7,8 @@ namespace fjord::base {
 namespace {
 constexpr std::string_view status_class_names[status_class_count] = {"2xx", "3xx", "4xx", "5xx"};
 
-void append_help(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+void append_help(std::string& out, std::string_view name, std::string_view type,
+                 std::string_view help) {
     out += "# HELP ";
     out += name;
     out += ' ';
@@ -19,7 +20,8 @@ void append_help(std::string& out, std::string_view name, std::string_view type,
     out += '\n';
 }
 
-void append_sample(std::string& out, std::string_view name, std::string_view labels, std::string_view value) {
+void append_sample(std::string& out, std::string_view name, std::string_view labels,
+                   std::string_view value) {
     out += name;
     if (!labels.empty()) {
         out += '{';
@@ -31,7 +33,8 @@ void append_sample(std::string& out, std::string_view name, std::string_view lab
     out += '\n';
 }
 
-void append_counter(std::string& out, std::string_view name, std::string_view help, std::uint64_t value) {
+void append_counter(std::string& out, std::string_view name, std::string_view help,
+                    std::uint64_t value) {
     append_help(out, name, "counter", help);
     append_sample(out, name, {}, std::to_string(value));
 }
@@ -55,10 +58,12 @@ std::string_view operation_class_name(operation_class op) {
 void metrics::shard::count_request(operation_class op, int http_status) {
     if (http_status < 200 || http_status > 599) return;
     FJORD_ASSERT(op < operation_class::count);
-    bump(_requests[static_cast<std::size_t>(op)][static_cast<std::size_t>(http_status / 100 - 2)], 1);
+    bump(_requests[static_cast<std::size_t>(op)][static_cast<std::size_t>(http_status / 100 - 2)],
+         1);
 }
 
-metrics::metrics(unsigned cores) : _cores(cores), _shards(std::make_unique<padded_shard[]>(cores + 1)) {}
+metrics::metrics(unsigned cores)
+    : _cores(cores), _shards(std::make_unique<padded_shard[]>(cores + 1)) {}
 
 metrics::shard& metrics::for_core(unsigned core) {
     FJORD_ASSERT(core < _cores, "no metrics shard for this core");
@@ -69,8 +74,10 @@ metrics_snapshot metrics::collect() const {
     metrics_snapshot s;
     for (unsigned i = 0; i <= _cores; ++i) {
         const shard& sh = _shards[i];
-        for (std::size_t c = 0; c < s.counters.size(); ++c) s.counters[c] += sh._counters[c].load(std::memory_order_relaxed);
-        for (std::size_t g = 0; g < s.gauges.size(); ++g) s.gauges[g] += sh._gauges[g].load(std::memory_order_relaxed);
+        for (std::size_t c = 0; c < s.counters.size(); ++c)
+            s.counters[c] += sh._counters[c].load(std::memory_order_relaxed);
+        for (std::size_t g = 0; g < s.gauges.size(); ++g)
+            s.gauges[g] += sh._gauges[g].load(std::memory_order_relaxed);
         for (std::size_t op = 0; op < s.requests.size(); ++op)
             for (std::size_t st = 0; st < status_class_count; ++st)
                 s.requests[op][st] += sh._requests[op][st].load(std::memory_order_relaxed);
@@ -93,41 +100,52 @@ std::string render_prometheus(const metrics_snapshot& s, const storage_figures& 
             append_sample(out, "fjord_requests_total", labels, std::to_string(s.requests[op][st]));
         }
     }
-    append_counter(out, "fjord_bytes_received_total", "Bytes read from client connections (heads and bodies).",
+    append_counter(out, "fjord_bytes_received_total",
+                   "Bytes read from client connections (heads and bodies).",
                    s.get(counter::bytes_received));
-    append_counter(out, "fjord_bytes_sent_total", "Bytes written to client connections.", s.get(counter::bytes_sent));
+    append_counter(out, "fjord_bytes_sent_total", "Bytes written to client connections.",
+                   s.get(counter::bytes_sent));
     append_help(out, "fjord_connections_open", "gauge", "Client connections open now.");
-    append_sample(out, "fjord_connections_open", {}, std::to_string(s.get(gauge::connections_open)));
+    append_sample(out, "fjord_connections_open", {},
+                  std::to_string(s.get(gauge::connections_open)));
     append_counter(out, "fjord_connections_accepted_total", "Client connections accepted.",
                    s.get(counter::connections_accepted));
     append_counter(out, "fjord_connections_refused_total",
                    "Connections refused with 503 because the core had --max-connections open.",
                    s.get(counter::connections_refused));
-    append_counter(out, "fjord_slowdown_total",
-                   "Requests answered 503 SlowDown because their connection exceeded its request rate.",
-                   s.get(counter::slowdowns));
-    append_help(out, "fjord_request_timeouts_total", "counter",
-                "Transfers cut for being too slow or stalled: request bodies (receive, answered RequestTimeout) "
-                "and responses (send, connection closed).");
+    append_counter(
+        out, "fjord_slowdown_total",
+        "Requests answered 503 SlowDown because their connection exceeded its request rate.",
+        s.get(counter::slowdowns));
+    append_help(
+        out, "fjord_request_timeouts_total", "counter",
+        "Transfers cut for being too slow or stalled: request bodies (receive, answered RequestTimeout) "
+        "and responses (send, connection closed).");
     append_sample(out, "fjord_request_timeouts_total", "direction=\"receive\"",
                   std::to_string(s.get(counter::receive_timeouts)));
     append_sample(out, "fjord_request_timeouts_total", "direction=\"send\"",
                   std::to_string(s.get(counter::send_timeouts)));
-    append_counter(out, "fjord_data_corrupted_total",
-                   "Reads of stored data that failed verification (checksum mismatch or missing data file).",
-                   s.get(counter::data_corrupted));
-    append_help(out, "fjord_spare_data_files_total", "counter",
-                "Data files of replaced or deleted objects: kept as spares for reuse, reused by a write, or "
-                "removed (too small, shared, being read, over --spare-data-mib, or freed for space).");
-    append_sample(out, "fjord_spare_data_files_total", "event=\"kept\"", std::to_string(storage.spare_files_kept));
-    append_sample(out, "fjord_spare_data_files_total", "event=\"reused\"", std::to_string(storage.spare_files_reused));
+    append_counter(
+        out, "fjord_data_corrupted_total",
+        "Reads of stored data that failed verification (checksum mismatch or missing data file).",
+        s.get(counter::data_corrupted));
+    append_help(
+        out, "fjord_spare_data_files_total", "counter",
+        "Data files of replaced or deleted objects: kept as spares for reuse, reused by a write, or "
+        "removed (too small, shared, being read, over --spare-data-mib, or freed for space).");
+    append_sample(out, "fjord_spare_data_files_total", "event=\"kept\"",
+                  std::to_string(storage.spare_files_kept));
+    append_sample(out, "fjord_spare_data_files_total", "event=\"reused\"",
+                  std::to_string(storage.spare_files_reused));
     append_sample(out, "fjord_spare_data_files_total", "event=\"removed\"",
                   std::to_string(storage.spare_files_removed));
-    append_help(out, "fjord_spare_data_bytes", "gauge", "Bytes held by spare data files now, all drives.");
+    append_help(out, "fjord_spare_data_bytes", "gauge",
+                "Bytes held by spare data files now, all drives.");
     append_sample(out, "fjord_spare_data_bytes", {}, std::to_string(storage.spare_bytes));
     append_help(out, "fjord_space_reserved_ahead_bytes", "gauge",
                 "Bytes preallocated for uploads ahead of the body bytes received, all drives.");
-    append_sample(out, "fjord_space_reserved_ahead_bytes", {}, std::to_string(storage.reserved_ahead_bytes));
+    append_sample(out, "fjord_space_reserved_ahead_bytes", {},
+                  std::to_string(storage.reserved_ahead_bytes));
     return out;
 }
 

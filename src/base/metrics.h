@@ -33,14 +33,14 @@ std::string_view operation_class_name(operation_class op);
 
 // Plain counters: each only grows.
 enum class counter : std::uint8_t {
-    bytes_received,           // bytes read from client sockets (heads and bodies, with framing)
-    bytes_sent,               // bytes written to client sockets
+    bytes_received,  // bytes read from client sockets (heads and bodies, with framing)
+    bytes_sent,      // bytes written to client sockets
     connections_accepted,
-    connections_refused,      // over --max-connections: answered 503 and closed
-    slowdowns,                // requests answered 503 SlowDown by the per-connection request rate
-    receive_timeouts,         // request bodies cut: too slow (--min-body-rate-*) or stalled (--io-timeout-ms)
-    send_timeouts,            // responses cut: the client read too slowly or stopped reading
-    data_corrupted,           // reads that found stored data damaged (checksum mismatch, missing file)
+    connections_refused,  // over --max-connections: answered 503 and closed
+    slowdowns,            // requests answered 503 SlowDown by the per-connection request rate
+    receive_timeouts,  // request bodies cut: too slow (--min-body-rate-*) or stalled (--io-timeout-ms)
+    send_timeouts,     // responses cut: the client read too slowly or stopped reading
+    data_corrupted,  // reads that found stored data damaged (checksum mismatch, missing file)
     count,
 };
 
@@ -57,7 +57,8 @@ struct metrics_snapshot {
     std::array<std::uint64_t, static_cast<std::size_t>(counter::count)> counters{};
     std::array<std::int64_t, static_cast<std::size_t>(gauge::count)> gauges{};
     // requests[operation][status class], status class 0 = 2xx ... 3 = 5xx.
-    std::array<std::array<std::uint64_t, status_class_count>, static_cast<std::size_t>(operation_class::count)>
+    std::array<std::array<std::uint64_t, status_class_count>,
+               static_cast<std::size_t>(operation_class::count)>
         requests{};
 
     std::uint64_t get(counter c) const { return counters[static_cast<std::size_t>(c)]; }
@@ -69,7 +70,9 @@ public:
     // The counters of one core. Written by that core only (any thread may use the extra shard).
     class shard {
     public:
-        void add(counter c, std::uint64_t n = 1) { bump(_counters[static_cast<std::size_t>(c)], n); }
+        void add(counter c, std::uint64_t n = 1) {
+            bump(_counters[static_cast<std::size_t>(c)], n);
+        }
         void add(gauge g, std::int64_t delta) {
             _gauges[static_cast<std::size_t>(g)].fetch_add(delta, std::memory_order_relaxed);
         }
@@ -78,8 +81,11 @@ public:
 
     private:
         friend class metrics;
-        static void bump(std::atomic<std::uint64_t>& v, std::uint64_t n) { v.fetch_add(n, std::memory_order_relaxed); }
-        std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(counter::count)> _counters{};
+        static void bump(std::atomic<std::uint64_t>& v, std::uint64_t n) {
+            v.fetch_add(n, std::memory_order_relaxed);
+        }
+        std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(counter::count)>
+            _counters{};
         std::array<std::atomic<std::int64_t>, static_cast<std::size_t>(gauge::count)> _gauges{};
         std::array<std::array<std::atomic<std::uint64_t>, status_class_count>,
                    static_cast<std::size_t>(operation_class::count)>
@@ -110,11 +116,14 @@ struct storage_figures {
     std::uint64_t spare_files_reused = 0;
     std::uint64_t spare_files_removed = 0;
     std::uint64_t spare_bytes = 0;
-    std::uint64_t reserved_ahead_bytes = 0;  // preallocated for uploads ahead of their received bytes
+    std::uint64_t reserved_ahead_bytes =
+        0;  // preallocated for uploads ahead of their received bytes
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE for every metric, names prefixed `fjord_`.
-std::string render_prometheus(const metrics_snapshot& snapshot, const storage_figures& storage = {});
-inline constexpr std::string_view prometheus_content_type = "text/plain; version=0.0.4; charset=utf-8";
+std::string render_prometheus(const metrics_snapshot& snapshot,
+                              const storage_figures& storage = {});
+inline constexpr std::string_view prometheus_content_type =
+    "text/plain; version=0.0.4; charset=utf-8";
 
 }  // namespace fjord::base

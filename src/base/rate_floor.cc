@@ -33,7 +33,8 @@ std::int64_t rate_floor::wait_limit_ms(std::int64_t now_ns, std::int64_t cap_ms)
     const std::int64_t deadline = deadline_ns();
     if (deadline == never) return cap_ms;
     if (now_ns > deadline) return 0;
-    const std::int64_t left_ms = std::max<std::int64_t>(1, (deadline - now_ns + ns_per_ms - 1) / ns_per_ms);
+    const std::int64_t left_ms =
+        std::max<std::int64_t>(1, (deadline - now_ns + ns_per_ms - 1) / ns_per_ms);
     return std::min(left_ms, cap_ms);
 }
 

@@ -21,7 +21,8 @@ struct rate_floor_options {
 class rate_floor {
 public:
     static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
-    static constexpr std::uint64_t max_bytes_per_second = 10'000'000'000ULL;  // keeps the arithmetic in 64 bits
+    static constexpr std::uint64_t max_bytes_per_second =
+        10'000'000'000ULL;  // keeps the arithmetic in 64 bits
 
     rate_floor() = default;
     explicit rate_floor(rate_floor_options options) : _options(options) {}

@@ -18,7 +18,9 @@ struct failure {
     error err;
 };
 
-inline failure fail(errc code, std::string message = {}) { return failure{error{code, std::move(message)}}; }
+inline failure fail(errc code, std::string message = {}) {
+    return failure{error{code, std::move(message)}};
+}
 inline failure fail(error err) { return failure{std::move(err)}; }
 
 template <class T>
@@ -26,13 +28,16 @@ class [[nodiscard]] result {
 public:
     using value_type = T;
 
-    result() requires std::is_default_constructible_v<T> : _state(std::in_place_index<0>) {}
-    result(T value) : _state(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+    result()
+        requires std::is_default_constructible_v<T>
+        : _state(std::in_place_index<0>) {}
+    result(T value)
+        : _state(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
     template <class U>
-        requires(std::is_constructible_v<T, U &&> && !std::is_same_v<std::decay_t<U>, result> &&
+        requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, result> &&
                  !std::is_same_v<std::decay_t<U>, failure> && !std::is_same_v<std::decay_t<U>, T>)
     result(U&& value) : _state(std::in_place_index<0>, T(std::forward<U>(value))) {}  // NOLINT
-    result(failure f) : _state(std::in_place_index<1>, std::move(f.err)) {}            // NOLINT
+    result(failure f) : _state(std::in_place_index<1>, std::move(f.err)) {}           // NOLINT
 
     bool has_value() const { return _state.index() == 0; }
     explicit operator bool() const { return has_value(); }

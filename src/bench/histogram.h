@@ -29,7 +29,9 @@ public:
 
     std::uint64_t count() const { return _count; }
     std::uint64_t max_us() const { return _max_us; }
-    double mean_us() const { return _count ? static_cast<double>(_sum_us) / static_cast<double>(_count) : 0.0; }
+    double mean_us() const {
+        return _count ? static_cast<double>(_sum_us) / static_cast<double>(_count) : 0.0;
+    }
 
     // The value below which `fraction` (0..1) of the samples lie, as the middle of its bucket (never
     // more than the largest sample).

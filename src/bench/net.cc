@@ -70,16 +70,19 @@ base::result<std::vector<std::unique_ptr<stream_pair>>> connect_pairs(unsigned s
         ::listen(listener, static_cast<int>(streams)) != 0 ||
         ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
         if (listener >= 0) ::close(listener);
-        return base::fail(base::errc::io_error, std::string("loopback listener: ") + strerror(errno));
+        return base::fail(base::errc::io_error,
+                          std::string("loopback listener: ") + strerror(errno));
     }
     std::vector<std::unique_ptr<stream_pair>> pairs;
     for (unsigned i = 0; i < streams; ++i) {
         auto p = std::make_unique<stream_pair>();
         p->send_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (p->send_fd < 0 || ::connect(p->send_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        if (p->send_fd < 0 ||
+            ::connect(p->send_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
             (p->receive_fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)) < 0) {
             ::close(listener);
-            return base::fail(base::errc::io_error, std::string("loopback connect: ") + strerror(errno));
+            return base::fail(base::errc::io_error,
+                              std::string("loopback connect: ") + strerror(errno));
         }
         int one = 1;
         setsockopt(p->send_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -98,8 +101,10 @@ base::result<net_config> parse_net_args(int argc, char** argv) {
     auto streams = opts->number("streams", 1);
     auto buffer_kib = opts->number("buffer-kib", 1024);
     if (!seconds) return seconds.as_failure();
-    if (!streams || !buffer_kib || *streams < 1 || *streams > 64 || *buffer_kib < 1 || *buffer_kib > 65536)
-        return base::fail(base::errc::invalid_argument, "need --streams 1..64 and --buffer-kib 1..65536");
+    if (!streams || !buffer_kib || *streams < 1 || *streams > 64 || *buffer_kib < 1 ||
+        *buffer_kib > 65536)
+        return base::fail(base::errc::invalid_argument,
+                          "need --streams 1..64 and --buffer-kib 1..65536");
     cfg.seconds = *seconds;
     cfg.streams = static_cast<unsigned>(*streams);
     cfg.buffer_bytes = *buffer_kib * base::KiB;
@@ -132,7 +137,8 @@ int bench_net_main(int argc, char** argv) {
         return sum;
     };
     // A short warm-up (connection start, buffer autotuning) is left out of the measured interval.
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<long>(200, static_cast<long>(cfg->seconds * 100))));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::min<long>(200, static_cast<long>(cfg->seconds * 100))));
     std::uint64_t bytes_before = total();
     std::int64_t start_ns = base::monotonic_now_ns();
     std::this_thread::sleep_for(std::chrono::duration<double>(cfg->seconds));
@@ -143,14 +149,16 @@ int bench_net_main(int argc, char** argv) {
     for (auto& p : *pairs) ::close(p->send_fd), ::close(p->receive_fd);
 
     double gib_s = cli::gib_per_s(bytes, seconds);
-    std::printf("net loopback TCP: %u stream(s), %zu KiB sends: %.3f GiB/s (%.2f GiB in %.2f s)\n", cfg->streams,
-                cfg->buffer_bytes / base::KiB, gib_s, static_cast<double>(bytes) / static_cast<double>(base::GiB), seconds);
+    std::printf("net loopback TCP: %u stream(s), %zu KiB sends: %.3f GiB/s (%.2f GiB in %.2f s)\n",
+                cfg->streams, cfg->buffer_bytes / base::KiB, gib_s,
+                static_cast<double>(bytes) / static_cast<double>(base::GiB), seconds);
     if (cfg->json_path.empty()) return 0;
     char json[512];
-    std::snprintf(json, sizeof json,
-                  "{\"bench\": \"net\", \"streams\": %u, \"buffer_bytes\": %zu, \"seconds\": %.4f, \"bytes\": %llu, "
-                  "\"gib_s\": %.4f}",
-                  cfg->streams, cfg->buffer_bytes, seconds, static_cast<unsigned long long>(bytes), gib_s);
+    std::snprintf(
+        json, sizeof json,
+        "{\"bench\": \"net\", \"streams\": %u, \"buffer_bytes\": %zu, \"seconds\": %.4f, \"bytes\": %llu, "
+        "\"gib_s\": %.4f}",
+        cfg->streams, cfg->buffer_bytes, seconds, static_cast<unsigned long long>(bytes), gib_s);
     return cli::write_json_file(cfg->json_path, json) ? 0 : 1;
 }
 

@@ -24,11 +24,13 @@ struct bar_chart {
 std::string render_svg(const bar_chart& chart);
 
 // A Markdown table: header cells, then rows of cells (each row as wide as the header).
-std::string markdown_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+std::string markdown_table(const std::vector<std::string>& header,
+                           const std::vector<std::vector<std::string>>& rows);
 
 // Creates DIR if needed and writes results.json, report.md and chart.svg into it; false and a message
 // on stderr on failure.
-bool write_report(const std::string& dir, const std::string& json, const std::string& markdown, const bar_chart& chart);
+bool write_report(const std::string& dir, const std::string& json, const std::string& markdown,
+                  const bar_chart& chart);
 
 // printf into a std::string (for table cells).
 std::string format_text(const char* format, ...) __attribute__((format(printf, 1, 2)));

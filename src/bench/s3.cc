@@ -46,8 +46,10 @@ namespace {
 
 enum class op_kind { put, get, mixed, head, del, list };
 
-constexpr unsigned max_consecutive_errors = 10;  // a worker gives up after this many failures in a row
-constexpr std::uint64_t default_set_bytes = 1 * base::GiB;  // GET object set, unless --objects says otherwise
+constexpr unsigned max_consecutive_errors =
+    10;  // a worker gives up after this many failures in a row
+constexpr std::uint64_t default_set_bytes =
+    1 * base::GiB;  // GET object set, unless --objects says otherwise
 constexpr std::uint64_t default_small_size_bytes = 4 * base::KiB;  // head, delete, list
 constexpr std::uint64_t default_small_objects = 1000;              // head, delete
 constexpr std::uint64_t default_list_objects = 2000;               // list: two full pages
@@ -65,8 +67,10 @@ struct s3_config {
     unsigned cores = 2;
     std::uint64_t objects = 0;  // a multiple of concurrency
     bool verify = false;
-    bool unique_bodies = false;  // every PUT body differs (a different window of a larger random pool)
-    client::put_options put;  // --trailer crc32c|crc64nvme: aws-chunked bodies with a checksum trailer
+    bool unique_bodies =
+        false;  // every PUT body differs (a different window of a larger random pool)
+    client::put_options
+        put;  // --trailer crc32c|crc64nvme: aws-chunked bodies with a checksum trailer
     long server_pid = 0;
     std::string json_path;
     std::string report_dir;
@@ -100,8 +104,8 @@ struct worker_stats {
 struct shared_run {
     const s3_config* config = nullptr;
     client::client_options client;
-    std::span<const std::byte> data;                 // the PUT pool, read-only (size_bytes, or more)
-    std::uint64_t unique_window_bytes = 0;           // with unique_bodies: the spread of body offsets
+    std::span<const std::byte> data;        // the PUT pool, read-only (size_bytes, or more)
+    std::uint64_t unique_window_bytes = 0;  // with unique_bodies: the spread of body offsets
     std::vector<std::span<std::byte>> destinations;  // one GET buffer per worker
     std::vector<worker_stats> stats;                 // one per worker
     io::reactor_group* group = nullptr;
@@ -112,7 +116,8 @@ struct shared_run {
     std::int64_t deadline_ns = 0;
 
     bool claim_operation() {
-        if (config->count > 0) return next_operation.fetch_add(1, std::memory_order_relaxed) < config->count;
+        if (config->count > 0)
+            return next_operation.fetch_add(1, std::memory_order_relaxed) < config->count;
         return base::monotonic_now_ns() < deadline_ns;
     }
 };
@@ -120,7 +125,8 @@ struct shared_run {
 using worker_function = io::task<void> (*)(shared_run* run, unsigned worker);
 
 std::string object_key(const s3_config& cfg, std::uint64_t index) {
-    return "bench/" + std::to_string(index % cfg.concurrency) + "/" + std::to_string(index / cfg.concurrency);
+    return "bench/" + std::to_string(index % cfg.concurrency) + "/" +
+           std::to_string(index / cfg.concurrency);
 }
 
 std::uint64_t next_random(std::uint64_t& state) {
@@ -156,9 +162,12 @@ io::task<void> prepare_worker(shared_run* run, unsigned worker) {
             ++st.reused;
             continue;
         }
-        auto put = co_await client.put_object(cfg.bucket, key, run->data.first(cfg.size_bytes), cfg.put);
-        if (!put) note_error(st, "PUT " + key, put.err());
-        else ++st.prepared;
+        auto put =
+            co_await client.put_object(cfg.bucket, key, run->data.first(cfg.size_bytes), cfg.put);
+        if (!put)
+            note_error(st, "PUT " + key, put.err());
+        else
+            ++st.prepared;
     }
 }
 
@@ -167,14 +176,15 @@ struct op_outcome {
     bool ok = false;
     std::int64_t start_ns = 0, end_ns = 0;
     std::uint64_t bytes = 0;
-    op_stats worker_stats::*into = &worker_stats::put;
+    op_stats worker_stats::* into = &worker_stats::put;
 };
 
-io::task<op_outcome> transfer_op(shared_run* run, unsigned worker, client::s3_client* client, std::string key,
-                                 bool is_put) {
+io::task<op_outcome> transfer_op(shared_run* run, unsigned worker, client::s3_client* client,
+                                 std::string key, bool is_put) {
     const s3_config& cfg = *run->config;
     worker_stats& st = run->stats[worker];
-    op_outcome out{false, base::monotonic_now_ns(), 0, cfg.size_bytes, is_put ? &worker_stats::put : &worker_stats::get};
+    op_outcome out{false, base::monotonic_now_ns(), 0, cfg.size_bytes,
+                   is_put ? &worker_stats::put : &worker_stats::get};
     if (is_put) {
         std::span<const std::byte> body = run->data.first(cfg.size_bytes);
         if (cfg.unique_bodies) {
@@ -188,20 +198,26 @@ io::task<op_outcome> transfer_op(shared_run* run, unsigned worker, client::s3_cl
         out.ok = r.has_value();
     } else {
         auto r = co_await client->get_object(cfg.bucket, key, run->destinations[worker]);
-        if (!r) note_error(st, "GET " + key, r.err());
+        if (!r)
+            note_error(st, "GET " + key, r.err());
         else if (r->size_bytes != cfg.size_bytes)
-            note_error(st, "GET " + key, {base::errc::internal, "size " + std::to_string(r->size_bytes)});
-        else if (cfg.verify && std::memcmp(run->destinations[worker].data(), run->data.data(), cfg.size_bytes) != 0) {
+            note_error(st, "GET " + key,
+                       {base::errc::internal, "size " + std::to_string(r->size_bytes)});
+        else if (cfg.verify && std::memcmp(run->destinations[worker].data(), run->data.data(),
+                                           cfg.size_bytes) != 0) {
             ++st.verify_failures;
-            note_error(st, "GET " + key, {base::errc::data_corrupted, "content differs from what was PUT"});
-        } else out.ok = true;
+            note_error(st, "GET " + key,
+                       {base::errc::data_corrupted, "content differs from what was PUT"});
+        } else
+            out.ok = true;
     }
     out.end_ns = base::monotonic_now_ns();
     co_return out;
 }
 
 // HEAD of an existing key, or DELETE of a key PUT just before (the PUT is not timed).
-io::task<op_outcome> head_or_delete_op(shared_run* run, unsigned worker, client::s3_client* client, std::string key) {
+io::task<op_outcome> head_or_delete_op(shared_run* run, unsigned worker, client::s3_client* client,
+                                       std::string key) {
     const s3_config& cfg = *run->config;
     worker_stats& st = run->stats[worker];
     op_outcome out{false, 0, 0, 0, &worker_stats::small};
@@ -209,12 +225,16 @@ io::task<op_outcome> head_or_delete_op(shared_run* run, unsigned worker, client:
         out.start_ns = base::monotonic_now_ns();
         auto r = co_await client->head_object(cfg.bucket, key);
         out.end_ns = base::monotonic_now_ns();
-        if (!r) note_error(st, "HEAD " + key, r.err());
-        else if (!*r) note_error(st, "HEAD " + key, {base::errc::no_such_key, "missing"});
-        else out.ok = true;
+        if (!r)
+            note_error(st, "HEAD " + key, r.err());
+        else if (!*r)
+            note_error(st, "HEAD " + key, {base::errc::no_such_key, "missing"});
+        else
+            out.ok = true;
         co_return out;
     }
-    auto put = co_await client->put_object(cfg.bucket, key, run->data.first(cfg.size_bytes), cfg.put);
+    auto put =
+        co_await client->put_object(cfg.bucket, key, run->data.first(cfg.size_bytes), cfg.put);
     if (!put) {
         note_error(st, "PUT " + key, put.err());
         co_return out;
@@ -228,7 +248,8 @@ io::task<op_outcome> head_or_delete_op(shared_run* run, unsigned worker, client:
 }
 
 // One ListObjectsV2 page of the object set; `token` carries the worker's place between pages.
-io::task<op_outcome> list_op(shared_run* run, unsigned worker, client::s3_client* client, std::string* token) {
+io::task<op_outcome> list_op(shared_run* run, unsigned worker, client::s3_client* client,
+                             std::string* token) {
     const s3_config& cfg = *run->config;
     worker_stats& st = run->stats[worker];
     op_outcome out{false, base::monotonic_now_ns(), 0, 0, &worker_stats::small};
@@ -252,14 +273,19 @@ io::task<void> measure_worker(shared_run* run, unsigned worker) {
     std::uint64_t rng = 0x9E3779B97F4A7C15ULL * (worker + 1);
     std::string list_token;
     unsigned consecutive_errors = 0;
-    for (std::uint64_t n = 0; consecutive_errors < max_consecutive_errors && run->claim_operation(); ++n) {
-        std::uint64_t index = worker + (n % keys_per_worker) * cfg.concurrency;  // one of this worker's keys
+    for (std::uint64_t n = 0; consecutive_errors < max_consecutive_errors && run->claim_operation();
+         ++n) {
+        std::uint64_t index =
+            worker + (n % keys_per_worker) * cfg.concurrency;  // one of this worker's keys
         std::string key = object_key(cfg, index);
         op_outcome r;
-        if (cfg.op == op_kind::list) r = co_await list_op(run, worker, &client, &list_token);
-        else if (cfg.op == op_kind::head || cfg.op == op_kind::del) r = co_await head_or_delete_op(run, worker, &client, key);
+        if (cfg.op == op_kind::list)
+            r = co_await list_op(run, worker, &client, &list_token);
+        else if (cfg.op == op_kind::head || cfg.op == op_kind::del)
+            r = co_await head_or_delete_op(run, worker, &client, key);
         else {
-            bool is_put = cfg.op == op_kind::put || (cfg.op == op_kind::mixed && (next_random(rng) & 1) != 0);
+            bool is_put =
+                cfg.op == op_kind::put || (cfg.op == op_kind::mixed && (next_random(rng) & 1) != 0);
             r = co_await transfer_op(run, worker, &client, key, is_put);
         }
         consecutive_errors = r.ok ? 0 : consecutive_errors + 1;
@@ -294,9 +320,9 @@ void run_phase(shared_run& run, unsigned workers, worker_function fn) {
 // ---- configuration ----
 
 base::result<s3_config> parse_s3_args(int argc, char** argv) {
-    static constexpr std::string_view with_value[] = {"endpoint", "bucket", "op",      "size",       "concurrency",
-                                                      "duration", "count",  "cores",   "objects",    "server-pid",
-                                                      "json", "trailer", "report"};
+    static constexpr std::string_view with_value[] = {
+        "endpoint", "bucket",  "op",         "size", "concurrency", "duration", "count",
+        "cores",    "objects", "server-pid", "json", "trailer",     "report"};
     static constexpr std::string_view flags[] = {"verify", "unique-bodies"};
     auto opts = cli::command_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
@@ -308,27 +334,41 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     cfg.bucket = opts->text("bucket");
     if (cfg.bucket.empty()) return base::fail(base::errc::invalid_argument, "--bucket is required");
     std::string op = opts->text("op");
-    if (op == "put") cfg.op = op_kind::put;
-    else if (op == "get") cfg.op = op_kind::get;
-    else if (op == "mixed") cfg.op = op_kind::mixed;
-    else if (op == "head") cfg.op = op_kind::head;
-    else if (op == "delete") cfg.op = op_kind::del;
-    else if (op == "list") cfg.op = op_kind::list;
-    else return base::fail(base::errc::invalid_argument, "--op must be put, get, mixed, head, delete or list");
-    const bool small_op = cfg.op == op_kind::head || cfg.op == op_kind::del || cfg.op == op_kind::list;
+    if (op == "put")
+        cfg.op = op_kind::put;
+    else if (op == "get")
+        cfg.op = op_kind::get;
+    else if (op == "mixed")
+        cfg.op = op_kind::mixed;
+    else if (op == "head")
+        cfg.op = op_kind::head;
+    else if (op == "delete")
+        cfg.op = op_kind::del;
+    else if (op == "list")
+        cfg.op = op_kind::list;
+    else
+        return base::fail(base::errc::invalid_argument,
+                          "--op must be put, get, mixed, head, delete or list");
+    const bool small_op =
+        cfg.op == op_kind::head || cfg.op == op_kind::del || cfg.op == op_kind::list;
     if (opts->has("duration") && opts->has("count"))
         return base::fail(base::errc::invalid_argument, "give --duration or --count, not both");
     auto size = opts->size("size", small_op ? default_small_size_bytes : 64 * base::MiB);
     auto concurrency = opts->number("concurrency", 8), count = opts->number("count", 0),
-         cores = opts->number("cores", 2), objects = opts->number("objects", 0), pid = opts->number("server-pid", 0);
+         cores = opts->number("cores", 2), objects = opts->number("objects", 0),
+         pid = opts->number("server-pid", 0);
     auto duration = opts->seconds("duration", 10);
     if (!size) return size.as_failure();
     if (!duration) return duration.as_failure();
-    if (!concurrency || !count || !cores || !objects || !pid) return base::fail(base::errc::invalid_argument, "bad number");
-    if (*size < 1 || *size > 5 * base::GiB) return base::fail(base::errc::invalid_argument, "--size must be 1 B..5 GiB");
+    if (!concurrency || !count || !cores || !objects || !pid)
+        return base::fail(base::errc::invalid_argument, "bad number");
+    if (*size < 1 || *size > 5 * base::GiB)
+        return base::fail(base::errc::invalid_argument, "--size must be 1 B..5 GiB");
     if (*concurrency < 1 || *concurrency > 4096 || *cores < 1 || *cores > 256)
-        return base::fail(base::errc::invalid_argument, "need --concurrency 1..4096 and --cores 1..256");
-    if (opts->has("count") && *count < 1) return base::fail(base::errc::invalid_argument, "--count must be >= 1");
+        return base::fail(base::errc::invalid_argument,
+                          "need --concurrency 1..4096 and --cores 1..256");
+    if (opts->has("count") && *count < 1)
+        return base::fail(base::errc::invalid_argument, "--count must be >= 1");
     cfg.size_bytes = *size;
     cfg.concurrency = static_cast<unsigned>(*concurrency);
     cfg.count = *count;
@@ -337,18 +377,25 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     cfg.verify = opts->has("verify");
     cfg.unique_bodies = opts->has("unique-bodies");
     if (cfg.verify && cfg.unique_bodies)
-        return base::fail(base::errc::invalid_argument, "--verify compares with one body: not with --unique-bodies");
+        return base::fail(base::errc::invalid_argument,
+                          "--verify compares with one body: not with --unique-bodies");
     std::string trailer = opts->text("trailer");
-    if (trailer == "crc32c") cfg.put.crc32c_trailer = true;
-    else if (trailer == "crc64nvme") cfg.put.crc64nvme_trailer = true;
-    else if (!trailer.empty()) return base::fail(base::errc::invalid_argument, "--trailer must be crc32c or crc64nvme");
+    if (trailer == "crc32c")
+        cfg.put.crc32c_trailer = true;
+    else if (trailer == "crc64nvme")
+        cfg.put.crc64nvme_trailer = true;
+    else if (!trailer.empty())
+        return base::fail(base::errc::invalid_argument, "--trailer must be crc32c or crc64nvme");
     cfg.server_pid = static_cast<long>(*pid);
     cfg.json_path = opts->text("json");
     cfg.report_dir = opts->text("report");
     // The object set: about 1 GiB (at least one object per worker, at most 1024 per worker), rounded up
     // to a multiple of the concurrency so that every worker owns the same number of keys.
-    std::uint64_t set = *objects ? *objects : std::clamp<std::uint64_t>(default_set_bytes / cfg.size_bytes, 1, 1024ULL * cfg.concurrency);
-    if (small_op && !*objects) set = cfg.op == op_kind::list ? default_list_objects : default_small_objects;
+    std::uint64_t set = *objects ? *objects
+                                 : std::clamp<std::uint64_t>(default_set_bytes / cfg.size_bytes, 1,
+                                                             1024ULL * cfg.concurrency);
+    if (small_op && !*objects)
+        set = cfg.op == op_kind::list ? default_list_objects : default_small_objects;
     cfg.objects = base::align_up(std::max<std::uint64_t>(set, cfg.concurrency), cfg.concurrency);
     const char* access = std::getenv("FJORD_ACCESS_KEY");
     const char* secret = std::getenv("FJORD_SECRET_KEY");
@@ -363,7 +410,9 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
 double own_cpu_s() {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    auto seconds = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; };
+    auto seconds = [](const timeval& tv) {
+        return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+    };
     return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
@@ -426,31 +475,34 @@ void append_format(std::string& out, const char* format, ...) {
     va_start(args, format);
     int n = std::vsnprintf(buffer, sizeof buffer, format, args);
     va_end(args);
-    if (n > 0) out.append(buffer, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buffer - 1));
+    if (n > 0)
+        out.append(buffer, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof buffer - 1));
 }
 
 std::string op_json(const op_stats& s, double seconds) {
     std::string out;
     const latency_histogram& h = s.latency;
-    append_format(out,
-                  "{\"operations\": %llu, \"bytes\": %llu, \"throughput_gib_s\": %.4f, \"ops_per_s\": %.3f, "
-                  "\"latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
-                  "\"max\": %.3f}}",
-                  static_cast<unsigned long long>(s.operations), static_cast<unsigned long long>(s.bytes),
-                  cli::gib_per_s(s.bytes, seconds), seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
-                  h.mean_us() / 1e3, h.percentile_us(0.50) / 1e3, h.percentile_us(0.90) / 1e3,
-                  h.percentile_us(0.99) / 1e3, h.percentile_us(0.999) / 1e3, static_cast<double>(h.max_us()) / 1e3);
+    append_format(
+        out,
+        "{\"operations\": %llu, \"bytes\": %llu, \"throughput_gib_s\": %.4f, \"ops_per_s\": %.3f, "
+        "\"latency_ms\": {\"mean\": %.3f, \"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
+        "\"max\": %.3f}}",
+        static_cast<unsigned long long>(s.operations), static_cast<unsigned long long>(s.bytes),
+        cli::gib_per_s(s.bytes, seconds),
+        seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0, h.mean_us() / 1e3,
+        h.percentile_us(0.50) / 1e3, h.percentile_us(0.90) / 1e3, h.percentile_us(0.99) / 1e3,
+        h.percentile_us(0.999) / 1e3, static_cast<double>(h.max_us()) / 1e3);
     return out;
 }
 
 const char* op_name(op_kind op) {
     switch (op) {
-    case op_kind::put: return "put";
-    case op_kind::get: return "get";
-    case op_kind::mixed: return "mixed";
-    case op_kind::head: return "head";
-    case op_kind::del: return "delete";
-    case op_kind::list: return "list";
+        case op_kind::put: return "put";
+        case op_kind::get: return "get";
+        case op_kind::mixed: return "mixed";
+        case op_kind::head: return "head";
+        case op_kind::del: return "delete";
+        case op_kind::list: return "list";
     }
     return "?";
 }
@@ -458,20 +510,25 @@ const char* op_name(op_kind op) {
 std::string results_json(const s3_config& cfg, const totals& t) {
     std::string out = "{\"bench\": \"s3\", ";
     append_format(out, "\"op\": \"%s\", \"endpoint\": %s, \"bucket\": %s, ", op_name(cfg.op),
-                  cli::json_string(cfg.endpoint_text).c_str(), cli::json_string(cfg.bucket).c_str());
-    append_format(out,
-                  "\"size_bytes\": %llu, \"concurrency\": %u, \"cores\": %u, \"objects\": %llu, \"verify\": %s, "
-                  "\"seconds\": %.4f, \"errors\": %llu, \"verify_failures\": %llu, \"prepared_objects\": %llu, "
-                  "\"reused_objects\": %llu, \"client_cpu_s\": %.3f, \"server_cpu_s\": %.3f, ",
-                  static_cast<unsigned long long>(cfg.size_bytes), cfg.concurrency, cfg.cores,
-                  static_cast<unsigned long long>(cfg.objects), cfg.verify ? "true" : "false", t.seconds,
-                  static_cast<unsigned long long>(t.errors), static_cast<unsigned long long>(t.verify_failures),
-                  static_cast<unsigned long long>(t.prepared), static_cast<unsigned long long>(t.reused),
-                  t.client_cpu_s, t.server_cpu_s);
+                  cli::json_string(cfg.endpoint_text).c_str(),
+                  cli::json_string(cfg.bucket).c_str());
+    append_format(
+        out,
+        "\"size_bytes\": %llu, \"concurrency\": %u, \"cores\": %u, \"objects\": %llu, \"verify\": %s, "
+        "\"seconds\": %.4f, \"errors\": %llu, \"verify_failures\": %llu, \"prepared_objects\": %llu, "
+        "\"reused_objects\": %llu, \"client_cpu_s\": %.3f, \"server_cpu_s\": %.3f, ",
+        static_cast<unsigned long long>(cfg.size_bytes), cfg.concurrency, cfg.cores,
+        static_cast<unsigned long long>(cfg.objects), cfg.verify ? "true" : "false", t.seconds,
+        static_cast<unsigned long long>(t.errors),
+        static_cast<unsigned long long>(t.verify_failures),
+        static_cast<unsigned long long>(t.prepared), static_cast<unsigned long long>(t.reused),
+        t.client_cpu_s, t.server_cpu_s);
     std::string all = op_json(t.all, t.seconds);
     out += all.substr(1, all.size() - 2);  // the totals at the top level
-    out += ", \"by_op\": {\"put\": " + op_json(t.put, t.seconds) + ", \"get\": " + op_json(t.get, t.seconds);
-    if (t.small.operations > 0) out += std::string(", \"") + op_name(cfg.op) + "\": " + op_json(t.small, t.seconds);
+    out += ", \"by_op\": {\"put\": " + op_json(t.put, t.seconds) +
+           ", \"get\": " + op_json(t.get, t.seconds);
+    if (t.small.operations > 0)
+        out += std::string(", \"") + op_name(cfg.op) + "\": " + op_json(t.small, t.seconds);
     out += "}";
     if (cfg.op == op_kind::list) out += ", \"listed_keys\": " + std::to_string(t.listed_keys);
     out += ", \"first_error\": " + cli::json_string(t.first_error) + "}";
@@ -480,35 +537,44 @@ std::string results_json(const s3_config& cfg, const totals& t) {
 
 void print_op_line(const char* label, const op_stats& s, double seconds) {
     const latency_histogram& h = s.latency;
-    std::printf("  %-5s %.3f GiB/s, %.1f ops/s, %llu ops; latency ms: mean %.1f p50 %.1f p90 %.1f p99 %.1f "
-                "p99.9 %.1f max %.1f\n",
-                label, cli::gib_per_s(s.bytes, seconds), seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
-                static_cast<unsigned long long>(s.operations), h.mean_us() / 1e3, h.percentile_us(0.50) / 1e3,
-                h.percentile_us(0.90) / 1e3, h.percentile_us(0.99) / 1e3, h.percentile_us(0.999) / 1e3,
-                static_cast<double>(h.max_us()) / 1e3);
+    std::printf(
+        "  %-5s %.3f GiB/s, %.1f ops/s, %llu ops; latency ms: mean %.1f p50 %.1f p90 %.1f p99 %.1f "
+        "p99.9 %.1f max %.1f\n",
+        label, cli::gib_per_s(s.bytes, seconds),
+        seconds > 0 ? static_cast<double>(s.operations) / seconds : 0.0,
+        static_cast<unsigned long long>(s.operations), h.mean_us() / 1e3,
+        h.percentile_us(0.50) / 1e3, h.percentile_us(0.90) / 1e3, h.percentile_us(0.99) / 1e3,
+        h.percentile_us(0.999) / 1e3, static_cast<double>(h.max_us()) / 1e3);
 }
 
 void print_results(const s3_config& cfg, const totals& t) {
-    std::printf("s3 %s %s bucket %s: %.2f MiB objects, %u workers on %u cores, %.2f s\n", op_name(cfg.op),
-                cfg.endpoint_text.c_str(), cfg.bucket.c_str(), static_cast<double>(cfg.size_bytes) / base::MiB,
-                cfg.concurrency, cfg.cores, t.seconds);
+    std::printf("s3 %s %s bucket %s: %.2f MiB objects, %u workers on %u cores, %.2f s\n",
+                op_name(cfg.op), cfg.endpoint_text.c_str(), cfg.bucket.c_str(),
+                static_cast<double>(cfg.size_bytes) / base::MiB, cfg.concurrency, cfg.cores,
+                t.seconds);
     if (t.prepared + t.reused > 0)
-        std::printf("  objects: %llu prepared, %llu reused\n", static_cast<unsigned long long>(t.prepared),
+        std::printf("  objects: %llu prepared, %llu reused\n",
+                    static_cast<unsigned long long>(t.prepared),
                     static_cast<unsigned long long>(t.reused));
     print_op_line("total", t.all, t.seconds);
-    if (cfg.op == op_kind::mixed) print_op_line("put", t.put, t.seconds), print_op_line("get", t.get, t.seconds);
+    if (cfg.op == op_kind::mixed)
+        print_op_line("put", t.put, t.seconds), print_op_line("get", t.get, t.seconds);
     if (cfg.op == op_kind::list)
-        std::printf("  listed %llu keys (%.0f keys/s)\n", static_cast<unsigned long long>(t.listed_keys),
+        std::printf("  listed %llu keys (%.0f keys/s)\n",
+                    static_cast<unsigned long long>(t.listed_keys),
                     t.seconds > 0 ? static_cast<double>(t.listed_keys) / t.seconds : 0.0);
     double gib = static_cast<double>(t.all.bytes) / base::GiB;
     std::printf("  cpu: client %.2f s (%.2f cores, %.2f s/GiB)", t.client_cpu_s,
-                t.seconds > 0 ? t.client_cpu_s / t.seconds : 0.0, gib > 0 ? t.client_cpu_s / gib : 0.0);
+                t.seconds > 0 ? t.client_cpu_s / t.seconds : 0.0,
+                gib > 0 ? t.client_cpu_s / gib : 0.0);
     if (t.server_cpu_s >= 0)
         std::printf(", server %.2f s (%.2f cores, %.2f s/GiB)", t.server_cpu_s,
-                    t.seconds > 0 ? t.server_cpu_s / t.seconds : 0.0, gib > 0 ? t.server_cpu_s / gib : 0.0);
+                    t.seconds > 0 ? t.server_cpu_s / t.seconds : 0.0,
+                    gib > 0 ? t.server_cpu_s / gib : 0.0);
     std::printf("\n");
     if (t.errors > 0)
-        std::printf("  errors: %llu (first: %s)\n", static_cast<unsigned long long>(t.errors), t.first_error.c_str());
+        std::printf("  errors: %llu (first: %s)\n", static_cast<unsigned long long>(t.errors),
+                    t.first_error.c_str());
 }
 
 // The latency percentiles of each op that ran, as a table and a chart.
@@ -518,27 +584,40 @@ bool write_s3_report(const s3_config& cfg, const totals& t) {
     if (t.get.operations > 0) ops.emplace_back("get", &t.get);
     if (t.small.operations > 0) ops.emplace_back(op_name(cfg.op), &t.small);
     std::vector<std::vector<std::string>> rows;
-    bar_chart chart{format_text("fjord bench s3 --op %s: latency (%.0f KiB objects, %u workers)", op_name(cfg.op),
-                                static_cast<double>(cfg.size_bytes) / 1024, cfg.concurrency),
-                    "latency ms", {}, {}};
+    bar_chart chart{
+        format_text("fjord bench s3 --op %s: latency (%.0f KiB objects, %u workers)",
+                    op_name(cfg.op), static_cast<double>(cfg.size_bytes) / 1024, cfg.concurrency),
+        "latency ms",
+        {},
+        {}};
     constexpr double fractions[] = {0.50, 0.90, 0.99, 0.999};
     constexpr const char* labels[] = {"p50", "p90", "p99", "p99.9"};
     for (const char* l : labels) chart.groups.push_back({l, {}});
     for (const auto& [name, s] : ops) {
         const latency_histogram& h = s->latency;
-        rows.push_back({name, std::to_string(s->operations), format_text("%.1f", static_cast<double>(s->operations) / std::max(t.seconds, 1e-9)),
-                        format_text("%.3f", cli::gib_per_s(s->bytes, t.seconds)), format_text("%.3f", h.mean_us() / 1e3),
-                        format_text("%.3f", h.percentile_us(0.50) / 1e3), format_text("%.3f", h.percentile_us(0.90) / 1e3),
-                        format_text("%.3f", h.percentile_us(0.99) / 1e3), format_text("%.3f", h.percentile_us(0.999) / 1e3),
-                        format_text("%.3f", static_cast<double>(h.max_us()) / 1e3)});
+        rows.push_back(
+            {name, std::to_string(s->operations),
+             format_text("%.1f", static_cast<double>(s->operations) / std::max(t.seconds, 1e-9)),
+             format_text("%.3f", cli::gib_per_s(s->bytes, t.seconds)),
+             format_text("%.3f", h.mean_us() / 1e3),
+             format_text("%.3f", h.percentile_us(0.50) / 1e3),
+             format_text("%.3f", h.percentile_us(0.90) / 1e3),
+             format_text("%.3f", h.percentile_us(0.99) / 1e3),
+             format_text("%.3f", h.percentile_us(0.999) / 1e3),
+             format_text("%.3f", static_cast<double>(h.max_us()) / 1e3)});
         chart.series.push_back(name);
-        for (std::size_t i = 0; i < std::size(fractions); ++i) chart.groups[i].values.push_back(h.percentile_us(fractions[i]) / 1e3);
+        for (std::size_t i = 0; i < std::size(fractions); ++i)
+            chart.groups[i].values.push_back(h.percentile_us(fractions[i]) / 1e3);
     }
     std::string md = "# fjord bench s3 --op " + std::string(op_name(cfg.op)) + "\n\n";
-    md += format_text("Endpoint %s, bucket %s, %llu-byte objects, %u workers on %u cores, %.2f s, %llu errors.\n\n",
-                      cfg.endpoint_text.c_str(), cfg.bucket.c_str(), static_cast<unsigned long long>(cfg.size_bytes),
-                      cfg.concurrency, cfg.cores, t.seconds, static_cast<unsigned long long>(t.errors));
-    md += markdown_table({"op", "operations", "ops/s", "GiB/s", "mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"}, rows);
+    md += format_text(
+        "Endpoint %s, bucket %s, %llu-byte objects, %u workers on %u cores, %.2f s, %llu errors.\n\n",
+        cfg.endpoint_text.c_str(), cfg.bucket.c_str(),
+        static_cast<unsigned long long>(cfg.size_bytes), cfg.concurrency, cfg.cores, t.seconds,
+        static_cast<unsigned long long>(t.errors));
+    md += markdown_table({"op", "operations", "ops/s", "GiB/s", "mean ms", "p50 ms", "p90 ms",
+                          "p99 ms", "p99.9 ms", "max ms"},
+                         rows);
     md += "\n![latency percentiles](chart.svg)\n";
     return write_report(cfg.report_dir, results_json(cfg, t), md, chart);
 }
@@ -574,20 +653,23 @@ int bench_s3_main(int argc, char** argv) {
     run.client.endpoint = cfg->endpoint;
     run.client.credentials = cfg->credentials;
     constexpr std::uint64_t unique_window_bytes = 4 * base::MiB;
-    std::span<std::byte> data = map_bytes(cfg->size_bytes + (cfg->unique_bodies ? unique_window_bytes : 0));
+    std::span<std::byte> data =
+        map_bytes(cfg->size_bytes + (cfg->unique_bodies ? unique_window_bytes : 0));
     fill_random(data, 0x5EED0F0F1A2B3C4DULL);
     run.data = data;
     run.unique_window_bytes = unique_window_bytes;
     if (cfg->op == op_kind::get || cfg->op == op_kind::mixed) {
         for (unsigned w = 0; w < cfg->concurrency; ++w) {
             run.destinations.push_back(map_bytes(cfg->size_bytes));
-            std::memset(run.destinations.back().data(), 0, cfg->size_bytes);  // fault the pages in now
+            std::memset(run.destinations.back().data(), 0,
+                        cfg->size_bytes);  // fault the pages in now
         }
     }
     run.stats.resize(cfg->concurrency);
 
     run_phase(run, 1, create_bucket_worker);
-    if (needs_objects(cfg->op) && run.stats[0].errors == 0) run_phase(run, cfg->concurrency, prepare_worker);
+    if (needs_objects(cfg->op) && run.stats[0].errors == 0)
+        run_phase(run, cfg->concurrency, prepare_worker);
     totals setup = merge(run);
     if (setup.errors > 0) {
         std::fprintf(stderr, "fjord bench s3: setup failed: %s\n", setup.first_error.c_str());
@@ -599,7 +681,8 @@ int bench_s3_main(int argc, char** argv) {
     double client_cpu_before = own_cpu_s(), server_cpu_before = process_cpu_s(cfg->server_pid);
     run.deadline_ns = base::monotonic_now_ns() + static_cast<std::int64_t>(cfg->duration_s * 1e9);
     {
-        cli::progress_line progress({.label = op_name(cfg->op), .total_items = cfg->count, .interval_ms = 1000});
+        cli::progress_line progress(
+            {.label = op_name(cfg->op), .total_items = cfg->count, .interval_ms = 1000});
         run.progress = &progress;
         run_phase(run, cfg->concurrency, measure_worker);
         run.progress = nullptr;
@@ -609,9 +692,11 @@ int bench_s3_main(int argc, char** argv) {
     totals t = merge(run);
     for (const worker_stats& st : setup_stats) t.prepared += st.prepared, t.reused += st.reused;
     t.client_cpu_s = client_cpu_after - client_cpu_before;
-    if (server_cpu_before >= 0 && server_cpu_after >= 0) t.server_cpu_s = server_cpu_after - server_cpu_before;
+    if (server_cpu_before >= 0 && server_cpu_after >= 0)
+        t.server_cpu_s = server_cpu_after - server_cpu_before;
     print_results(*cfg, t);
-    if (!cfg->json_path.empty() && !cli::write_json_file(cfg->json_path, results_json(*cfg, t))) return 1;
+    if (!cfg->json_path.empty() && !cli::write_json_file(cfg->json_path, results_json(*cfg, t)))
+        return 1;
     if (!cfg->report_dir.empty() && !write_s3_report(*cfg, t)) return 1;
     return t.errors == 0 && t.all.operations > 0 ? 0 : 1;
 }

@@ -49,7 +49,7 @@ struct client_outcome {
 
 std::span<std::byte> map_file(const std::string& path, std::uint64_t& size, std::string& error) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st {};
+    struct stat st{};
     if (fd < 0 || fstat(fd, &st) != 0) {
         error = "cannot open " + path + ": " + strerror(errno);
         if (fd >= 0) ::close(fd);
@@ -80,7 +80,8 @@ io::task<void> run_get(client::object_client& c, const client_command* cmd, clie
         length = (*head)->size_bytes > cmd->offset ? (*head)->size_bytes - cmd->offset : 0;
     }
     std::vector<std::byte> buffer(length);
-    auto r = co_await c.get_object_ranges(cmd->bucket, cmd->key, cmd->offset, buffer, cmd->ranged_how);
+    auto r =
+        co_await c.get_object_ranges(cmd->bucket, cmd->key, cmd->offset, buffer, cmd->ranged_how);
     if (!r) {
         out->error = r.err().message;
         co_return;
@@ -104,8 +105,9 @@ io::task<void> run_put(client::object_client& c, const client_command* cmd, clie
     std::uint64_t size = 0;
     std::span<std::byte> body = map_file(cmd->file, size, out->error);
     if (!out->error.empty()) co_return;
-    auto r = cmd->multipart ? co_await c.put_object_multipart(cmd->bucket, cmd->key, body, cmd->multipart_how)
-                            : co_await c.put_object(cmd->bucket, cmd->key, body);
+    auto r = cmd->multipart
+                 ? co_await c.put_object_multipart(cmd->bucket, cmd->key, body, cmd->multipart_how)
+                 : co_await c.put_object(cmd->bucket, cmd->key, body);
     out->crc32c = base::crc32c(body);
     if (!body.empty()) munmap(body.data(), body.size());
     if (!r) {
@@ -117,7 +119,8 @@ io::task<void> run_put(client::object_client& c, const client_command* cmd, clie
     out->etag = r->etag;
 }
 
-io::task<void> run_command(const client_command* cmd, client_outcome* out, io::reactor_group* group) {
+io::task<void> run_command(const client_command* cmd, client_outcome* out,
+                           io::reactor_group* group) {
     {
         client::object_client c(cmd->options);
         if (cmd->op == "put") {
@@ -126,9 +129,12 @@ io::task<void> run_command(const client_command* cmd, client_outcome* out, io::r
             co_await run_get(c, cmd, out);
         } else if (cmd->op == "head") {
             auto r = co_await c.head_object(cmd->bucket, cmd->key);
-            if (!r) out->error = r.err().message;
-            else if (!*r) out->error = "no such key";
-            else out->ok = true, out->bytes = (*r)->size_bytes, out->etag = (*r)->etag;
+            if (!r)
+                out->error = r.err().message;
+            else if (!*r)
+                out->error = "no such key";
+            else
+                out->ok = true, out->bytes = (*r)->size_bytes, out->etag = (*r)->etag;
         } else if (cmd->op == "delete") {
             auto r = co_await c.delete_object(cmd->bucket, cmd->key);
             if (!r) out->error = r.err().message;
@@ -147,14 +153,17 @@ io::task<void> run_command(const client_command* cmd, client_outcome* out, io::r
 
 base::result<client_command> parse_client_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
-        "endpoint", "bucket", "key", "file", "part-size", "in-flight", "range-size", "offset", "length",
-        "attempts", "deadline-ms", "io-timeout-ms", "connections", "backoff-ms", "seed"};
+        "endpoint",    "bucket",        "key",         "file",       "part-size",
+        "in-flight",   "range-size",    "offset",      "length",     "attempts",
+        "deadline-ms", "io-timeout-ms", "connections", "backoff-ms", "seed"};
     static constexpr std::string_view flags[] = {"multipart", "trailer"};
     if (argc < 1) return base::fail(base::errc::invalid_argument, "missing operation");
     client_command cmd;
     cmd.op = argv[0];
-    if (cmd.op != "put" && cmd.op != "get" && cmd.op != "head" && cmd.op != "delete" && cmd.op != "mb")
-        return base::fail(base::errc::invalid_argument, "operation must be put, get, head, delete or mb");
+    if (cmd.op != "put" && cmd.op != "get" && cmd.op != "head" && cmd.op != "delete" &&
+        cmd.op != "mb")
+        return base::fail(base::errc::invalid_argument,
+                          "operation must be put, get, head, delete or mb");
     auto opts = command_options::parse(argc - 1, argv + 1, with_value, flags);
     if (!opts) return opts.as_failure();
     auto ep = parse_http_endpoint(opts->text("endpoint", "http://127.0.0.1:9000"));
@@ -165,18 +174,23 @@ base::result<client_command> parse_client_args(int argc, char** argv) {
     cmd.file = opts->text("file");
     if (cmd.bucket.empty() || (cmd.op != "mb" && cmd.key.empty()))
         return base::fail(base::errc::invalid_argument, "--bucket and --key are required");
-    if (cmd.op == "put" && cmd.file.empty()) return base::fail(base::errc::invalid_argument, "put needs --file");
-    auto part = opts->size("part-size", 8 * base::MiB), range = opts->size("range-size", 8 * base::MiB);
+    if (cmd.op == "put" && cmd.file.empty())
+        return base::fail(base::errc::invalid_argument, "put needs --file");
+    auto part = opts->size("part-size", 8 * base::MiB),
+         range = opts->size("range-size", 8 * base::MiB);
     auto in_flight = opts->number("in-flight", 4), offset = opts->number("offset", 0),
          length = opts->size("length", 0), attempts = opts->number("attempts", 4),
-         deadline = opts->number("deadline-ms", 120'000), io_timeout = opts->number("io-timeout-ms", 60'000),
+         deadline = opts->number("deadline-ms", 120'000),
+         io_timeout = opts->number("io-timeout-ms", 60'000),
          connections = opts->number("connections", 16), backoff = opts->number("backoff-ms", 50),
          seed = opts->number("seed", 0);
-    for (auto* r : {&part, &range, &in_flight, &offset, &length, &attempts, &deadline, &io_timeout, &connections,
-                    &backoff, &seed})
+    for (auto* r : {&part, &range, &in_flight, &offset, &length, &attempts, &deadline, &io_timeout,
+                    &connections, &backoff, &seed})
         if (!*r) return r->as_failure();
-    if (*part == 0 || *range == 0 || *in_flight == 0 || *in_flight > 1024 || *attempts == 0 || *connections == 0)
-        return base::fail(base::errc::invalid_argument, "sizes, --in-flight, --attempts and --connections must be positive");
+    if (*part == 0 || *range == 0 || *in_flight == 0 || *in_flight > 1024 || *attempts == 0 ||
+        *connections == 0)
+        return base::fail(base::errc::invalid_argument,
+                          "sizes, --in-flight, --attempts and --connections must be positive");
     cmd.multipart = opts->has("multipart");
     cmd.multipart_how = {*part, static_cast<unsigned>(*in_flight)};
     cmd.ranged_how = {*range, static_cast<unsigned>(*in_flight), false};
@@ -201,28 +215,30 @@ base::result<client_command> parse_client_args(int argc, char** argv) {
 int client_main(int argc, char** argv) {
     auto cmd = parse_client_args(argc, argv);
     if (!cmd) {
-        std::fprintf(stderr,
-                     "fjord client: %s\nusage: fjord client put|get|head|delete|mb --bucket B [--key K] "
-                     "[--endpoint http://127.0.0.1:9000] [--file F] [--multipart] [--part-size 8MiB] "
-                     "[--range-size 8MiB] [--in-flight 4] [--offset N] [--length N] [--trailer] [--attempts 4] "
-                     "[--deadline-ms 120000] [--io-timeout-ms 60000] [--backoff-ms 50] [--connections 16] "
-                     "[--seed N]\ncredentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY\n",
-                     cmd.err().message.c_str());
+        std::fprintf(
+            stderr,
+            "fjord client: %s\nusage: fjord client put|get|head|delete|mb --bucket B [--key K] "
+            "[--endpoint http://127.0.0.1:9000] [--file F] [--multipart] [--part-size 8MiB] "
+            "[--range-size 8MiB] [--in-flight 4] [--offset N] [--length N] [--trailer] [--attempts 4] "
+            "[--deadline-ms 120000] [--io-timeout-ms 60000] [--backoff-ms 50] [--connections 16] "
+            "[--seed N]\ncredentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY\n",
+            cmd.err().message.c_str());
         return 2;
     }
     client_outcome out;
     io::reactor_group group(1);
     group.run([&cmd, &out, &group](unsigned) { io::spawn(run_command(&*cmd, &out, &group)); });
-    std::printf("{\"op\": %s, \"ok\": %s, \"error\": %s, \"bytes\": %llu, \"etag\": %s, \"crc32c\": %u, "
-                "\"requests\": %llu, \"attempts\": %llu, \"retries\": %llu, \"gave_up\": %llu, "
-                "\"connections\": %zu, \"connections_reused\": %llu}\n",
-                json_string(cmd->op).c_str(), out.ok ? "true" : "false", json_string(out.error).c_str(),
-                static_cast<unsigned long long>(out.bytes), json_string(out.etag).c_str(), out.crc32c,
-                static_cast<unsigned long long>(out.counters.requests),
-                static_cast<unsigned long long>(out.counters.attempts),
-                static_cast<unsigned long long>(out.counters.retries),
-                static_cast<unsigned long long>(out.counters.gave_up), out.connections,
-                static_cast<unsigned long long>(out.connections_reused));
+    std::printf(
+        "{\"op\": %s, \"ok\": %s, \"error\": %s, \"bytes\": %llu, \"etag\": %s, \"crc32c\": %u, "
+        "\"requests\": %llu, \"attempts\": %llu, \"retries\": %llu, \"gave_up\": %llu, "
+        "\"connections\": %zu, \"connections_reused\": %llu}\n",
+        json_string(cmd->op).c_str(), out.ok ? "true" : "false", json_string(out.error).c_str(),
+        static_cast<unsigned long long>(out.bytes), json_string(out.etag).c_str(), out.crc32c,
+        static_cast<unsigned long long>(out.counters.requests),
+        static_cast<unsigned long long>(out.counters.attempts),
+        static_cast<unsigned long long>(out.counters.retries),
+        static_cast<unsigned long long>(out.counters.gave_up), out.connections,
+        static_cast<unsigned long long>(out.connections_reused));
     return out.ok ? 0 : 1;
 }
 

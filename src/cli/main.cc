@@ -126,41 +126,95 @@ using args = serve_args;
 using u64 = std::uint64_t;
 
 bool set_log_level(std::string_view level) {
-    if (level == "debug") base::set_log_level(base::log_level::debug);
-    else if (level == "info") base::set_log_level(base::log_level::info);
-    else if (level == "warn") base::set_log_level(base::log_level::warn);
-    else if (level == "error") base::set_log_level(base::log_level::error);
-    else return false;
+    if (level == "debug")
+        base::set_log_level(base::log_level::debug);
+    else if (level == "info")
+        base::set_log_level(base::log_level::info);
+    else if (level == "warn")
+        base::set_log_level(base::log_level::warn);
+    else if (level == "error")
+        base::set_log_level(base::log_level::error);
+    else
+        return false;
     return true;
 }
 
 const serve_option serve_options[] = {
-    {"--data", kind::text, [](args& a, const char* t, u64) { a.data_dirs.push_back(t); return true; }},
-    {"--listen", kind::text, [](args& a, const char* t, u64) { a.listen = t; return true; }},
-    {"--domain", kind::text, [](args& a, const char* t, u64) { a.domains.push_back(t); return true; }},
-    {"--region", kind::text, [](args& a, const char* t, u64) { a.cfg.service.region = t; return true; }},
-    {"--access-log", kind::text, [](args& a, const char* t, u64) { a.cfg.access_log_path = t; return *t != 0; }},
+    {"--data", kind::text,
+     [](args& a, const char* t, u64) {
+         a.data_dirs.push_back(t);
+         return true;
+     }},
+    {"--listen", kind::text,
+     [](args& a, const char* t, u64) {
+         a.listen = t;
+         return true;
+     }},
+    {"--domain", kind::text,
+     [](args& a, const char* t, u64) {
+         a.domains.push_back(t);
+         return true;
+     }},
+    {"--region", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.service.region = t;
+         return true;
+     }},
+    {"--access-log", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.access_log_path = t;
+         return *t != 0;
+     }},
     {"--log-level", kind::text, [](args&, const char* t, u64) { return set_log_level(t); }},
-    {"--etag-md5", kind::flag, [](args& a, const char*, u64) { a.cfg.service.etag_md5 = true; return true; }},
+    {"--etag-md5", kind::flag,
+     [](args& a, const char*, u64) {
+         a.cfg.service.etag_md5 = true;
+         return true;
+     }},
     {"--metrics-public", kind::flag,
-     [](args& a, const char*, u64) { a.cfg.service.metrics_public = true; return true; }},
+     [](args& a, const char*, u64) {
+         a.cfg.service.metrics_public = true;
+         return true;
+     }},
     {"--no-huge-pages", kind::flag,
-     [](args& a, const char*, u64) { a.cfg.engine.buffers.huge_pages = false; return true; }},
+     [](args& a, const char*, u64) {
+         a.cfg.engine.buffers.huge_pages = false;
+         return true;
+     }},
     {"--cores", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.cores = static_cast<unsigned>(n); return true; }, 1, 256},
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.cores = static_cast<unsigned>(n);
+         return true;
+     },
+     1, 256},
     {"--etag-md5-max-bytes", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.service.etag_md5_max_bytes = n; return true; }},
+     [](args& a, const char*, u64 n) {
+         a.cfg.service.etag_md5_max_bytes = n;
+         return true;
+     }},
     {"--idle-timeout-ms", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n); return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.server.limits.idle_timeout_ms = static_cast<std::int64_t>(n);
+         return true;
+     },
      1, year_ms},
     {"--header-timeout-ms", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n); return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.server.limits.header_timeout_ms = static_cast<std::int64_t>(n);
+         return true;
+     },
      1, year_ms},
     {"--io-timeout-ms", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.server.limits.io_timeout_ms = static_cast<std::int64_t>(n); return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.server.limits.io_timeout_ms = static_cast<std::int64_t>(n);
+         return true;
+     },
      1, year_ms},
     {"--min-body-rate-bytes-per-second", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.server.limits.min_body_rate.bytes_per_second = n; return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.server.limits.min_body_rate.bytes_per_second = n;
+         return true;
+     },
      0, base::rate_floor::max_bytes_per_second},
     {"--min-body-rate-grace-ms", kind::number,
      [](args& a, const char*, u64 n) {
@@ -169,7 +223,11 @@ const serve_option serve_options[] = {
      },
      1, 86'400'000},
     {"--max-requests-per-second-per-connection", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.server.limits.max_requests_per_second = n; return true; }, 0, 1'000'000},
+     [](args& a, const char*, u64 n) {
+         a.cfg.server.limits.max_requests_per_second = n;
+         return true;
+     },
+     0, 1'000'000},
     {"--request-burst-per-connection", kind::number,
      [](args& a, const char*, u64 n) {
          a.cfg.server.limits.request_burst = n;
@@ -178,42 +236,86 @@ const serve_option serve_options[] = {
      },
      1, base::token_bucket::max_burst},
     {"--max-connections", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.server.max_connections_per_core = n; return true; }, 1},
+     [](args& a, const char*, u64 n) {
+         a.cfg.server.max_connections_per_core = n;
+         return true;
+     },
+     1},
     {"--multipart-expiry-seconds", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.multipart_expiry_s = static_cast<std::int64_t>(n); return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.multipart_expiry_s = static_cast<std::int64_t>(n);
+         return true;
+     },
      1, 100 * year_s},
     {"--multipart-expiry-interval-seconds", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n); return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.multipart_expiry_interval_s = static_cast<std::int64_t>(n);
+         return true;
+     },
      1, year_s},
     {"--io-depth", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.data_files.pipeline_depth = n; return true; }, 1, 64},
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.data_files.pipeline_depth = n;
+         return true;
+     },
+     1, 64},
     {"--disk-writes-in-flight", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.writes.writes_in_flight_per_drive = n; return true; }, 1, 1024},
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.writes.writes_in_flight_per_drive = n;
+         return true;
+     },
+     1, 1024},
     {"--spare-data-idle-seconds", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.spares.idle_ms = static_cast<std::int64_t>(n) * 1000; return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.spares.idle_ms = static_cast<std::int64_t>(n) * 1000;
+         return true;
+     },
      1, year_s},
     {"--min-free-mib", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.space.min_free_bytes = n * base::MiB; return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.space.min_free_bytes = n * base::MiB;
+         return true;
+     },
      0, 1024ULL * 1024 * 1024},
     {"--reserve-ahead-mib", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.space.max_reserved_ahead_bytes = n * base::MiB; return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.space.max_reserved_ahead_bytes = n * base::MiB;
+         return true;
+     },
      0, 1024ULL * 1024 * 1024},
     {"--spare-data-mib", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.spares.bytes_per_drive = n * base::MiB; return true; },
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.spares.bytes_per_drive = n * base::MiB;
+         return true;
+     },
      0, 1024 * 1024},
     {"--disk-write-kib", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.writes.write_bytes = n * base::KiB; return true; }, 4, 8192, 4},
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.writes.write_bytes = n * base::KiB;
+         return true;
+     },
+     4, 8192, 4},
     {"--io-size-kib", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.buffers.buffer_bytes = n * base::KiB; return true; }, 512, 8192, 64},
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.buffers.buffer_bytes = n * base::KiB;
+         return true;
+     },
+     512, 8192, 64},
     {"--buffers", kind::number,
-     [](args& a, const char*, u64 n) { a.cfg.engine.buffers.buffer_count = n; return true; }, 8, 16384},
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.buffers.buffer_count = n;
+         return true;
+     },
+     8, 16384},
 };
 
 // Says what a number option takes, for its error message.
 std::string number_range(const serve_option& o) {
     std::string out = "a number";
-    if (o.max == UINT64_MAX) out += o.min > 0 ? " of at least " + std::to_string(o.min) : "";
-    else out += " from " + std::to_string(o.min) + " to " + std::to_string(o.max);
+    if (o.max == UINT64_MAX)
+        out += o.min > 0 ? " of at least " + std::to_string(o.min) : "";
+    else
+        out += " from " + std::to_string(o.min) + " to " + std::to_string(o.max);
     if (o.multiple > 1) out += ", a multiple of " + std::to_string(o.multiple);
     return out;
 }
@@ -234,7 +336,8 @@ int apply_serve_option(serve_args& a, int argc, char** argv, int& i) {
     const char* value = i + 1 < argc ? argv[++i] : nullptr;
     std::optional<std::uint64_t> n;
     if (o->type == kind::number && value) n = base::parse_u64(value);
-    bool ok = value && (o->type == kind::text || (n && *n >= o->min && *n <= o->max && *n % o->multiple == 0));
+    bool ok = value && (o->type == kind::text ||
+                        (n && *n >= o->min && *n <= o->max && *n % o->multiple == 0));
     if (ok && o->apply(a, value, n.value_or(0))) return 0;
     std::string name(arg);
     if (o->type == kind::number)
@@ -248,35 +351,46 @@ int apply_serve_option(serve_args& a, int argc, char** argv, int& i) {
 int finish_serve_config(serve_args& a) {
     serve_config& cfg = a.cfg;
     if (!cfg.request_burst_given)
-        cfg.server.limits.request_burst = std::max<std::uint64_t>(1, 2 * cfg.server.limits.max_requests_per_second);
+        cfg.server.limits.request_burst =
+            std::max<std::uint64_t>(1, 2 * cfg.server.limits.max_requests_per_second);
     // The region is echoed in headers and error documents: S3's own shape only (us-east-1, eu-west-3, ...).
     const std::string& region = cfg.service.region;
-    auto region_char = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; };
-    if (region.empty() || region.size() > 64 || !std::all_of(region.begin(), region.end(), region_char)) {
-        std::fputs("fjord serve: --region takes a region name of lower-case letters, digits and '-'\n", stderr);
+    auto region_char = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    };
+    if (region.empty() || region.size() > 64 ||
+        !std::all_of(region.begin(), region.end(), region_char)) {
+        std::fputs(
+            "fjord serve: --region takes a region name of lower-case letters, digits and '-'\n",
+            stderr);
         return 2;
     }
     if (!a.data_dirs.empty()) cfg.engine.data_dirs = a.data_dirs;
     if (!a.domains.empty()) cfg.service.domains = a.domains;
     auto ep = io::parse_endpoint(a.listen);
-    if (!ep) { std::fprintf(stderr, "fjord serve: %s\n", ep.err().message.c_str()); return 2; }
+    if (!ep) {
+        std::fprintf(stderr, "fjord serve: %s\n", ep.err().message.c_str());
+        return 2;
+    }
     cfg.server.listen = *ep;
     const char* access = std::getenv("FJORD_ACCESS_KEY");
     const char* secret = std::getenv("FJORD_SECRET_KEY");
     if ((access && *access) != (secret && *secret)) {
-        std::fputs("fjord serve: set both FJORD_ACCESS_KEY and FJORD_SECRET_KEY, or neither\n", stderr);
+        std::fputs("fjord serve: set both FJORD_ACCESS_KEY and FJORD_SECRET_KEY, or neither\n",
+                   stderr);
         return 2;
     }
     cfg.default_credentials = !(access && *access);
     if (cfg.default_credentials && !io::is_loopback(cfg.server.listen)) {
-        std::fprintf(stderr,
-                     "fjord serve: refusing to listen on %s with the development credentials, which anyone can "
-                     "read in README.md: set FJORD_ACCESS_KEY and FJORD_SECRET_KEY (or listen on 127.0.0.1)\n",
-                     cfg.server.listen.host.c_str());
+        std::fprintf(
+            stderr,
+            "fjord serve: refusing to listen on %s with the development credentials, which anyone can "
+            "read in README.md: set FJORD_ACCESS_KEY and FJORD_SECRET_KEY (or listen on 127.0.0.1)\n",
+            cfg.server.listen.host.c_str());
         return 2;
     }
     auth::credentials chosen{cfg.default_credentials ? default_access_key : access,
-                           cfg.default_credentials ? default_secret_key : secret};
+                             cfg.default_credentials ? default_secret_key : secret};
     if (auto valid = auth::check_credentials(chosen); !valid) {
         std::fprintf(stderr, "fjord serve: %s\n", valid.err().message.c_str());
         return 2;
@@ -301,14 +415,15 @@ io::task<void> expire_spares(store::engine* engine, std::int64_t idle_ms) {
         co_await io::sleep_for(interval_ms);
         if (io::reactor::current().stopping()) break;
         if (std::uint64_t n = co_await engine->spares().expire_idle(); n > 0)
-            LOG_INFO("removed %llu spare data files unused for %lld s", static_cast<unsigned long long>(n),
-                     static_cast<long long>(idle_ms / 1000));
+            LOG_INFO("removed %llu spare data files unused for %lld s",
+                     static_cast<unsigned long long>(n), static_cast<long long>(idle_ms / 1000));
     }
 }
 
 // Aborts this core's stale multipart uploads now and then. It holds no reactor reference, so shutdown
 // does not wait for its sleep.
-io::task<void> expire_uploads(store::engine* engine, std::int64_t max_age_s, std::int64_t interval_s) {
+io::task<void> expire_uploads(store::engine* engine, std::int64_t max_age_s,
+                              std::int64_t interval_s) {
     while (!io::reactor::current().stopping()) {
         co_await io::sleep_for(interval_s * 1000);
         if (io::reactor::current().stopping()) break;
@@ -320,8 +435,9 @@ io::task<void> expire_uploads(store::engine* engine, std::int64_t max_age_s, std
 // writes at a time (io/io_memory.h), which an operator otherwise only sees as lower throughput.
 void log_buffer_memory(const io::buffer_pool& pool, const io::buffer_pool_options& options) {
     std::size_t total = pool.buffer_bytes() * pool.buffer_count(), huge = pool.huge_page_bytes();
-    LOG_INFO("I/O buffers: %zu x %zu KiB per core, %zu of %zu MiB on huge pages", pool.buffer_count(),
-             pool.buffer_bytes() / base::KiB, huge / base::MiB, total / base::MiB);
+    LOG_INFO("I/O buffers: %zu x %zu KiB per core, %zu of %zu MiB on huge pages",
+             pool.buffer_count(), pool.buffer_bytes() / base::KiB, huge / base::MiB,
+             total / base::MiB);
     if (options.huge_pages && huge < total / 2) {
         auto setting = [](const char* path) {
             std::string text = "unknown";
@@ -332,10 +448,11 @@ void log_buffer_memory(const io::buffer_pool& pool, const io::buffer_pool_option
             }
             return text;
         };
-        LOG_WARN("most I/O buffers are on 4 KiB pages (transparent huge pages: %s; defrag: %s): disk "
-                 "throughput may be lower (src/io/README.md)",
-                 setting("/sys/kernel/mm/transparent_hugepage/enabled").c_str(),
-                 setting("/sys/kernel/mm/transparent_hugepage/defrag").c_str());
+        LOG_WARN(
+            "most I/O buffers are on 4 KiB pages (transparent huge pages: %s; defrag: %s): disk "
+            "throughput may be lower (src/io/README.md)",
+            setting("/sys/kernel/mm/transparent_hugepage/enabled").c_str(),
+            setting("/sys/kernel/mm/transparent_hugepage/defrag").c_str());
     }
 }
 
@@ -369,12 +486,14 @@ int open_access_log(const std::string& path) {
 // The start-up lines, written by core 0 before any core accepts.
 void log_start_up(const serve_config& cfg, store::engine& engine) {
     log_buffer_memory(engine.pool(), cfg.engine.buffers);
-    LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)", cfg.server.listen.host.c_str(),
-             cfg.server.listen.port, cfg.engine.cores, cfg.engine.data_dirs[0].c_str(),
-             cfg.engine.data_dirs.size() > 1 ? " and more" : "");
+    LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
+             cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,
+             cfg.engine.data_dirs[0].c_str(), cfg.engine.data_dirs.size() > 1 ? " and more" : "");
     if (cfg.default_credentials)
-        LOG_WARN("using the development credentials (access key '%s'; its secret is in README.md): "
-                 "set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own", default_access_key);
+        LOG_WARN(
+            "using the development credentials (access key '%s'; its secret is in README.md): "
+            "set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own",
+            default_access_key);
 }
 
 int serve(int argc, char** argv) {
@@ -409,7 +528,8 @@ int serve(int argc, char** argv) {
     std::thread signal_thread([&] {
         int sig = 0;
         sigwait(&signals, &sig);
-        if (sig != SIGUSR1) LOG_INFO("received %s: finishing in-flight requests, then stopping", strsignal(sig));
+        if (sig != SIGUSR1)
+            LOG_INFO("received %s: finishing in-flight requests, then stopping", strsignal(sig));
         group.stop();
     });
     // Start-up in two steps, with every core at a barrier between them: first each core attaches and opens
@@ -430,7 +550,8 @@ int serve(int argc, char** argv) {
         if (core == 0) log_start_up(cfg, *engine);
         started.arrive_and_wait();
         io::spawn(servers[core]->run());
-        io::spawn(expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
+        io::spawn(
+            expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
         if (core == 0 && engine->spares().enabled())
             io::spawn(expire_spares(engine.get(), cfg.engine.spares.idle_ms));
     });
@@ -443,14 +564,17 @@ int serve(int argc, char** argv) {
 
 }  // namespace
 
-
 int main(int argc, char** argv) {
-    if (argc >= 2 && std::string(argv[1]) == "scrub") return fjord::cli::scrub_main(argc - 2, argv + 2);
+    if (argc >= 2 && std::string(argv[1]) == "scrub")
+        return fjord::cli::scrub_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "serve") return serve(argc - 2, argv + 2);
-    if (argc >= 2 && std::string(argv[1]) == "bench") return fjord::bench::bench_main(argc - 2, argv + 2);
-    if (argc >= 2 && std::string(argv[1]) == "client") return fjord::cli::client_main(argc - 2, argv + 2);
+    if (argc >= 2 && std::string(argv[1]) == "bench")
+        return fjord::bench::bench_main(argc - 2, argv + 2);
+    if (argc >= 2 && std::string(argv[1]) == "client")
+        return fjord::cli::client_main(argc - 2, argv + 2);
     for (const char* name : {"cp", "ls", "rm", "mb", "rb"})
-        if (argc >= 2 && std::string(argv[1]) == name) return fjord::cli::object_command_main(name, argc - 2, argv + 2);
+        if (argc >= 2 && std::string(argv[1]) == name)
+            return fjord::cli::object_command_main(name, argc - 2, argv + 2);
     print_usage();
     return argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") ? 0 : 2;
 }

@@ -118,7 +118,7 @@ std::uint64_t part_size_for(const command_config& cfg, std::uint64_t size_bytes)
 io::task<void> upload_one(command_run* run, client::object_client* c, std::size_t index) {
     const transfer& t = run->transfers[index];
     int fd = ::open(t.local_path.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st {};
+    struct stat st{};
     if (fd < 0 || fstat(fd, &st) != 0) {
         run->fail("cannot open " + t.local_path + ": " + strerror(errno));
         if (fd >= 0) ::close(fd);
@@ -144,7 +144,8 @@ io::task<void> upload_one(command_run* run, client::object_client* c, std::size_
                  : co_await c->put_object(t.bucket, t.key, body);
     if (mapped) munmap(mapped, size);
     if (!r) {
-        run->fail("upload " + t.local_path + " to " + s3_url(t.bucket, t.key) + ": " + r.err().message);
+        run->fail("upload " + t.local_path + " to " + s3_url(t.bucket, t.key) + ": " +
+                  r.err().message);
         co_return;
     }
     ++run->files_done, run->bytes_done += size;
@@ -200,7 +201,8 @@ io::task<void> run_transfers(command_run* run, client::object_client* c) {
 }
 
 // Every object under `prefix` (no delimiter), page by page, into run->transfers as downloads to `root`.
-io::task<void> plan_downloads(command_run* run, client::object_client* c, location source, std::string root) {
+io::task<void> plan_downloads(command_run* run, client::object_client* c, location source,
+                              std::string root) {
     std::string prefix = as_folder(source.key);
     client::list_request what{prefix, "", "", 1000};
     for (;;) {  // bounded by the bucket's keys: every page moves the continuation token forward
@@ -216,7 +218,8 @@ io::task<void> plan_downloads(command_run* run, client::object_client* c, locati
                 run->fail("refusing key " + e.key + ": it would land outside " + root);
                 co_return;
             }
-            run->transfers.push_back({(fs::path(root) / relative).string(), source.bucket, e.key, e.size_bytes});
+            run->transfers.push_back(
+                {(fs::path(root) / relative).string(), source.bucket, e.key, e.size_bytes});
             run->progress->add_total_bytes(e.size_bytes);
         }
         if (!page->truncated) break;
@@ -224,7 +227,8 @@ io::task<void> plan_downloads(command_run* run, client::object_client* c, locati
     }
 }
 
-io::task<void> plan_one_download(command_run* run, client::object_client* c, location source, std::string target) {
+io::task<void> plan_one_download(command_run* run, client::object_client* c, location source,
+                                 std::string target) {
     auto head = co_await c->head_object(source.bucket, source.key);
     if (!head) {
         run->fail(source.text + ": " + head.err().message);
@@ -236,7 +240,8 @@ io::task<void> plan_one_download(command_run* run, client::object_client* c, loc
     }
     std::error_code ec;
     if (target.empty() || target.back() == '/' || fs::is_directory(target, ec))
-        target = (fs::path(target.empty() ? "." : target) / fs::path(source.key).filename()).string();
+        target =
+            (fs::path(target.empty() ? "." : target) / fs::path(source.key).filename()).string();
     run->transfers.push_back({target, source.bucket, source.key, (*head)->size_bytes});
     run->progress->add_total_bytes((*head)->size_bytes);
 }
@@ -247,8 +252,10 @@ io::task<void> cp_command(command_run* run) {
         const location& source = run->config->operands[0];
         const location& target = run->config->operands[1];
         if (!run->upload) {
-            if (run->config->recursive) co_await plan_downloads(run, &c, source, target.path);
-            else co_await plan_one_download(run, &c, source, target.path);
+            if (run->config->recursive)
+                co_await plan_downloads(run, &c, source, target.path);
+            else
+                co_await plan_one_download(run, &c, source, target.path);
         }
         if (run->failures == 0) co_await run_transfers(run, &c);
         run->ok = run->failures == 0;
@@ -262,20 +269,24 @@ bool plan_uploads(command_run& run) {
     const location& target = run.config->operands[1];
     std::error_code ec;
     if (run.config->recursive) {
-        if (!fs::is_directory(source.path, ec)) return run.fail(source.path + " is not a directory"), false;
+        if (!fs::is_directory(source.path, ec))
+            return run.fail(source.path + " is not a directory"), false;
         std::string prefix = as_folder(target.key);
         std::vector<transfer> found;
-        for (auto it = fs::recursive_directory_iterator(source.path, ec); !ec && it != fs::recursive_directory_iterator();
-             it.increment(ec)) {
+        for (auto it = fs::recursive_directory_iterator(source.path, ec);
+             !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
             if (!it->is_regular_file(ec)) continue;
             std::string relative = fs::relative(it->path(), source.path, ec).generic_string();
-            found.push_back({it->path().string(), target.bucket, prefix + relative, it->file_size(ec)});
+            found.push_back(
+                {it->path().string(), target.bucket, prefix + relative, it->file_size(ec)});
         }
         if (ec) return run.fail("cannot walk " + source.path + ": " + ec.message()), false;
-        std::sort(found.begin(), found.end(), [](const transfer& a, const transfer& b) { return a.key < b.key; });
+        std::sort(found.begin(), found.end(),
+                  [](const transfer& a, const transfer& b) { return a.key < b.key; });
         run.transfers = std::move(found);
     } else {
-        if (!fs::is_regular_file(source.path, ec)) return run.fail("cannot read " + source.path + ": not a file"), false;
+        if (!fs::is_regular_file(source.path, ec))
+            return run.fail("cannot read " + source.path + ": not a file"), false;
         std::string key = target.key;
         if (key.empty() || key.back() == '/') key += fs::path(source.path).filename().string();
         run.transfers.push_back({source.path, target.bucket, key, fs::file_size(source.path, ec)});
@@ -292,9 +303,11 @@ io::task<void> ls_command(command_run* run) {
         location where = run->config->operands.empty() ? location{} : run->config->operands[0];
         if (where.bucket.empty()) {
             auto buckets = co_await c.list_buckets();
-            if (!buckets) run->fail("list buckets: " + buckets.err().message);
+            if (!buckets)
+                run->fail("list buckets: " + buckets.err().message);
             else
-                for (const auto& b : *buckets) std::printf("%-24s %s\n", b.creation_date.c_str(), b.name.c_str());
+                for (const auto& b : *buckets)
+                    std::printf("%-24s %s\n", b.creation_date.c_str(), b.name.c_str());
         } else {
             client::list_request what{where.key, run->config->recursive ? "" : "/", "", 1000};
             for (;;) {  // bounded by the bucket's keys
@@ -303,7 +316,8 @@ io::task<void> ls_command(command_run* run) {
                     run->fail(where.text + ": " + page.err().message);
                     break;
                 }
-                for (const auto& p : page->common_prefixes) std::printf("%-24s %14s %s\n", "", "PRE", p.c_str());
+                for (const auto& p : page->common_prefixes)
+                    std::printf("%-24s %14s %s\n", "", "PRE", p.c_str());
                 for (const auto& o : page->objects)
                     std::printf("%-24s %14llu %s\n", o.last_modified.c_str(),
                                 static_cast<unsigned long long>(o.size_bytes), o.key.c_str());
@@ -333,13 +347,16 @@ io::task<void> rm_recursive(command_run* run, client::object_client* c, location
                 run->fail("delete objects in " + where.bucket + ": " + failures.err().message);
                 co_return;
             }
-            for (const auto& f : *failures) run->fail("delete " + s3_url(where.bucket, f.key) + ": " + f.code + " " + f.message);
+            for (const auto& f : *failures)
+                run->fail("delete " + s3_url(where.bucket, f.key) + ": " + f.code + " " +
+                          f.message);
             deleted += keys.size() - failures->size();
         }
         if (!page->truncated || run->failures > 0) break;
         what.continuation_token = page->next_continuation_token;
     }
-    std::printf("deleted %llu objects under %s\n", static_cast<unsigned long long>(deleted), where.text.c_str());
+    std::printf("deleted %llu objects under %s\n", static_cast<unsigned long long>(deleted),
+                where.text.c_str());
 }
 
 io::task<void> bucket_command(command_run* run) {
@@ -349,18 +366,24 @@ io::task<void> bucket_command(command_run* run) {
         const std::string& name = run->config->name;
         if (name == "mb") {
             auto r = co_await c.create_bucket(where.bucket);
-            if (!r) run->fail(where.text + ": " + r.err().message);
-            else std::printf("make_bucket: %s\n", where.bucket.c_str());
+            if (!r)
+                run->fail(where.text + ": " + r.err().message);
+            else
+                std::printf("make_bucket: %s\n", where.bucket.c_str());
         } else if (name == "rb") {
             auto r = co_await c.delete_bucket(where.bucket);
-            if (!r) run->fail(where.text + ": " + r.err().message);
-            else std::printf("remove_bucket: %s\n", where.bucket.c_str());
+            if (!r)
+                run->fail(where.text + ": " + r.err().message);
+            else
+                std::printf("remove_bucket: %s\n", where.bucket.c_str());
         } else if (run->config->recursive) {  // rm --recursive
             co_await rm_recursive(run, &c, where);
         } else {  // rm
             auto r = co_await c.delete_object(where.bucket, where.key);
-            if (!r) run->fail(where.text + ": " + r.err().message);
-            else std::printf("delete: %s\n", where.text.c_str());
+            if (!r)
+                run->fail(where.text + ": " + r.err().message);
+            else
+                std::printf("delete: %s\n", where.text.c_str());
         }
         run->ok = run->failures == 0;
     }
@@ -381,7 +404,8 @@ void print_usage(std::FILE* to) {
         to);
 }
 
-std::string setting(const command_options& opts, std::string_view flag, const char* env, const char* fallback) {
+std::string setting(const command_options& opts, std::string_view flag, const char* env,
+                    const char* fallback) {
     if (opts.has(flag)) return opts.text(flag);
     const char* value = std::getenv(env);
     return value && *value ? value : fallback;
@@ -399,22 +423,28 @@ base::result<void> check_operands(const command_config& cfg) {
             return usage("copies between a local path and s3://bucket/key (one side each)");
         for (const auto& o : ops)
             if (o.remote && o.bucket.empty()) return usage("needs a bucket in " + o.text);
-        if (ops[0].remote && !cfg.recursive && ops[0].key.empty()) return usage("needs a key in the source (or --recursive)");
+        if (ops[0].remote && !cfg.recursive && ops[0].key.empty())
+            return usage("needs a key in the source (or --recursive)");
         return {};
     }
     if (cfg.name == "ls") {
-        if (ops.size() > 1 || (ops.size() == 1 && !ops[0].remote)) return usage("takes at most one s3:// URL");
+        if (ops.size() > 1 || (ops.size() == 1 && !ops[0].remote))
+            return usage("takes at most one s3:// URL");
         return {};
     }
-    if (ops.size() != 1 || !ops[0].remote || ops[0].bucket.empty()) return usage("needs one s3://bucket URL");
-    if (cfg.name == "rm" && !cfg.recursive && ops[0].key.empty()) return usage("needs a key (or --recursive)");
-    if ((cfg.name == "mb" || cfg.name == "rb") && !ops[0].key.empty()) return usage("takes a bucket, not a key");
+    if (ops.size() != 1 || !ops[0].remote || ops[0].bucket.empty())
+        return usage("needs one s3://bucket URL");
+    if (cfg.name == "rm" && !cfg.recursive && ops[0].key.empty())
+        return usage("needs a key (or --recursive)");
+    if ((cfg.name == "mb" || cfg.name == "rb") && !ops[0].key.empty())
+        return usage("takes a bucket, not a key");
     return {};
 }
 
 base::result<command_config> parse_command(std::string name, int argc, char** argv) {
-    static constexpr std::string_view with_value[] = {"endpoint", "access-key", "secret-key", "jobs", "part-size",
-                                                      "multipart-threshold", "parts-in-flight"};
+    static constexpr std::string_view with_value[] = {
+        "endpoint",  "access-key",          "secret-key",     "jobs",
+        "part-size", "multipart-threshold", "parts-in-flight"};
     static constexpr std::string_view flags[] = {"recursive"};
     command_config cfg;
     cfg.name = std::move(name);
@@ -427,31 +457,39 @@ base::result<command_config> parse_command(std::string name, int argc, char** ar
             continue;
         }
         options.push_back(argv[i]);
-        bool takes_value = std::find(std::begin(with_value), std::end(with_value), arg.substr(2)) != std::end(with_value);
+        bool takes_value = std::find(std::begin(with_value), std::end(with_value), arg.substr(2)) !=
+                           std::end(with_value);
         if (takes_value && i + 1 < argc) options.push_back(argv[++i]);
     }
-    auto opts = command_options::parse(static_cast<int>(options.size()), options.data(), with_value, flags);
+    auto opts =
+        command_options::parse(static_cast<int>(options.size()), options.data(), with_value, flags);
     if (!opts) return opts.as_failure();
     cfg.recursive = opts->has("recursive");
     auto jobs = opts->number("jobs", 8), in_flight = opts->number("parts-in-flight", 4);
-    auto part = opts->size("part-size", 8 * base::MiB), threshold = opts->size("multipart-threshold", 8 * base::MiB);
+    auto part = opts->size("part-size", 8 * base::MiB),
+         threshold = opts->size("multipart-threshold", 8 * base::MiB);
     for (auto* r : {&jobs, &in_flight, &part, &threshold})
         if (!*r) return r->as_failure();
     if (*jobs < 1 || *jobs > 1024 || *in_flight < 1 || *in_flight > 256)
-        return base::fail(base::errc::invalid_argument, "need --jobs 1..1024 and --parts-in-flight 1..256");
+        return base::fail(base::errc::invalid_argument,
+                          "need --jobs 1..1024 and --parts-in-flight 1..256");
     if (*part < 5 * base::MiB || *part > 5 * base::GiB)
         return base::fail(base::errc::invalid_argument, "--part-size must be 5 MiB..5 GiB");
     cfg.jobs = static_cast<unsigned>(*jobs);
     cfg.parts_in_flight = static_cast<unsigned>(*in_flight);
     cfg.part_size_bytes = *part;
     cfg.multipart_threshold_bytes = std::max<std::uint64_t>(*threshold, 1);
-    auto ep = parse_http_endpoint(setting(*opts, "endpoint", "FJORD_ENDPOINT", "http://127.0.0.1:9000"));
+    auto ep =
+        parse_http_endpoint(setting(*opts, "endpoint", "FJORD_ENDPOINT", "http://127.0.0.1:9000"));
     if (!ep) return ep.as_failure();
     cfg.client.client.endpoint = *ep;
-    cfg.client.client.credentials.access_key = setting(*opts, "access-key", "FJORD_ACCESS_KEY", "fjordadmin");
-    cfg.client.client.credentials.secret_key = setting(*opts, "secret-key", "FJORD_SECRET_KEY", "fjordadmin-secret");
+    cfg.client.client.credentials.access_key =
+        setting(*opts, "access-key", "FJORD_ACCESS_KEY", "fjordadmin");
+    cfg.client.client.credentials.secret_key =
+        setting(*opts, "secret-key", "FJORD_SECRET_KEY", "fjordadmin-secret");
     // Enough connections for every file in flight to keep its parts moving, within a sane bound.
-    cfg.client.pool.max_connections = std::clamp<std::size_t>(std::size_t{cfg.jobs} * cfg.parts_in_flight, 16, 256);
+    cfg.client.pool.max_connections =
+        std::clamp<std::size_t>(std::size_t{cfg.jobs} * cfg.parts_in_flight, 16, 256);
     FJORD_TRY(check_operands(cfg));
     return cfg;
 }
@@ -469,7 +507,8 @@ void run_on_reactor(command_run& run, command_function fn) {
 
 int object_command_main(const std::string& name, int argc, char** argv) {
     for (int i = 0; i < argc; ++i)
-        if (std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help") return print_usage(stdout), 0;
+        if (std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help")
+            return print_usage(stdout), 0;
     auto cfg = parse_command(name, argc, argv);
     if (!cfg) {
         std::fprintf(stderr, "fjord %s: %s\n", name.c_str(), cfg.err().message.c_str());
@@ -490,15 +529,18 @@ int object_command_main(const std::string& name, int argc, char** argv) {
     progress.finish();
     if (!run.ok || run.failures > 0) {
         std::fprintf(stderr, "fjord %s: %s", name.c_str(), run.first_error.c_str());
-        if (run.failures > 1) std::fprintf(stderr, " (and %llu more failures)", static_cast<unsigned long long>(run.failures - 1));
+        if (run.failures > 1)
+            std::fprintf(stderr, " (and %llu more failures)",
+                         static_cast<unsigned long long>(run.failures - 1));
         std::fputc('\n', stderr);
         return 1;
     }
     if (name == "cp") {
         double seconds = static_cast<double>(base::monotonic_now_ns() - start_ns) / 1e9;
-        std::printf("%s %llu file%s, %s in %.2f s (%.3f GiB/s)\n", run.upload ? "uploaded" : "downloaded",
-                    static_cast<unsigned long long>(run.files_done), run.files_done == 1 ? "" : "s",
-                    format_bytes(run.bytes_done).c_str(), seconds, gib_per_s(run.bytes_done, seconds));
+        std::printf(
+            "%s %llu file%s, %s in %.2f s (%.3f GiB/s)\n", run.upload ? "uploaded" : "downloaded",
+            static_cast<unsigned long long>(run.files_done), run.files_done == 1 ? "" : "s",
+            format_bytes(run.bytes_done).c_str(), seconds, gib_per_s(run.bytes_done, seconds));
     }
     return 0;
 }

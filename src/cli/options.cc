@@ -18,17 +18,21 @@ base::result<command_options> command_options::parse(int argc, char** argv,
     command_options out;
     for (int i = 0; i < argc; ++i) {
         std::string_view arg = argv[i];
-        if (arg.substr(0, 2) != "--") return base::fail(base::errc::invalid_argument, "unexpected argument " + std::string(arg));
+        if (arg.substr(0, 2) != "--")
+            return base::fail(base::errc::invalid_argument,
+                              "unexpected argument " + std::string(arg));
         std::string_view name = arg.substr(2);
         bool takes_value = false, is_flag = false;
         for (auto n : with_value) takes_value = takes_value || n == name;
         for (auto n : flags) is_flag = is_flag || n == name;
-        if (!takes_value && !is_flag) return base::fail(base::errc::invalid_argument, "unknown option " + std::string(arg));
+        if (!takes_value && !is_flag)
+            return base::fail(base::errc::invalid_argument, "unknown option " + std::string(arg));
         if (!takes_value) {
             out._values[std::string(name)] = "";
             continue;
         }
-        if (i + 1 >= argc) return base::fail(base::errc::invalid_argument, std::string(arg) + " needs a value");
+        if (i + 1 >= argc)
+            return base::fail(base::errc::invalid_argument, std::string(arg) + " needs a value");
         out._values[std::string(name)] = argv[++i];
     }
     return out;
@@ -39,10 +43,13 @@ std::string command_options::text(std::string_view name, std::string fallback) c
     return it == _values.end() ? fallback : it->second;
 }
 
-base::result<std::uint64_t> command_options::number(std::string_view name, std::uint64_t fallback) const {
+base::result<std::uint64_t> command_options::number(std::string_view name,
+                                                    std::uint64_t fallback) const {
     if (!has(name)) return fallback;
     auto v = base::parse_u64(text(name));
-    if (!v) return base::fail(base::errc::invalid_argument, "--" + std::string(name) + " needs a whole number");
+    if (!v)
+        return base::fail(base::errc::invalid_argument,
+                          "--" + std::string(name) + " needs a whole number");
     return *v;
 }
 
@@ -53,14 +60,18 @@ base::result<double> command_options::seconds(std::string_view name, double fall
     errno = 0;
     double v = std::strtod(value.c_str(), &end);
     if (value.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v <= 0)
-        return base::fail(base::errc::invalid_argument, "--" + std::string(name) + " needs a positive number of seconds");
+        return base::fail(base::errc::invalid_argument,
+                          "--" + std::string(name) + " needs a positive number of seconds");
     return v;
 }
 
-base::result<std::uint64_t> command_options::size(std::string_view name, std::uint64_t fallback) const {
+base::result<std::uint64_t> command_options::size(std::string_view name,
+                                                  std::uint64_t fallback) const {
     if (!has(name)) return fallback;
     auto v = parse_size_bytes(text(name));
-    if (!v) return base::fail(base::errc::invalid_argument, "--" + std::string(name) + " needs a size such as 4096, 64KiB or 1GiB");
+    if (!v)
+        return base::fail(base::errc::invalid_argument,
+                          "--" + std::string(name) + " needs a size such as 4096, 64KiB or 1GiB");
     return *v;
 }
 
@@ -71,17 +82,23 @@ std::optional<std::uint64_t> parse_size_bytes(std::string_view text) {
     if (!n) return std::nullopt;
     std::string unit = base::to_lower(text.substr(digits));
     std::uint64_t scale = 0;
-    if (unit.empty() || unit == "b") scale = 1;
-    else if (unit == "k" || unit == "kb" || unit == "kib") scale = 1ULL << 10;
-    else if (unit == "m" || unit == "mb" || unit == "mib") scale = 1ULL << 20;
-    else if (unit == "g" || unit == "gb" || unit == "gib") scale = 1ULL << 30;
-    else return std::nullopt;
+    if (unit.empty() || unit == "b")
+        scale = 1;
+    else if (unit == "k" || unit == "kb" || unit == "kib")
+        scale = 1ULL << 10;
+    else if (unit == "m" || unit == "mb" || unit == "mib")
+        scale = 1ULL << 20;
+    else if (unit == "g" || unit == "gb" || unit == "gib")
+        scale = 1ULL << 30;
+    else
+        return std::nullopt;
     if (*n > UINT64_MAX / scale) return std::nullopt;
     return *n * scale;
 }
 
 double gib_per_s(std::uint64_t bytes, double seconds) {
-    return seconds > 0 ? static_cast<double>(bytes) / static_cast<double>(1ULL << 30) / seconds : 0.0;
+    return seconds > 0 ? static_cast<double>(bytes) / static_cast<double>(1ULL << 30) / seconds
+                       : 0.0;
 }
 
 bool write_json_file(const std::string& path, const std::string& json) {
@@ -99,12 +116,14 @@ bool write_json_file(const std::string& path, const std::string& json) {
 std::string json_string(std::string_view text) {
     std::string out = "\"";
     for (char c : text) {
-        if (c == '"' || c == '\\') out += '\\', out += c;
+        if (c == '"' || c == '\\')
+            out += '\\', out += c;
         else if (static_cast<unsigned char>(c) < 0x20) {
             char escaped[8];
             std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
             out += escaped;
-        } else out += c;
+        } else
+            out += c;
     }
     return out + "\"";
 }
@@ -112,7 +131,8 @@ std::string json_string(std::string_view text) {
 base::result<io::endpoint> parse_http_endpoint(std::string text) {
     constexpr std::string_view scheme = "http://";
     if (text.rfind("https://", 0) == 0)
-        return base::fail(base::errc::invalid_argument, "https endpoints are not supported yet: use http://");
+        return base::fail(base::errc::invalid_argument,
+                          "https endpoints are not supported yet: use http://");
     if (text.rfind(scheme, 0) == 0) text = text.substr(scheme.size());
     while (!text.empty() && text.back() == '/') text.pop_back();
     if (text.find(':') == std::string::npos) text += ":80";

@@ -19,7 +19,8 @@ namespace fjord::cli {
 // "--name value" options and "--flag" switches, checked against the names a subcommand knows.
 class command_options {
 public:
-    static base::result<command_options> parse(int argc, char** argv, std::span<const std::string_view> with_value,
+    static base::result<command_options> parse(int argc, char** argv,
+                                               std::span<const std::string_view> with_value,
                                                std::span<const std::string_view> flags);
     bool has(std::string_view name) const { return _values.count(std::string(name)) > 0; }
     std::string text(std::string_view name, std::string fallback = {}) const;

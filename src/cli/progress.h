@@ -18,12 +18,12 @@
 namespace fjord::cli {
 
 struct progress_options {
-    std::string label;               // printed first ("cp", "put")
-    std::uint64_t total_bytes = 0;   // 0: unknown (no "of N" part)
-    std::uint64_t total_items = 0;   // 0: unknown
-    const char* item_name = "ops";   // "files", "ops"
+    std::string label;              // printed first ("cp", "put")
+    std::uint64_t total_bytes = 0;  // 0: unknown (no "of N" part)
+    std::uint64_t total_items = 0;  // 0: unknown
+    const char* item_name = "ops";  // "files", "ops"
     std::int64_t interval_ms = 250;
-    bool force = false;              // draw even when stderr is not a terminal (tests)
+    bool force = false;  // draw even when stderr is not a terminal (tests)
 };
 
 class progress_line {
@@ -37,7 +37,9 @@ public:
         _items.fetch_add(items, std::memory_order_relaxed);
         _bytes.fetch_add(bytes, std::memory_order_relaxed);
     }
-    void add_total_bytes(std::uint64_t bytes) { _total_bytes.fetch_add(bytes, std::memory_order_relaxed); }
+    void add_total_bytes(std::uint64_t bytes) {
+        _total_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    }
     bool active() const { return _thread.joinable(); }
     void finish();
 

@@ -37,7 +37,8 @@ io::task<void> scrub_all(store::engine* engine, scrub_totals* totals, io::reacto
     for (auto& object : engine->local_objects()) {
         discard_sink sink;
         auto read = co_await store::read_object(engine->drives(), engine->pool(), object.record, 0,
-                                                object.record.size_bytes, sink, engine->data_file_settings());
+                                                object.record.size_bytes, sink,
+                                                engine->data_file_settings());
         ++totals->objects;
         totals->bytes += sink.bytes;
         if (!read) {
@@ -56,9 +57,12 @@ int scrub_main(int argc, char** argv) {
     options.cores = 1;
     for (int i = 0; i < argc; ++i) {
         std::string arg = argv[i];
-        if (arg == "--data" && i + 1 < argc) options.data_dirs.push_back(argv[++i]);
+        if (arg == "--data" && i + 1 < argc)
+            options.data_dirs.push_back(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: fjord scrub --data DIR [--data DIR ...]  (the server must be stopped)\n");
+            std::fprintf(
+                stderr,
+                "usage: fjord scrub --data DIR [--data DIR ...]  (the server must be stopped)\n");
             return 2;
         }
     }
@@ -75,8 +79,10 @@ int scrub_main(int argc, char** argv) {
         engine->attach_core(core, io::reactor::current().ring());
         io::spawn(scrub_all(engine.get(), &totals, &group));
     });
-    std::printf("scrubbed %llu objects, %llu bytes: %llu corrupt\n", static_cast<unsigned long long>(totals.objects),
-                static_cast<unsigned long long>(totals.bytes), static_cast<unsigned long long>(totals.bad));
+    std::printf("scrubbed %llu objects, %llu bytes: %llu corrupt\n",
+                static_cast<unsigned long long>(totals.objects),
+                static_cast<unsigned long long>(totals.bytes),
+                static_cast<unsigned long long>(totals.bad));
     return totals.bad == 0 ? 0 : 1;
 }
 

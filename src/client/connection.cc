@@ -64,9 +64,11 @@ io::task<base::result<void>> connection::connect() {
     sockaddr_storage address;
     socklen_t address_len = make_address(_options.where, address);
     if (address_len == 0)
-        co_return base::fail(base::errc::invalid_argument, "not an IP address: " + _options.where.host);
+        co_return base::fail(base::errc::invalid_argument,
+                             "not an IP address: " + _options.where.host);
     int fd = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) co_return base::fail(base::errc::io_error, std::string("socket: ") + strerror(errno));
+    if (fd < 0)
+        co_return base::fail(base::errc::io_error, std::string("socket: ") + strerror(errno));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (int size = _options.socket_buffer_bytes; size > 0) {
@@ -75,13 +77,16 @@ io::task<base::result<void>> connection::connect() {
     }
     const sockaddr* target = reinterpret_cast<const sockaddr*>(&address);
     int rc = co_await io::make_op(
-        [fd, target, address_len](io_uring_sqe* s) { io_uring_prep_connect(s, fd, target, address_len); },
+        [fd, target, address_len](io_uring_sqe* s) {
+            io_uring_prep_connect(s, fd, target, address_len);
+        },
         _options.io_timeout_ms);
     if (rc < 0) {
         ::close(fd);
-        co_return io_failure(("connect to " + _options.where.host + ":" + std::to_string(_options.where.port))
-                                 .c_str(),
-                             rc);
+        co_return io_failure(
+            ("connect to " + _options.where.host + ":" + std::to_string(_options.where.port))
+                .c_str(),
+            rc);
     }
     _fd = fd;
     co_return base::result<void>{};
@@ -98,11 +103,14 @@ io::task<base::result<void>> connection::send_all(std::span<iovec> parts) {
         int fd = _fd;
         const msghdr* m = &message;
         int rc = co_await io::make_op(
-            [fd, m](io_uring_sqe* s) { io_uring_prep_sendmsg(s, fd, m, MSG_NOSIGNAL | MSG_WAITALL); },
+            [fd, m](io_uring_sqe* s) {
+                io_uring_prep_sendmsg(s, fd, m, MSG_NOSIGNAL | MSG_WAITALL);
+            },
             _options.io_timeout_ms);
         if (rc <= 0) {
             close();
-            co_return rc == 0 ? base::fail(base::errc::closed, "send: connection closed") : io_failure("send", rc);
+            co_return rc == 0 ? base::fail(base::errc::closed, "send: connection closed")
+                              : io_failure("send", rc);
         }
         parts = advance(parts, static_cast<std::size_t>(rc));
     }
@@ -133,7 +141,9 @@ io::task<base::result<void>> connection::receive_exact(std::byte* dst, std::size
             _options.io_timeout_ms);
         if (rc <= 0) {
             close();
-            if (rc == 0) co_return base::fail(base::errc::closed, "connection closed in the middle of a body");
+            if (rc == 0)
+                co_return base::fail(base::errc::closed,
+                                     "connection closed in the middle of a body");
             co_return io_failure("receive", rc);
         }
         done += static_cast<std::size_t>(rc);

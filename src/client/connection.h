@@ -20,7 +20,7 @@
 namespace fjord::client {
 
 struct connection_options {
-    io::endpoint where;                  // IPv4 or IPv6 literal (parse_endpoint maps "localhost")
+    io::endpoint where;                   // IPv4 or IPv6 literal (parse_endpoint maps "localhost")
     std::int64_t io_timeout_ms = 60'000;  // bound on connect and on each send or receive operation
     int socket_buffer_bytes = 0;          // SO_SNDBUF / SO_RCVBUF; 0 keeps the kernel's autotuning
 };

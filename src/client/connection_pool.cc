@@ -15,7 +15,8 @@ connection_pool::connection_pool(client_options client, pool_options options)
 }
 
 connection_pool::~connection_pool() {
-    FJORD_ASSERT(_leased == 0 && _waiters.empty(), "connection pool destroyed with leases outstanding");
+    FJORD_ASSERT(_leased == 0 && _waiters.empty(),
+                 "connection pool destroyed with leases outstanding");
 }
 
 s3_client* connection_pool::take_idle() {

@@ -25,7 +25,7 @@
 namespace fjord::client {
 
 struct pool_options {
-    std::size_t max_connections = 16;      // per pool, i.e. per endpoint and core
+    std::size_t max_connections = 16;       // per pool, i.e. per endpoint and core
     std::int64_t idle_timeout_ms = 30'000;  // a connection idle this long is reopened before reuse
 };
 
@@ -37,7 +37,8 @@ public:
         lease() = default;
         lease(connection_pool* pool, s3_client* client) : _pool(pool), _client(client) {}
         lease(lease&& other) noexcept
-            : _pool(std::exchange(other._pool, nullptr)), _client(std::exchange(other._client, nullptr)) {}
+            : _pool(std::exchange(other._pool, nullptr)),
+              _client(std::exchange(other._client, nullptr)) {}
         lease& operator=(lease&& other) noexcept {
             if (this != &other) {
                 reset();
@@ -69,9 +70,11 @@ public:
 
     io::task<lease> acquire();
 
-    std::size_t size() const { return _clients.size(); }    // clients created so far
+    std::size_t size() const { return _clients.size(); }  // clients created so far
     std::size_t idle() const { return _idle.size(); }
-    std::uint64_t connections_reused() const { return _reused; }  // acquisitions of an open connection
+    std::uint64_t connections_reused() const {
+        return _reused;
+    }  // acquisitions of an open connection
     const client_options& client() const { return _client_options; }
 
 private:

@@ -106,22 +106,26 @@ io::task<void> run_job(core_state* core, job* j) {
             break;
         }
         case job_kind::multipart_put: {
-            auto r = co_await c.put_object_multipart(j->bucket, j->key, j->source,
-                                                     client::multipart_options{j->part_size_bytes, j->in_flight});
+            auto r = co_await c.put_object_multipart(
+                j->bucket, j->key, j->source,
+                client::multipart_options{j->part_size_bytes, j->in_flight});
             if (record(j, r)) j->info.size_bytes = j->source.size(), copy_etag(j->info, r->etag);
             break;
         }
         case job_kind::get: {
-            auto r = co_await c.get_object_ranges(j->bucket, j->key, j->offset, j->destination,
-                                                  client::ranged_get_options{j->part_size_bytes, j->in_flight});
+            auto r = co_await c.get_object_ranges(
+                j->bucket, j->key, j->offset, j->destination,
+                client::ranged_get_options{j->part_size_bytes, j->in_flight});
             if (record(j, r)) j->info.size_bytes = r->size_bytes, copy_etag(j->info, r->etag);
             break;
         }
         case job_kind::head: {
             auto r = co_await c.head_object(j->bucket, j->key);
             if (!record(j, r)) break;
-            if (!*r) j->rc = -ENOENT, j->error = "no such key";
-            else j->info.size_bytes = (*r)->size_bytes, copy_etag(j->info, (*r)->etag);
+            if (!*r)
+                j->rc = -ENOENT, j->error = "no such key";
+            else
+                j->info.size_bytes = (*r)->size_bytes, copy_etag(j->info, (*r)->etag);
             break;
         }
         case job_kind::remove: record(j, co_await c.delete_object(j->bucket, j->key)); break;
@@ -166,7 +170,8 @@ io::task<void> serve_jobs(fjord_client* owner, core_state* core) {
 
 int run_call(fjord_client* c, job& j) {
     if (!c) return -EINVAL;
-    core_state& core = *c->cores[c->next_core.fetch_add(1, std::memory_order_relaxed) % c->cores.size()];
+    core_state& core =
+        *c->cores[c->next_core.fetch_add(1, std::memory_order_relaxed) % c->cores.size()];
     {
         std::lock_guard lock(core.mutex);
         core.queue.push_back(&j);
@@ -211,17 +216,22 @@ int fjord_client_create(const fjord_client_config* config, fjord_client** out) {
     if (!config || !out || !config->endpoint || !config->access_key || !config->secret_key)
         return fail_call(-EINVAL, "endpoint, access key and secret key are required");
     *out = nullptr;
-    if (auto probe = io::probe_kernel_features(); !probe) return fail_call(-ENOSYS, probe.err().message);
+    if (auto probe = io::probe_kernel_features(); !probe)
+        return fail_call(-ENOSYS, probe.err().message);
     auto c = std::make_unique<fjord_client>();
     client::object_client_options& o = c->options;
     if (!parse_endpoint(config->endpoint, o.client.endpoint))
-        return fail_call(-EINVAL, std::string("not an http://IP:port endpoint: ") + config->endpoint);
+        return fail_call(-EINVAL,
+                         std::string("not an http://IP:port endpoint: ") + config->endpoint);
     o.client.credentials = {config->access_key, config->secret_key};
     if (config->region && *config->region) o.client.region = config->region;
-    if (config->io_timeout_ms) o.client.io_timeout_ms = static_cast<std::int64_t>(config->io_timeout_ms);
-    if (config->max_connections_per_thread) o.pool.max_connections = config->max_connections_per_thread;
+    if (config->io_timeout_ms)
+        o.client.io_timeout_ms = static_cast<std::int64_t>(config->io_timeout_ms);
+    if (config->max_connections_per_thread)
+        o.pool.max_connections = config->max_connections_per_thread;
     if (config->max_attempts) o.retry.max_attempts = config->max_attempts;
-    if (config->request_timeout_ms) o.retry.request_deadline_ms = static_cast<std::int64_t>(config->request_timeout_ms);
+    if (config->request_timeout_ms)
+        o.retry.request_deadline_ms = static_cast<std::int64_t>(config->request_timeout_ms);
     o.put.crc32c_trailer = config->crc32c_trailer != 0;
     unsigned threads = config->threads ? config->threads : 1;
     if (threads > 64) return fail_call(-EINVAL, "at most 64 threads");
@@ -239,7 +249,8 @@ int fjord_client_create(const fjord_client_config* config, fjord_client** out) {
     c->cores_running.store(threads);
     fjord_client* raw = c.get();
     c->runner = std::thread([raw] {
-        raw->group->run([raw](unsigned core) { io::spawn(serve_jobs(raw, raw->cores[core].get())); });
+        raw->group->run(
+            [raw](unsigned core) { io::spawn(serve_jobs(raw, raw->cores[core].get())); });
     });
     *out = c.release();
     return 0;
@@ -267,18 +278,21 @@ int fjord_create_bucket(fjord_client* client, const char* bucket) {
     return run_call(client, j);
 }
 
-int fjord_put(fjord_client* client, const char* bucket, const char* key, const void* data, uint64_t size,
-              fjord_object_info* info) {
-    if (!names_ok(bucket, key) || (!data && size > 0)) return fail_call(-EINVAL, "bucket, key and data required");
+int fjord_put(fjord_client* client, const char* bucket, const char* key, const void* data,
+              uint64_t size, fjord_object_info* info) {
+    if (!names_ok(bucket, key) || (!data && size > 0))
+        return fail_call(-EINVAL, "bucket, key and data required");
     job j{job_kind::put, bucket, key, {static_cast<const std::byte*>(data), size}};
     int rc = run_call(client, j);
     fill_info(info, j);
     return rc;
 }
 
-int fjord_multipart_put(fjord_client* client, const char* bucket, const char* key, const void* data, uint64_t size,
-                        const fjord_transfer_config* transfer, fjord_object_info* info) {
-    if (!names_ok(bucket, key) || (!data && size > 0)) return fail_call(-EINVAL, "bucket, key and data required");
+int fjord_multipart_put(fjord_client* client, const char* bucket, const char* key, const void* data,
+                        uint64_t size, const fjord_transfer_config* transfer,
+                        fjord_object_info* info) {
+    if (!names_ok(bucket, key) || (!data && size > 0))
+        return fail_call(-EINVAL, "bucket, key and data required");
     job j{job_kind::multipart_put, bucket, key, {static_cast<const std::byte*>(data), size}};
     if (transfer && transfer->part_size_bytes) j.part_size_bytes = transfer->part_size_bytes;
     if (transfer && transfer->in_flight) j.in_flight = transfer->in_flight;
@@ -287,8 +301,9 @@ int fjord_multipart_put(fjord_client* client, const char* bucket, const char* ke
     return rc;
 }
 
-int fjord_get(fjord_client* client, const char* bucket, const char* key, uint64_t offset, void* destination,
-              uint64_t capacity, const fjord_transfer_config* transfer, fjord_object_info* info) {
+int fjord_get(fjord_client* client, const char* bucket, const char* key, uint64_t offset,
+              void* destination, uint64_t capacity, const fjord_transfer_config* transfer,
+              fjord_object_info* info) {
     if (!names_ok(bucket, key) || (!destination && capacity > 0))
         return fail_call(-EINVAL, "bucket, key and destination required");
     job j{job_kind::get, bucket, key, {}, {static_cast<std::byte*>(destination), capacity}, offset};

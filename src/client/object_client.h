@@ -32,11 +32,12 @@ struct object_client_options {
     client_options client;  // endpoint, credentials, region, per-operation I/O timeout
     pool_options pool;
     retry_options retry;
-    put_options put;        // how single PUTs and parts are sent (CRC32C trailer or not)
+    put_options put;  // how single PUTs and parts are sent (CRC32C trailer or not)
 };
 
 struct multipart_options {
-    std::uint64_t part_size_bytes = 8 * 1024 * 1024;  // every part but the last (S3: at least 5 MiB)
+    std::uint64_t part_size_bytes =
+        8 * 1024 * 1024;  // every part but the last (S3: at least 5 MiB)
     unsigned parts_in_flight = 4;
 };
 
@@ -53,7 +54,8 @@ struct request_counters {
     std::uint64_t requests = 0;  // logical requests (each may take several attempts)
     std::uint64_t attempts = 0;
     std::uint64_t retries = 0;
-    std::uint64_t gave_up = 0;   // requests that failed after a retryable failure on the last attempt
+    std::uint64_t gave_up =
+        0;  // requests that failed after a retryable failure on the last attempt
 };
 
 class object_client {
@@ -69,17 +71,19 @@ public:
     io::task<base::result<get_result>> get_object(std::string bucket, std::string key,
                                                   std::span<std::byte> destination);
     // One ranged GET of up to destination.size() bytes from `offset`.
-    io::task<base::result<get_result>> get_range(std::string bucket, std::string key, std::uint64_t offset,
+    io::task<base::result<get_result>> get_range(std::string bucket, std::string key,
+                                                 std::uint64_t offset,
                                                  std::span<std::byte> destination);
-    io::task<base::result<std::optional<head_result>>> head_object(std::string bucket, std::string key);
+    io::task<base::result<std::optional<head_result>>> head_object(std::string bucket,
+                                                                   std::string key);
     io::task<base::result<void>> delete_object(std::string bucket, std::string key);
     io::task<base::result<void>> delete_bucket(std::string bucket);
     io::task<base::result<std::vector<bucket_entry>>> list_buckets();
     // One ListObjectsV2 page; the caller follows next_continuation_token while truncated.
     io::task<base::result<list_page>> list_objects(std::string bucket, list_request what);
     // DeleteObjects of 1..1000 keys: the keys the server could not delete (empty when all were).
-    io::task<base::result<std::vector<delete_failure>>> delete_objects(std::string bucket,
-                                                                       std::vector<std::string> keys);
+    io::task<base::result<std::vector<delete_failure>>> delete_objects(
+        std::string bucket, std::vector<std::string> keys);
 
     // Multipart upload of `body` (at least one part, even for an empty body; at most 10,000 parts).
     io::task<base::result<put_result>> put_object_multipart(std::string bucket, std::string key,
@@ -89,7 +93,8 @@ public:
     // in parallel ranges. The first range goes alone and tells the object's size; the rest follow
     // in parallel. size_bytes is the number of bytes read. An empty object reads as 0 bytes.
     io::task<base::result<get_result>> get_object_ranges(std::string bucket, std::string key,
-                                                         std::uint64_t offset, std::span<std::byte> destination,
+                                                         std::uint64_t offset,
+                                                         std::span<std::byte> destination,
                                                          ranged_get_options how);
 
     const request_counters& counters() const { return _counters; }
@@ -109,7 +114,8 @@ private:
     io::task<base::result<T>> run_attempt(Attempt* attempt, std::int64_t remaining_ms, int* status);
     io::task<void> upload_one_part(multipart_job* job, unsigned index);
     io::task<void> get_one_range(ranged_job* job, std::uint64_t begin, std::uint64_t length);
-    io::task<base::result<void>> abort_upload(std::string bucket, std::string key, std::string upload_id);
+    io::task<base::result<void>> abort_upload(std::string bucket, std::string key,
+                                              std::string upload_id);
 
     object_client_options _options;
     connection_pool _pool;

@@ -40,8 +40,10 @@ bool apply_header(const response_header& h, response_head& out) {
     } else if (base::iequals(h.name, "transfer-encoding")) {
         out.chunked = true;
     } else if (base::iequals(h.name, "connection")) {
-        if (base::iequals(h.value, "close")) out.keep_alive = false;
-        else if (base::iequals(h.value, "keep-alive")) out.keep_alive = true;
+        if (base::iequals(h.value, "close"))
+            out.keep_alive = false;
+        else if (base::iequals(h.value, "keep-alive"))
+            out.keep_alive = true;
     }
     return true;
 }

@@ -25,8 +25,8 @@ struct response_head {
     int version_minor = 1;
     std::vector<response_header> headers;
     std::optional<std::uint64_t> content_length;
-    bool chunked = false;     // Transfer-Encoding: chunked (the client does not decode it)
-    bool keep_alive = true;   // from the version and the Connection header
+    bool chunked = false;    // Transfer-Encoding: chunked (the client does not decode it)
+    bool keep_alive = true;  // from the version and the Connection header
 
     std::string_view value_of(std::string_view name) const;  // case-insensitive; "" if absent
 };

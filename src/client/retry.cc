@@ -7,8 +7,10 @@
 namespace fjord::client {
 
 bool is_retryable(const base::error& err, int http_status) {
-    if (http_status != 0) return http_status == 500 || http_status == 502 || http_status == 503 || http_status == 504;
-    return err.code == base::errc::io_error || err.code == base::errc::closed || err.code == base::errc::timed_out;
+    if (http_status != 0)
+        return http_status == 500 || http_status == 502 || http_status == 503 || http_status == 504;
+    return err.code == base::errc::io_error || err.code == base::errc::closed ||
+           err.code == base::errc::timed_out;
 }
 
 std::int64_t backoff_ms(const retry_options& options, unsigned retry, std::uint64_t& rng_state) {

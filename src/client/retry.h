@@ -16,11 +16,11 @@
 namespace fjord::client {
 
 struct retry_options {
-    unsigned max_attempts = 4;              // attempts per request, first one included (1: no retries)
-    std::int64_t initial_backoff_ms = 50;   // the cap of the first wait; it doubles per retry
-    std::int64_t max_backoff_ms = 2'000;    // the cap never grows beyond this
+    unsigned max_attempts = 4;  // attempts per request, first one included (1: no retries)
+    std::int64_t initial_backoff_ms = 50;        // the cap of the first wait; it doubles per retry
+    std::int64_t max_backoff_ms = 2'000;         // the cap never grows beyond this
     std::int64_t request_deadline_ms = 120'000;  // all attempts and waits of one request together
-    std::uint64_t jitter_seed = 0;          // 0: seeded from the clock and the client's address
+    std::uint64_t jitter_seed = 0;  // 0: seeded from the clock and the client's address
 };
 
 // `http_status` is 0 when no response head arrived.

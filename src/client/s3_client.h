@@ -29,13 +29,13 @@
 namespace fjord::client {
 
 struct client_options {
-    io::endpoint endpoint;                      // 127.0.0.1:9000 by default
+    io::endpoint endpoint;  // 127.0.0.1:9000 by default
     auth::credentials credentials;
     std::string region = "us-east-1";
     std::int64_t io_timeout_ms = 60'000;        // per connect / send / receive operation
     std::size_t head_buffer_bytes = 16 * 1024;  // also the longest response head accepted
     std::size_t max_error_body_bytes = 64 * 1024;
-    int socket_buffer_bytes = 0;                // 0 keeps the kernel's autotuning
+    int socket_buffer_bytes = 0;  // 0 keeps the kernel's autotuning
 };
 
 struct put_result {
@@ -43,8 +43,9 @@ struct put_result {
 };
 
 struct get_result {
-    std::uint64_t size_bytes = 0;         // bytes received into the destination
-    std::uint64_t object_size_bytes = 0;  // the whole object's size (from Content-Range for a range)
+    std::uint64_t size_bytes = 0;  // bytes received into the destination
+    std::uint64_t object_size_bytes =
+        0;  // the whole object's size (from Content-Range for a range)
     std::string etag;
 };
 
@@ -112,7 +113,8 @@ public:
     // Succeeds when the bucket exists afterwards, including when this account already owned it.
     io::task<base::result<void>> create_bucket(std::string bucket);
     io::task<base::result<put_result>> put_object(std::string bucket, std::string key,
-                                                  std::span<const std::byte> body, put_options how = {});
+                                                  std::span<const std::byte> body,
+                                                  put_options how = {});
     // Whole-object GET into `destination`; an object larger than it fails with entity_too_large (and
     // the connection is dropped rather than drained).
     io::task<base::result<get_result>> get_object(std::string bucket, std::string key,
@@ -121,9 +123,11 @@ public:
     // fewer when the object ends first (size_bytes says how many); object_size_bytes comes from
     // Content-Range. A range that starts at or past the end fails with invalid_range.
     io::task<base::result<get_result>> get_object_range(std::string bucket, std::string key,
-                                                        std::uint64_t offset, std::span<std::byte> destination);
+                                                        std::uint64_t offset,
+                                                        std::span<std::byte> destination);
     // nullopt when the key does not exist.
-    io::task<base::result<std::optional<head_result>>> head_object(std::string bucket, std::string key);
+    io::task<base::result<std::optional<head_result>>> head_object(std::string bucket,
+                                                                   std::string key);
     // Succeeds when the key does not exist afterwards (S3 answers 204 for a missing key too).
     io::task<base::result<void>> delete_object(std::string bucket, std::string key);
 
@@ -134,19 +138,23 @@ public:
     io::task<base::result<list_page>> list_objects(std::string bucket, list_request what);
     // DeleteObjects of up to 1,000 keys in quiet mode (with the Content-MD5 S3 requires): the keys that
     // could not be deleted; an empty vector when all were (a missing key counts as deleted).
-    io::task<base::result<std::vector<delete_failure>>> delete_objects(std::string bucket,
-                                                                       std::vector<std::string> keys);
+    io::task<base::result<std::vector<delete_failure>>> delete_objects(
+        std::string bucket, std::vector<std::string> keys);
 
     // Multipart upload, one request each: returns the upload id / the part's ETag / the object's ETag.
-    io::task<base::result<std::string>> create_multipart_upload(std::string bucket, std::string key);
-    io::task<base::result<std::string>> upload_part(std::string bucket, std::string key, std::string upload_id,
-                                                    unsigned part_number, std::span<const std::byte> body,
+    io::task<base::result<std::string>> create_multipart_upload(std::string bucket,
+                                                                std::string key);
+    io::task<base::result<std::string>> upload_part(std::string bucket, std::string key,
+                                                    std::string upload_id, unsigned part_number,
+                                                    std::span<const std::byte> body,
                                                     put_options how = {});
     // `parts` in ascending part-number order.
-    io::task<base::result<put_result>> complete_multipart_upload(std::string bucket, std::string key,
+    io::task<base::result<put_result>> complete_multipart_upload(std::string bucket,
+                                                                 std::string key,
                                                                  std::string upload_id,
                                                                  std::vector<completed_part> parts);
-    io::task<base::result<void>> abort_multipart_upload(std::string bucket, std::string key, std::string upload_id);
+    io::task<base::result<void>> abort_multipart_upload(std::string bucket, std::string key,
+                                                        std::string upload_id);
 
     const client_options& options() const { return _options; }
     // The HTTP status of the last request's final response; 0 when it failed before one arrived (a
@@ -172,21 +180,22 @@ private:
         std::string raw_path;
         std::string raw_query;  // after '?', already encoded; may be empty
         std::span<const std::byte> body;
-        std::span<std::byte> destination;  // empty: a 2xx body (if any) is read and dropped
-        bool body_expected = true;         // false for HEAD
-        bool capture_body = false;         // keep a small 2xx body (an XML result) in error_body
+        std::span<std::byte> destination;     // empty: a 2xx body (if any) is read and dropped
+        bool body_expected = true;            // false for HEAD
+        bool capture_body = false;            // keep a small 2xx body (an XML result) in error_body
         std::size_t capture_limit_bytes = 0;  // ... up to this many bytes (0: max_error_body_bytes)
-        std::string content_md5;           // a Content-MD5 header value, or empty
-        std::string range;                 // a Range header value, or empty
-        bool crc32c_trailer = false;       // aws-chunked body with a CRC32C trailer
-        bool crc64nvme_trailer = false;    // ... or with a CRC64NVME trailer
+        std::string content_md5;              // a Content-MD5 header value, or empty
+        std::string range;                    // a Range header value, or empty
+        bool crc32c_trailer = false;          // aws-chunked body with a CRC32C trailer
+        bool crc64nvme_trailer = false;       // ... or with a CRC64NVME trailer
     };
 
     std::string format_head(const request& req, std::uint64_t content_length) const;
     io::task<base::result<response>> perform(request req);
     io::task<base::result<response>> attempt(const request& req, bool& response_started);
     io::task<base::result<response>> read_response(const request& req, bool& response_started);
-    io::task<base::result<void>> read_body(const request& req, std::size_t prefix_bytes, response& out);
+    io::task<base::result<void>> read_body(const request& req, std::size_t prefix_bytes,
+                                           response& out);
 
     client_options _options;
     std::string _host_header;

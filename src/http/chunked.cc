@@ -91,10 +91,8 @@ base::result<decode_step> chunked_decoder::decode_some(std::string_view in, std:
                 if (step.body_finished) return step;
                 break;
             }
-            case state::done:
-                return step;
-            case state::failed:
-                FJORD_UNREACHABLE("decode_some on a failed decoder");
+            case state::done: return step;
+            case state::failed: FJORD_UNREACHABLE("decode_some on a failed decoder");
         }
     }
     return step;

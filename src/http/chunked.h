@@ -62,7 +62,7 @@ public:
 
     // aws format: `chunk-signature=` of the chunk just finished or in progress; "" if none.
     std::string_view chunk_signature() const;
-    std::uint64_t chunk_size() const;          // size of the chunk just finished / in progress
+    std::uint64_t chunk_size() const;  // size of the chunk just finished / in progress
     const std::vector<std::pair<std::string, std::string>>& trailers() const;  // lower-cased names
     bool finished() const;
 

@@ -33,7 +33,8 @@ public:
     void start_body(exchange& ex, std::size_t head_bytes);
     void compact();
     // Sends everything or fails; with `rate`, also fails once the transfer falls below its floor.
-    io::task<base::result<void>> send_bytes(const void* data, std::size_t len, base::rate_floor* rate = nullptr);
+    io::task<base::result<void>> send_bytes(const void* data, std::size_t len,
+                                            base::rate_floor* rate = nullptr);
     io::task<bool> drain_body(body_reader& body);
     // Half-closes, then reads and discards until the client closes or a limit is reached.
     io::task<void> linger();
@@ -46,7 +47,7 @@ public:
     std::vector<char> in;
     std::size_t start = 0;  // unread bytes are [start, end)
     std::size_t end = 0;
-    std::string spill;      // bytes received past a chunked body (the next request), kept for later
+    std::string spill;  // bytes received past a chunked body (the next request), kept for later
     // Gives back the last `n` bytes a body read took (they follow the body: the next request's), to where
     // they came from, so that the stream stays in order: into the head buffer they are still in, or in
     // front of the spill. While the spill holds bytes the head buffer holds none unread.
@@ -112,8 +113,8 @@ std::string_view status_reason(int status) {
     }
 }
 
-std::string format_response_head(int status, const header_list& headers, std::optional<std::uint64_t> content_length,
-                                 bool close) {
+std::string format_response_head(int status, const header_list& headers,
+                                 std::optional<std::uint64_t> content_length, bool close) {
     std::string out;
     out.reserve(256 + headers.size() * 48);
     out += "HTTP/1.1 ";
@@ -153,14 +154,16 @@ io::task<base::result<std::size_t>> connection_state::read_head(request_head& he
     head_deadline_ms = 0;
     for (;;) {
         if (end > start) {
-            auto parsed = parse_request_head(std::string_view(in.data() + start, end - start), limits.parse, head);
+            auto parsed = parse_request_head(std::string_view(in.data() + start, end - start),
+                                             limits.parse, head);
             if (!parsed) co_return parsed.as_failure();
             if (*parsed > 0) co_return *parsed;
         }
         if (!spill.empty()) {
             // Bytes that followed a chunked body: they start the next request.
             std::size_t room = in.size() - end;
-            if (room < spill.size()) in.resize(std::min(limits.parse.max_head_bytes + 1, end + spill.size()));
+            if (room < spill.size())
+                in.resize(std::min(limits.parse.max_head_bytes + 1, end + spill.size()));
             std::size_t take = std::min(spill.size(), in.size() - end);
             std::memcpy(in.data() + end, spill.data(), take);
             end += take;
@@ -176,16 +179,20 @@ io::task<base::result<std::size_t>> connection_state::read_head(request_head& he
         // The head has one deadline from its first byte, so a client sending a byte at a time (slowloris)
         // cannot hold the connection longer than header_timeout_ms.
         std::int64_t now_ms = base::monotonic_now_ns() / 1'000'000;
-        if (idle) head_deadline_ms = 0;
-        else if (head_deadline_ms == 0) head_deadline_ms = now_ms + limits.header_timeout_ms;
+        if (idle)
+            head_deadline_ms = 0;
+        else if (head_deadline_ms == 0)
+            head_deadline_ms = now_ms + limits.header_timeout_ms;
         std::int64_t timeout_ms = idle ? limits.idle_timeout_ms : head_deadline_ms - now_ms;
-        if (timeout_ms <= 0) co_return base::fail(base::errc::timed_out, "timed out reading a request head");
+        if (timeout_ms <= 0)
+            co_return base::fail(base::errc::timed_out, "timed out reading a request head");
         auto op = io::recv(fd, in.data() + end, in.size() - end, timeout_ms);
         if (idle) idle_wait = op.record();
         int n = co_await op;
         idle_wait = nullptr;
         if (n == 0) co_return std::size_t{0};  // peer closed
-        if (n == -ECANCELED) co_return base::fail(base::errc::timed_out, "timed out waiting for a request");
+        if (n == -ECANCELED)
+            co_return base::fail(base::errc::timed_out, "timed out waiting for a request");
         if (n < 0) co_return base::fail(base::errc::closed, strerror(-n));
         metrics.add(base::counter::bytes_received, static_cast<std::uint64_t>(n));
         end += static_cast<std::size_t>(n);
@@ -200,11 +207,13 @@ void connection_state::compact() {
     }
 }
 
-io::task<base::result<void>> connection_state::send_bytes(const void* data, std::size_t len, base::rate_floor* rate) {
+io::task<base::result<void>> connection_state::send_bytes(const void* data, std::size_t len,
+                                                          base::rate_floor* rate) {
     const char* p = static_cast<const char*>(data);
     while (len > 0) {
         std::int64_t now_ns = base::monotonic_now_ns();
-        std::int64_t wait_ms = rate ? rate->wait_limit_ms(now_ns, limits.io_timeout_ms) : limits.io_timeout_ms;
+        std::int64_t wait_ms =
+            rate ? rate->wait_limit_ms(now_ns, limits.io_timeout_ms) : limits.io_timeout_ms;
         int n = wait_ms > 0 ? co_await io::send(fd, p, len, wait_ms) : -ECANCELED;
         if (n <= 0) {
             broken = true;
@@ -230,7 +239,8 @@ io::task<base::result<void>> connection_state::send_bytes(const void* data, std:
 io::task<bool> connection_state::drain_body(body_reader& body) {
     std::vector<std::byte> scratch(16 * 1024);
     std::size_t budget = limits.drain_limit_bytes;
-    if (body.declared_length() && *body.declared_length() - body.bytes_read() > budget) co_return false;
+    if (body.declared_length() && *body.declared_length() - body.bytes_read() > budget)
+        co_return false;
     while (!body.finished() && budget > 0) {
         auto n = co_await body.read(scratch.data(), std::min(scratch.size(), budget));
         if (!n || *n == 0) break;
@@ -262,20 +272,25 @@ io::task<base::result<std::size_t>> body_reader::receive(std::byte* dst, std::si
     co_return take;
 }
 
-io::task<base::result<std::size_t>> body_reader::receive_from_socket(std::byte* dst, std::size_t max) {
+io::task<base::result<std::size_t>> body_reader::receive_from_socket(std::byte* dst,
+                                                                     std::size_t max) {
     connection_state& c = *_conn;
     std::int64_t wait_ms = _rate.wait_limit_ms(base::monotonic_now_ns(), c.limits.io_timeout_ms);
     int n = wait_ms > 0 ? co_await io::recv(c.fd, dst, max, wait_ms) : -ECANCELED;
-    if (n == 0) co_return base::fail(base::errc::incomplete_body, "the client closed the connection before the body ended");
+    if (n == 0)
+        co_return base::fail(base::errc::incomplete_body,
+                             "the client closed the connection before the body ended");
     if (n == -ECANCELED) {
         c.metrics.add(base::counter::receive_timeouts);
         bool too_slow = _rate.below(base::monotonic_now_ns());
-        LOG_DEBUG("request body cut after %llu bytes: %s", static_cast<unsigned long long>(_rate.bytes()),
+        LOG_DEBUG("request body cut after %llu bytes: %s",
+                  static_cast<unsigned long long>(_rate.bytes()),
                   too_slow ? "below the minimum body rate" : "no bytes within --io-timeout-ms");
         // S3's own words, which SDKs recognise as a retryable timeout.
-        co_return base::fail(base::errc::request_timeout,
-                             "Your socket connection to the server was not read from or written to within the "
-                             "timeout period. Idle connections will be closed.");
+        co_return base::fail(
+            base::errc::request_timeout,
+            "Your socket connection to the server was not read from or written to within the "
+            "timeout period. Idle connections will be closed.");
     }
     if (n < 0) co_return base::fail(base::errc::closed, strerror(-n));
     c.metrics.add(base::counter::bytes_received, static_cast<std::uint64_t>(n));
@@ -302,13 +317,15 @@ io::task<base::result<std::size_t>> body_reader::read(std::byte* dst, std::size_
     co_return co_await read_length_framed(dst, max);
 }
 
-io::task<base::result<std::size_t>> body_reader::read_length_framed(std::byte* dst, std::size_t max) {
+io::task<base::result<std::size_t>> body_reader::read_length_framed(std::byte* dst,
+                                                                    std::size_t max) {
     std::uint64_t remaining = *_declared_length - _bytes_read;
     if (remaining == 0) {
         _finished = true;
         co_return std::size_t{0};
     }
-    auto n = co_await receive(dst, static_cast<std::size_t>(std::min<std::uint64_t>(max, remaining)));
+    auto n =
+        co_await receive(dst, static_cast<std::size_t>(std::min<std::uint64_t>(max, remaining)));
     if (!n) co_return n;
     _bytes_read += *n;
     if (_bytes_read == *_declared_length) _finished = true;
@@ -323,7 +340,8 @@ io::task<base::result<std::size_t>> body_reader::read_chunked(std::byte* dst, st
         if (!got) co_return got;
         std::size_t consumed = 0;
         while (consumed < *got && !_chunked->finished()) {
-            auto step = _chunked->decode({dst + consumed, *got - consumed}, dst + produced, max - produced);
+            auto step =
+                _chunked->decode({dst + consumed, *got - consumed}, dst + produced, max - produced);
             if (!step) {
                 _failed = true;
                 co_return step.as_failure();
@@ -342,7 +360,10 @@ io::task<base::result<std::size_t>> body_reader::read_chunked(std::byte* dst, st
 // ---- exchange ----
 
 exchange::exchange(connection_state& conn, const request_head& head)
-    : _conn(conn), _head(head), _send_rate(conn.limits.min_body_rate), _started_ns(base::monotonic_now_ns()) {}
+    : _conn(conn),
+      _head(head),
+      _send_rate(conn.limits.min_body_rate),
+      _started_ns(base::monotonic_now_ns()) {}
 
 bool exchange::stopping() const { return io::reactor::current().stopping(); }
 
@@ -373,7 +394,8 @@ io::task<base::result<void>> exchange::send_body(std::span<const std::byte> data
     co_return co_await _conn.send_bytes(data.data(), data.size(), &_send_rate);
 }
 
-io::task<base::result<void>> exchange::send_all(int status, const header_list& headers, std::string_view body) {
+io::task<base::result<void>> exchange::send_all(int status, const header_list& headers,
+                                                std::string_view body) {
     start_response();
     _status = status;
     // An unread body we cannot cheaply drain means the connection must close after this answer.
@@ -419,8 +441,8 @@ io::task<void> connection_state::linger() {
     }
 }
 
-io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats,
-                                base::metrics::shard& metrics) {
+io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
+                                connection_stats& stats, base::metrics::shard& metrics) {
     io::reactor::current().hold();
     connection_state conn(fd, limits, metrics);
     connections().insert(&conn);
@@ -452,14 +474,18 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
         } else {
             metrics.add(base::counter::slowdowns);
             std::int64_t wait_ns = conn.request_rate.wait_ns(now_ns);
-            std::int64_t retry_after_ms = std::max<std::int64_t>(1, (wait_ns + 999'999) / 1'000'000);
-            co_await h.refuse(ex, {base::errc::slow_down, "Please reduce your request rate."}, retry_after_ms);
+            std::int64_t retry_after_ms =
+                std::max<std::int64_t>(1, (wait_ns + 999'999) / 1'000'000);
+            co_await h.refuse(ex, {base::errc::slow_down, "Please reduce your request rate."},
+                              retry_after_ms);
         }
         if (!ex.head_sent()) {
-            LOG_ERROR("handler sent no response for %.*s; closing", static_cast<int>(head.target.size()), head.target.data());
+            LOG_ERROR("handler sent no response for %.*s; closing",
+                      static_cast<int>(head.target.size()), head.target.data());
             break;
         }
-        if (conn.broken || ex._close_after || !head.keep_alive || io::reactor::current().stopping()) {
+        if (conn.broken || ex._close_after || !head.keep_alive ||
+            io::reactor::current().stopping()) {
             unread_body = !conn.broken && !ex.body().finished();
             break;
         }

@@ -28,15 +28,17 @@ namespace fjord::http {
 
 struct server_limits {
     parse_limits parse;
-    std::int64_t idle_timeout_ms = 60'000;    // keep-alive connection with no request
-    std::int64_t header_timeout_ms = 30'000;  // from the first byte of a request to its complete head
-    std::int64_t io_timeout_ms = 60'000;      // any single receive or send of a body
+    std::int64_t idle_timeout_ms = 60'000;  // keep-alive connection with no request
+    std::int64_t header_timeout_ms =
+        30'000;                           // from the first byte of a request to its complete head
+    std::int64_t io_timeout_ms = 60'000;  // any single receive or send of a body
     // Request bodies and responses, each from its first byte: after grace_ms, the average rate since
     // then must stay at or above bytes_per_second (0: no floor). A request body below it is answered
     // RequestTimeout; a response below it is cut. See docs/security.md for the choice of defaults.
     base::rate_floor_options min_body_rate{.bytes_per_second = 4096, .grace_ms = 30'000};
     std::size_t initial_head_buffer_bytes = 4096;
-    std::size_t drain_limit_bytes = 256 * 1024;  // unread body bytes we discard to keep a connection open
+    std::size_t drain_limit_bytes =
+        256 * 1024;  // unread body bytes we discard to keep a connection open
     // Closing while the client may still be sending (an error answered before the body was read): the
     // server stops sending, then discards what arrives for up to linger_ms / linger_bytes before closing,
     // so that the kernel does not answer the client's next bytes with a reset that destroys the response
@@ -89,7 +91,8 @@ private:
     bool _failed = false;
     bool _expect_continue = false;
     bool _continue_sent = false;
-    bool _last_from_buffer = false;  // the last receive took its bytes from the connection's head buffer
+    bool _last_from_buffer =
+        false;  // the last receive took its bytes from the connection's head buffer
 };
 
 class exchange {
@@ -102,7 +105,8 @@ public:
                                            std::optional<std::uint64_t> content_length);
     io::task<base::result<void>> send_body(std::span<const std::byte> data);
     // A complete small response in one send.
-    io::task<base::result<void>> send_all(int status, const header_list& headers, std::string_view body);
+    io::task<base::result<void>> send_all(int status, const header_list& headers,
+                                          std::string_view body);
     bool head_sent() const { return _head_sent; }
     // The status of the response sent (0 before send_head / send_all).
     int status() const { return _status; }
@@ -139,24 +143,26 @@ public:
     // Answers a request the connection will not hand to handle() (over its request rate), with the
     // error given; a request retried after `retry_after_ms` would be taken. The body has not been read;
     // the connection drains it or closes as for any answer.
-    virtual io::task<void> refuse(exchange& ex, const base::error& err, std::int64_t retry_after_ms) = 0;
+    virtual io::task<void> refuse(exchange& ex, const base::error& err,
+                                  std::int64_t retry_after_ms) = 0;
     // A complete response (status line to body) for a request that could not be parsed, from the client
     // at `remote_address`.
-    virtual std::string protocol_error_response(const base::error& err, std::string_view remote_address) = 0;
+    virtual std::string protocol_error_response(const base::error& err,
+                                                std::string_view remote_address) = 0;
 };
 
 // Serves one accepted socket until the peer closes, an error, or shutdown; closes the fd. Bytes and
 // connections are counted in `metrics`, the shard of the calling core.
-io::task<void> serve_connection(int fd, handler& h, const server_limits& limits, connection_stats& stats,
-                                base::metrics::shard& metrics);
+io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
+                                connection_stats& stats, base::metrics::shard& metrics);
 
 // Asks every idle connection on this core to close now (shutdown). Connections busy with a request
 // finish it first.
 void close_idle_connections();
 
 // Formats the status line and headers (adds Date and Content-Length / Connection as needed).
-std::string format_response_head(int status, const header_list& headers, std::optional<std::uint64_t> content_length,
-                                 bool close);
+std::string format_response_head(int status, const header_list& headers,
+                                 std::optional<std::uint64_t> content_length, bool close);
 std::string_view status_reason(int status);
 
 }  // namespace fjord::http

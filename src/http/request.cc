@@ -97,7 +97,9 @@ bool is_target_byte(char c) {
 bool is_reg_name_byte(char c) {
     // RFC 3986 unreserved and sub-delims ('%' is checked by the caller as part of pct-encoded).
     auto byte = static_cast<unsigned char>(c);
-    if ((byte >= 'a' && byte <= 'z') || (byte >= 'A' && byte <= 'Z') || (byte >= '0' && byte <= '9')) return true;
+    if ((byte >= 'a' && byte <= 'z') || (byte >= 'A' && byte <= 'Z') ||
+        (byte >= '0' && byte <= '9'))
+        return true;
     return std::string_view("-._~!$&'()*+,;=").find(c) != std::string_view::npos;
 }
 
@@ -108,7 +110,8 @@ bool is_hex_digit(char c) {
 bool valid_reg_name(std::string_view host) {
     for (std::size_t i = 0; i < host.size(); ++i) {
         if (host[i] == '%') {
-            if (i + 2 >= host.size() || !is_hex_digit(host[i + 1]) || !is_hex_digit(host[i + 2])) return false;
+            if (i + 2 >= host.size() || !is_hex_digit(host[i + 1]) || !is_hex_digit(host[i + 2]))
+                return false;
             i += 2;
         } else if (!is_reg_name_byte(host[i])) {
             return false;
@@ -162,18 +165,22 @@ namespace {
 // The bytes before '?' and '/' in an absolute-form target start with a scheme we serve.
 std::size_t scheme_prefix_bytes(std::string_view target) {
     for (std::string_view scheme : {std::string_view("http://"), std::string_view("https://")})
-        if (target.size() >= scheme.size() && base::iequals(target.substr(0, scheme.size()), scheme))
+        if (target.size() >= scheme.size() &&
+            base::iequals(target.substr(0, scheme.size()), scheme))
             return scheme.size();
     return 0;
 }
 
-base::result<void> parse_absolute_form(std::string_view target, std::size_t scheme_bytes, request_head& out) {
+base::result<void> parse_absolute_form(std::string_view target, std::size_t scheme_bytes,
+                                       request_head& out) {
     std::string_view rest = target.substr(scheme_bytes);
     std::size_t end = rest.find_first_of("/?");
     out.authority = rest.substr(0, end);
     if (out.authority.empty() || !valid_authority(out.authority))
-        return fail(errc::bad_request, "the absolute-form request-target has a malformed authority");
-    std::string_view path_and_query = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+        return fail(errc::bad_request,
+                    "the absolute-form request-target has a malformed authority");
+    std::string_view path_and_query =
+        end == std::string_view::npos ? std::string_view{} : rest.substr(end);
     std::size_t question = path_and_query.find('?');
     out.path = path_and_query.substr(0, question);
     // "http://host" and "http://host?q" address the root, as "/" does in origin-form (RFC 9112 3.2.1).
@@ -196,9 +203,11 @@ base::result<void> parse_target(const parse_limits& limits, request_head& out) {
         out.path = target;
         return {};
     }
-    if (std::size_t scheme = scheme_prefix_bytes(target); scheme > 0) return parse_absolute_form(target, scheme, out);
+    if (std::size_t scheme = scheme_prefix_bytes(target); scheme > 0)
+        return parse_absolute_form(target, scheme, out);
     if (target.front() != '/')
-        return fail(errc::invalid_uri, "request-target is neither in origin-form nor in absolute-form");
+        return fail(errc::invalid_uri,
+                    "request-target is neither in origin-form nor in absolute-form");
     std::size_t question = target.find('?');
     out.path = target.substr(0, question);
     if (question != std::string_view::npos) out.query = target.substr(question + 1);
@@ -218,8 +227,8 @@ base::result<void> parse_request_line(std::string_view line, const parse_limits&
     std::string_view version = line.substr(last_space + 1);
     // HTTP-version = "HTTP/" DIGIT "." DIGIT (RFC 9112 section 2.3).
     auto digit = [](char c) { return c >= '0' && c <= '9'; };
-    if (version.size() != 8 || !version.starts_with("HTTP/") || !digit(version[5]) || version[6] != '.' ||
-        !digit(version[7]))
+    if (version.size() != 8 || !version.starts_with("HTTP/") || !digit(version[5]) ||
+        version[6] != '.' || !digit(version[7]))
         return fail(errc::bad_request, "malformed HTTP version");
     if (version[5] != '1')
         return fail(errc::http_version_not_supported, "only HTTP/1.0 and HTTP/1.1 are served here");
@@ -274,10 +283,13 @@ base::result<void> apply_field(const header& field, request_head& out, field_fac
 // target's authority is the host, and the Host field is replaced by it, so that the bucket a request is
 // routed to and the host its signature covers are always the same.
 base::result<void> settle_host(const field_facts& facts, request_head& out) {
-    if (!facts.host_index && out.version_minor == 1) return fail(errc::bad_request, "an HTTP/1.1 request needs a Host field");
+    if (!facts.host_index && out.version_minor == 1)
+        return fail(errc::bad_request, "an HTTP/1.1 request needs a Host field");
     if (out.authority.empty()) return {};
-    if (facts.host_index) out.headers[*facts.host_index].value = out.authority;
-    else out.headers.push_back(header{"Host", out.authority});
+    if (facts.host_index)
+        out.headers[*facts.host_index].value = out.authority;
+    else
+        out.headers.push_back(header{"Host", out.authority});
     return {};
 }
 

@@ -25,7 +25,7 @@ struct header {
 
 // Bounds that keep a hostile client from making the parser hold or scan unbounded input.
 struct parse_limits {
-    std::size_t max_head_bytes = 64 * 1024;    // request line + headers + final CRLF
+    std::size_t max_head_bytes = 64 * 1024;  // request line + headers + final CRLF
     std::size_t max_header_count = 256;
     std::size_t max_target_bytes = 16 * 1024;  // request-target length
 };
@@ -37,7 +37,7 @@ struct request_head {
     std::string_view authority;  // of an absolute-form target ("http://host:port/path"), else empty
     std::string_view path;       // raw, before '?' (the path part of an absolute-form target)
     std::string_view query;      // raw, after '?' (without '?'), empty if none
-    int version_minor = 1;    // HTTP/1.0 -> 0, HTTP/1.1 -> 1
+    int version_minor = 1;       // HTTP/1.0 -> 0, HTTP/1.1 -> 1
     std::vector<header> headers;
 
     // Derived while parsing:

@@ -38,7 +38,8 @@ io::task<void> server::run() {
         if (fd < 0) {
             if (fd == -ECANCELED || r.stopping()) break;
             LOG_WARN("accept failed: %s", strerror(-fd));
-            if (fd == -EMFILE || fd == -ENFILE) co_await io::sleep_for(10);  // let connections close
+            if (fd == -EMFILE || fd == -ENFILE)
+                co_await io::sleep_for(10);  // let connections close
             continue;
         }
         if (_stats.open >= _options.max_connections_per_core) {

@@ -32,14 +32,17 @@ void buffer::reset() {
 }
 
 buffer_pool::buffer_pool(buffer_pool_options options) : _options(options) {
-    FJORD_ASSERT(options.buffer_bytes > 0 && options.buffer_bytes % base::direct_io_alignment_bytes == 0);
+    FJORD_ASSERT(options.buffer_bytes > 0 &&
+                 options.buffer_bytes % base::direct_io_alignment_bytes == 0);
     FJORD_ASSERT(options.buffer_count >= 1 && options.buffer_count <= 16384);
     _memory = io_memory(options.buffer_bytes * options.buffer_count, options.huge_pages);
-    for (std::size_t i = options.buffer_count; i-- > 0;) _free.push_back(static_cast<std::uint32_t>(i));
+    for (std::size_t i = options.buffer_count; i-- > 0;)
+        _free.push_back(static_cast<std::uint32_t>(i));
 }
 
 buffer_pool::~buffer_pool() {
-    FJORD_ASSERT(_free.size() == _options.buffer_count, "buffer pool destroyed with buffers in use");
+    FJORD_ASSERT(_free.size() == _options.buffer_count,
+                 "buffer pool destroyed with buffers in use");
 }
 
 bool buffer_pool::register_with(io_uring* ring) {
@@ -48,7 +51,8 @@ bool buffer_pool::register_with(io_uring* ring) {
         iovecs[i] = iovec{_memory.data() + i * _options.buffer_bytes, _options.buffer_bytes};
     int rc = io_uring_register_buffers(ring, iovecs.data(), static_cast<unsigned>(iovecs.size()));
     if (rc < 0) {
-        LOG_WARN("cannot register I/O buffers with io_uring (%s); using unregistered buffers", strerror(-rc));
+        LOG_WARN("cannot register I/O buffers with io_uring (%s); using unregistered buffers",
+                 strerror(-rc));
         return false;
     }
     _registered = true;

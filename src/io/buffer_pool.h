@@ -49,8 +49,13 @@ public:
 
 private:
     friend class buffer_pool;
-    buffer(buffer_pool* pool, std::uint32_t slot, std::byte* data, std::size_t capacity, int registered_index)
-        : _pool(pool), _slot(slot), _data(data), _capacity(capacity), _registered_index(registered_index) {}
+    buffer(buffer_pool* pool, std::uint32_t slot, std::byte* data, std::size_t capacity,
+           int registered_index)
+        : _pool(pool),
+          _slot(slot),
+          _data(data),
+          _capacity(capacity),
+          _registered_index(registered_index) {}
     buffer_pool* _pool = nullptr;
     std::uint32_t _slot = 0;
     std::byte* _data = nullptr;

@@ -52,7 +52,8 @@ struct call_message final : message {
 }  // namespace detail
 
 template <class F>
-auto invoke_on(unsigned core, F fn) -> task<typename detail::task_value<std::invoke_result_t<F&>>::type> {
+auto invoke_on(unsigned core, F fn)
+    -> task<typename detail::task_value<std::invoke_result_t<F&>>::type> {
     using R = typename detail::task_value<std::invoke_result_t<F&>>::type;
     reactor& here = reactor::current();
     if (core == here.core()) co_return co_await fn();

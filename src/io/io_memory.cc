@@ -21,14 +21,17 @@ io_memory::io_memory(std::size_t bytes, bool huge_pages) {
     void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     FJORD_ASSERT(p != MAP_FAILED, "cannot map I/O buffer memory");
     auto start = reinterpret_cast<std::uintptr_t>(p);
-    auto aligned = (start + huge_page_bytes_per_page - 1) & ~static_cast<std::uintptr_t>(huge_page_bytes_per_page - 1);
+    auto aligned = (start + huge_page_bytes_per_page - 1) &
+                   ~static_cast<std::uintptr_t>(huge_page_bytes_per_page - 1);
     _data = reinterpret_cast<std::byte*>(aligned);
     std::size_t head = aligned - start, tail = mapped - head - _size;
-    FJORD_ASSERT((head == 0 || munmap(p, head) == 0) && (tail == 0 || munmap(_data + _size, tail) == 0),
-                 "cannot trim the I/O buffer mapping");
+    FJORD_ASSERT(
+        (head == 0 || munmap(p, head) == 0) && (tail == 0 || munmap(_data + _size, tail) == 0),
+        "cannot trim the I/O buffer mapping");
     // Best effort: EINVAL when the kernel has no transparent huge pages; the memory works either way. Told
     // not to, the range opts out, so that a kernel in "always" mode does not give it huge pages anyway.
-    if (_size >= huge_page_bytes_per_page) (void)madvise(_data, _size, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    if (_size >= huge_page_bytes_per_page)
+        (void)madvise(_data, _size, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     // Allocate the pages now (what they are is then known at start, and the first I/Os do not fault);
     // kernels before 5.14 lack MADV_POPULATE_WRITE and fault them in on first use instead.
 #ifdef MADV_POPULATE_WRITE

@@ -59,34 +59,44 @@ uring_awaitable<Prep> make_op(Prep prep, std::int64_t timeout_ms = -1) {
 inline auto recv(int fd, void* buf, std::size_t len, std::int64_t timeout_ms = -1) {
     return make_op([=](io_uring_sqe* s) { io_uring_prep_recv(s, fd, buf, len, 0); }, timeout_ms);
 }
-inline auto send(int fd, const void* buf, std::size_t len, std::int64_t timeout_ms = -1, int flags = 0) {
-    return make_op([=](io_uring_sqe* s) { io_uring_prep_send(s, fd, buf, len, flags | MSG_NOSIGNAL); },
-                   timeout_ms);
+inline auto send(int fd, const void* buf, std::size_t len, std::int64_t timeout_ms = -1,
+                 int flags = 0) {
+    return make_op(
+        [=](io_uring_sqe* s) { io_uring_prep_send(s, fd, buf, len, flags | MSG_NOSIGNAL); },
+        timeout_ms);
 }
 inline auto sendmsg(int fd, const msghdr* msg, std::int64_t timeout_ms = -1) {
-    return make_op([=](io_uring_sqe* s) { io_uring_prep_sendmsg(s, fd, msg, MSG_NOSIGNAL); }, timeout_ms);
+    return make_op([=](io_uring_sqe* s) { io_uring_prep_sendmsg(s, fd, msg, MSG_NOSIGNAL); },
+                   timeout_ms);
 }
 inline auto accept(int fd) {
-    return make_op([=](io_uring_sqe* s) { io_uring_prep_accept(s, fd, nullptr, nullptr, SOCK_CLOEXEC); });
+    return make_op(
+        [=](io_uring_sqe* s) { io_uring_prep_accept(s, fd, nullptr, nullptr, SOCK_CLOEXEC); });
 }
 // Reads/writes at an offset. buf_index >= 0 selects the registered-buffer (fixed) variant.
 inline auto read(int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index = -1) {
     return make_op([=](io_uring_sqe* s) {
-        if (buf_index >= 0) io_uring_prep_read_fixed(s, fd, buf, len, offset, buf_index);
-        else io_uring_prep_read(s, fd, buf, len, offset);
+        if (buf_index >= 0)
+            io_uring_prep_read_fixed(s, fd, buf, len, offset, buf_index);
+        else
+            io_uring_prep_read(s, fd, buf, len, offset);
     });
 }
 inline auto write(int fd, const void* buf, unsigned len, std::uint64_t offset, int buf_index = -1) {
     return make_op([=](io_uring_sqe* s) {
-        if (buf_index >= 0) io_uring_prep_write_fixed(s, fd, buf, len, offset, buf_index);
-        else io_uring_prep_write(s, fd, buf, len, offset);
+        if (buf_index >= 0)
+            io_uring_prep_write_fixed(s, fd, buf, len, offset, buf_index);
+        else
+            io_uring_prep_write(s, fd, buf, len, offset);
     });
 }
 inline auto fsync(int fd, bool datasync) {
-    return make_op([=](io_uring_sqe* s) { io_uring_prep_fsync(s, fd, datasync ? IORING_FSYNC_DATASYNC : 0); });
+    return make_op(
+        [=](io_uring_sqe* s) { io_uring_prep_fsync(s, fd, datasync ? IORING_FSYNC_DATASYNC : 0); });
 }
 inline auto openat(int dir_fd, const char* path, int flags, mode_t mode = 0) {
-    return make_op([=](io_uring_sqe* s) { io_uring_prep_openat(s, dir_fd, path, flags | O_CLOEXEC, mode); });
+    return make_op(
+        [=](io_uring_sqe* s) { io_uring_prep_openat(s, dir_fd, path, flags | O_CLOEXEC, mode); });
 }
 inline auto close(int fd) {
     return make_op([=](io_uring_sqe* s) { io_uring_prep_close(s, fd); });
@@ -98,19 +108,23 @@ inline auto unlinkat(int dir_fd, const char* path, int flags = 0) {
     return make_op([=](io_uring_sqe* s) { io_uring_prep_unlinkat(s, dir_fd, path, flags); });
 }
 // flags: renameat2's (RENAME_NOREPLACE: fail with EEXIST rather than replace the target).
-inline auto renameat(int old_dir_fd, const char* old_path, int new_dir_fd, const char* new_path, unsigned flags = 0) {
-    return make_op(
-        [=](io_uring_sqe* s) { io_uring_prep_renameat(s, old_dir_fd, old_path, new_dir_fd, new_path, flags); });
+inline auto renameat(int old_dir_fd, const char* old_path, int new_dir_fd, const char* new_path,
+                     unsigned flags = 0) {
+    return make_op([=](io_uring_sqe* s) {
+        io_uring_prep_renameat(s, old_dir_fd, old_path, new_dir_fd, new_path, flags);
+    });
 }
 inline auto linkat(int old_dir_fd, const char* old_path, int new_dir_fd, const char* new_path) {
-    return make_op(
-        [=](io_uring_sqe* s) { io_uring_prep_linkat(s, old_dir_fd, old_path, new_dir_fd, new_path, 0); });
+    return make_op([=](io_uring_sqe* s) {
+        io_uring_prep_linkat(s, old_dir_fd, old_path, new_dir_fd, new_path, 0);
+    });
 }
 inline auto mkdirat(int dir_fd, const char* path, mode_t mode) {
     return make_op([=](io_uring_sqe* s) { io_uring_prep_mkdirat(s, dir_fd, path, mode); });
 }
 inline auto statx(int dir_fd, const char* path, int flags, unsigned mask, struct statx* out) {
-    return make_op([=](io_uring_sqe* s) { io_uring_prep_statx(s, dir_fd, path, flags, mask, out); });
+    return make_op(
+        [=](io_uring_sqe* s) { io_uring_prep_statx(s, dir_fd, path, flags, mask, out); });
 }
 // Cancels the operation whose completion record is `target`; the target then completes with -ECANCELED.
 inline auto cancel(completion* target) {

@@ -25,7 +25,8 @@ std::size_t round_up_pow2(std::size_t n) {
 
 // ---- spsc_queue ----
 
-spsc_queue::spsc_queue(std::size_t capacity) : _slots(round_up_pow2(capacity)), _mask(_slots.size() - 1) {}
+spsc_queue::spsc_queue(std::size_t capacity)
+    : _slots(round_up_pow2(capacity)), _mask(_slots.size() - 1) {}
 
 bool spsc_queue::push(message* m) {
     std::size_t tail = _tail.load(std::memory_order_relaxed);
@@ -48,7 +49,8 @@ message* spsc_queue::pop() {
 reactor::reactor(reactor_group& group, unsigned core, const reactor_options& options)
     : _group(group), _core(core) {
     io_uring_params params{};
-    params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_DEFER_TASKRUN;
+    params.flags =
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_DEFER_TASKRUN;
     int rc = io_uring_queue_init_params(options.ring_entries, &_ring, &params);
     if (rc == -EINVAL) {  // older kernel: plain ring
         params = io_uring_params{};
@@ -181,7 +183,8 @@ void reactor::run() {
             bool unhandled_stop = _stop_requested.load() && !_stopping;
             may_block = _ready.empty() && _overflow.empty() && !unhandled_stop;
         }
-        int rc = may_block ? io_uring_submit_and_wait(&_ring, 1) : io_uring_submit_and_get_events(&_ring);
+        int rc = may_block ? io_uring_submit_and_wait(&_ring, 1)
+                           : io_uring_submit_and_get_events(&_ring);
         if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME)
             LOG_ERROR("io_uring_submit failed: %s", strerror(-rc));
         reap_completions();
@@ -234,21 +237,33 @@ void reactor_group::stop() {
 
 base::result<void> probe_kernel_features() {
     io_uring_probe* probe = io_uring_get_probe();
-    if (!probe) return base::fail(base::errc::unsupported_feature, "io_uring is not available in this kernel");
+    if (!probe)
+        return base::fail(base::errc::unsupported_feature,
+                          "io_uring is not available in this kernel");
     struct {
         int op;
         const char* name;
     } required[] = {
-        {IORING_OP_READ, "READ"},         {IORING_OP_WRITE, "WRITE"},
-        {IORING_OP_READ_FIXED, "READ_FIXED"}, {IORING_OP_WRITE_FIXED, "WRITE_FIXED"},
-        {IORING_OP_SEND, "SEND"},         {IORING_OP_RECV, "RECV"},
-        {IORING_OP_ACCEPT, "ACCEPT"},     {IORING_OP_OPENAT, "OPENAT"},
-        {IORING_OP_CLOSE, "CLOSE"},       {IORING_OP_STATX, "STATX"},
-        {IORING_OP_FALLOCATE, "FALLOCATE"}, {IORING_OP_RENAMEAT, "RENAMEAT"},
-        {IORING_OP_UNLINKAT, "UNLINKAT"}, {IORING_OP_FSYNC, "FSYNC"},
-        {IORING_OP_TIMEOUT, "TIMEOUT"},   {IORING_OP_LINK_TIMEOUT, "LINK_TIMEOUT"},
-        {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"}, {IORING_OP_MKDIRAT, "MKDIRAT"},
-        {IORING_OP_SENDMSG, "SENDMSG"},   {IORING_OP_LINKAT, "LINKAT"},
+        {IORING_OP_READ, "READ"},
+        {IORING_OP_WRITE, "WRITE"},
+        {IORING_OP_READ_FIXED, "READ_FIXED"},
+        {IORING_OP_WRITE_FIXED, "WRITE_FIXED"},
+        {IORING_OP_SEND, "SEND"},
+        {IORING_OP_RECV, "RECV"},
+        {IORING_OP_ACCEPT, "ACCEPT"},
+        {IORING_OP_OPENAT, "OPENAT"},
+        {IORING_OP_CLOSE, "CLOSE"},
+        {IORING_OP_STATX, "STATX"},
+        {IORING_OP_FALLOCATE, "FALLOCATE"},
+        {IORING_OP_RENAMEAT, "RENAMEAT"},
+        {IORING_OP_UNLINKAT, "UNLINKAT"},
+        {IORING_OP_FSYNC, "FSYNC"},
+        {IORING_OP_TIMEOUT, "TIMEOUT"},
+        {IORING_OP_LINK_TIMEOUT, "LINK_TIMEOUT"},
+        {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"},
+        {IORING_OP_MKDIRAT, "MKDIRAT"},
+        {IORING_OP_SENDMSG, "SENDMSG"},
+        {IORING_OP_LINKAT, "LINKAT"},
     };
     for (auto& r : required) {
         if (!io_uring_opcode_supported(probe, r.op)) {

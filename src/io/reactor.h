@@ -50,8 +50,8 @@ struct message {
 class spsc_queue {
 public:
     explicit spsc_queue(std::size_t capacity);
-    bool push(message* m);      // producer side; false when full
-    message* pop();             // consumer side; nullptr when empty
+    bool push(message* m);  // producer side; false when full
+    message* pop();         // consumer side; nullptr when empty
 private:
     std::vector<message*> _slots;
     std::size_t _mask;

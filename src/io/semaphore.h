@@ -28,7 +28,9 @@ public:
                 --s->_free;
                 return true;
             }
-            void await_suspend(std::coroutine_handle<> h) { s->_waiters.push_back(h); }  // the unit is handed over
+            void await_suspend(std::coroutine_handle<> h) {
+                s->_waiters.push_back(h);
+            }  // the unit is handed over
             void await_resume() const noexcept {}
         };
         return awaiter{this};

@@ -15,13 +15,16 @@ namespace fjord::io {
 
 base::result<endpoint> parse_endpoint(const std::string& text) {
     auto colon = text.rfind(':');
-    if (colon == std::string::npos) return base::fail(base::errc::invalid_argument, "expected host:port in " + text);
+    if (colon == std::string::npos)
+        return base::fail(base::errc::invalid_argument, "expected host:port in " + text);
     endpoint e;
     e.host = text.substr(0, colon);
-    if (e.host.size() >= 2 && e.host.front() == '[' && e.host.back() == ']') e.host = e.host.substr(1, e.host.size() - 2);
+    if (e.host.size() >= 2 && e.host.front() == '[' && e.host.back() == ']')
+        e.host = e.host.substr(1, e.host.size() - 2);
     if (e.host == "localhost" || e.host.empty()) e.host = "127.0.0.1";
     auto port = base::parse_u64(std::string_view(text).substr(colon + 1));
-    if (!port || *port > 65535) return base::fail(base::errc::invalid_argument, "bad port in " + text);
+    if (!port || *port > 65535)
+        return base::fail(base::errc::invalid_argument, "bad port in " + text);
     e.port = static_cast<std::uint16_t>(*port);
     return e;
 }
@@ -64,8 +67,8 @@ base::result<int> listen_tcp(const endpoint& where, int backlog) {
     if (rc < 0 || ::listen(fd, backlog) < 0) {
         std::string why = strerror(errno);
         ::close(fd);
-        return base::fail(base::errc::io_error,
-                          "cannot listen on " + where.host + ":" + std::to_string(where.port) + ": " + why);
+        return base::fail(base::errc::io_error, "cannot listen on " + where.host + ":" +
+                                                    std::to_string(where.port) + ": " + why);
     }
     return fd;
 }

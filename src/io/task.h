@@ -42,7 +42,9 @@ class [[nodiscard]] task {
 public:
     struct promise_type : detail::promise_base {
         std::optional<T> value;
-        task get_return_object() { return task(std::coroutine_handle<promise_type>::from_promise(*this)); }
+        task get_return_object() {
+            return task(std::coroutine_handle<promise_type>::from_promise(*this));
+        }
         template <class U>
         void return_value(U&& v) {
             value.emplace(std::forward<U>(v));
@@ -80,7 +82,9 @@ template <>
 class [[nodiscard]] task<void> {
 public:
     struct promise_type : detail::promise_base {
-        task get_return_object() { return task(std::coroutine_handle<promise_type>::from_promise(*this)); }
+        task get_return_object() {
+            return task(std::coroutine_handle<promise_type>::from_promise(*this));
+        }
         void return_void() const noexcept {}
     };
 

@@ -93,8 +93,9 @@ void access_log::record(const access_entry& entry) {
         std::int64_t now_ms = base::monotonic_now_ns() / 1'000'000;
         if (now_ms - slot.last_warning_ms >= 60'000) {
             slot.last_warning_ms = now_ms;
-            LOG_WARN("access log: the log file is not keeping up; %llu lines dropped on this core so far",
-                     static_cast<unsigned long long>(slot.dropped));
+            LOG_WARN(
+                "access log: the log file is not keeping up; %llu lines dropped on this core so far",
+                static_cast<unsigned long long>(slot.dropped));
         }
         return;
     }
@@ -105,7 +106,9 @@ void access_log::record(const access_entry& entry) {
     }
 }
 
-std::uint64_t access_log::dropped_here() const { return _cores[io::reactor::current().core()].dropped; }
+std::uint64_t access_log::dropped_here() const {
+    return _cores[io::reactor::current().core()].dropped;
+}
 
 io::task<void> access_log::drain(per_core* slot) {
     io::reactor::current().hold();  // a shutdown waits for the lines already logged
@@ -119,13 +122,16 @@ io::task<void> access_log::drain(per_core* slot) {
             // inside one: every core's writes are appends, but only each write by itself is atomic.
             std::size_t len = std::min(out.size() - done, _max_write_bytes);
             std::size_t last_newline = out.rfind('\n', done + len - 1);
-            if (last_newline != std::string::npos && last_newline >= done) len = last_newline + 1 - done;
-            else len = out.find('\n', done) + 1 - done;  // one line longer than a write: alone
+            if (last_newline != std::string::npos && last_newline >= done)
+                len = last_newline + 1 - done;
+            else
+                len = out.find('\n', done) + 1 - done;  // one line longer than a write: alone
             // Offset -1: the file's position, which O_APPEND keeps at its end for every core's writes.
-            int rc = co_await io::write(_fd, out.data() + done, static_cast<unsigned>(len), static_cast<std::uint64_t>(-1));
+            int rc = co_await io::write(_fd, out.data() + done, static_cast<unsigned>(len),
+                                        static_cast<std::uint64_t>(-1));
             if (rc <= 0) {
-                LOG_WARN("access log: write failed: %s; %zu bytes of lines lost", rc < 0 ? strerror(-rc) : "no progress",
-                         out.size() - done);
+                LOG_WARN("access log: write failed: %s; %zu bytes of lines lost",
+                         rc < 0 ? strerror(-rc) : "no progress", out.size() - done);
                 break;
             }
             done += static_cast<std::size_t>(rc);

@@ -27,7 +27,8 @@
 namespace fjord::s3 {
 
 struct access_entry {
-    std::int64_t time_ms = 0;  // Unix time the server began to handle the request (its head complete)
+    std::int64_t time_ms =
+        0;  // Unix time the server began to handle the request (its head complete)
     std::string_view remote;
     std::string_view access_key;  // empty when the request was not authenticated
     std::string_view operation;   // "GetObject", ...; "-" for what is no S3 operation
@@ -66,7 +67,8 @@ private:
 
     int _fd;
     std::size_t _max_pending_bytes;
-    std::size_t _max_write_bytes;  // lines go out in writes of whole lines, at most this long (or one line)
+    std::size_t
+        _max_write_bytes;  // lines go out in writes of whole lines, at most this long (or one line)
     std::vector<per_core> _cores;
 };
 

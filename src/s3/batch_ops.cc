@@ -17,17 +17,20 @@ namespace {
 constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 constexpr std::size_t max_delete_keys = 1000;
 constexpr std::size_t max_tags = 10;
-constexpr std::size_t deletes_in_flight = 64;  // enough for group commit to batch the journal writes
+constexpr std::size_t deletes_in_flight =
+    64;  // enough for group commit to batch the journal writes
 
 // Tags come back in XML (GetObjectTagging): only text XML can carry is accepted, whichever way they came
 // (x-amz-tagging is URL-encoded, so any byte can arrive there).
 base::result<void> check_tag(const std::string& key, const std::string& value) {
     auto control = [](const std::string& text) {
-        return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+        return std::any_of(text.begin(), text.end(),
+                           [](char c) { return static_cast<unsigned char>(c) < 0x20; });
     };
-    if (key.empty() || key.size() > 128 || value.size() > 256 || !xml_representable(key) || !xml_representable(value) ||
-        control(key) || control(value))
-        return base::fail(base::errc::invalid_tag, "The TagKey or TagValue you have provided is invalid");
+    if (key.empty() || key.size() > 128 || value.size() > 256 || !xml_representable(key) ||
+        !xml_representable(value) || control(key) || control(value))
+        return base::fail(base::errc::invalid_tag,
+                          "The TagKey or TagValue you have provided is invalid");
     return {};
 }
 
@@ -49,7 +52,8 @@ io::task<void> delete_one(store::object_store* store, std::string bucket, delete
 }
 }  // namespace
 
-base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(std::string_view text) {
+base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(
+    std::string_view text) {
     std::vector<std::pair<std::string, std::string>> tags;
     while (!text.empty()) {
         auto amp = text.find('&');
@@ -58,41 +62,60 @@ base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_hea
         if (item.empty()) continue;
         auto eq = item.find('=');
         auto key = base::uri_decode(item.substr(0, eq), true);
-        auto value = base::uri_decode(eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1), true);
-        if (!key || !value) return base::fail(base::errc::invalid_argument, "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates.");
+        auto value = base::uri_decode(
+            eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1), true);
+        if (!key || !value)
+            return base::fail(
+                base::errc::invalid_argument,
+                "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates.");
         FJORD_TRY(check_tag(*key, *value));
         for (const auto& t : tags)
-            if (t.first == *key) return base::fail(base::errc::invalid_tag, "Cannot provide multiple Tags with the same key");
+            if (t.first == *key)
+                return base::fail(base::errc::invalid_tag,
+                                  "Cannot provide multiple Tags with the same key");
         tags.emplace_back(std::move(*key), std::move(*value));
     }
-    if (tags.size() > max_tags) return base::fail(base::errc::invalid_tag, "Object tags cannot be greater than 10");
+    if (tags.size() > max_tags)
+        return base::fail(base::errc::invalid_tag, "Object tags cannot be greater than 10");
     return tags;
 }
 
 io::task<void> service::delete_objects(context& c) {
     const http::request_head& head = c.ex.head();
-    bool has_integrity = head.find("content-md5") != nullptr || !head.value_of("x-amz-trailer").empty();
+    bool has_integrity =
+        head.find("content-md5") != nullptr || !head.value_of("x-amz-trailer").empty();
     for (const auto& h : head.headers)
-        if (base::to_lower(h.name).starts_with("x-amz-checksum-") && !base::iequals(h.name, "x-amz-checksum-type"))
+        if (base::to_lower(h.name).starts_with("x-amz-checksum-") &&
+            !base::iequals(h.name, "x-amz-checksum-type"))
             has_integrity = true;
     if (!has_integrity)
-        co_return co_await send_error(c, {base::errc::invalid_request, "Missing required header for this request: Content-MD5"});
+        co_return co_await send_error(c, {base::errc::invalid_request,
+                                          "Missing required header for this request: Content-MD5"});
     auto body = co_await read_verified_body(c, 2 * 1024 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     pugi::xml_document doc;
-    if (auto parsed = load_request_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
+    if (auto parsed = load_request_xml(doc, *body); !parsed)
+        co_return co_await send_error(c, parsed.err());
     pugi::xml_node root = doc.child("Delete");
-    if (!root) co_return co_await send_error(c, {base::errc::malformed_xml, "expected a Delete document"});
+    if (!root)
+        co_return co_await send_error(c, {base::errc::malformed_xml, "expected a Delete document"});
     bool quiet = base::iequals(base::trim(xml_child_text(root, "Quiet")), "true");
     std::vector<delete_outcome> outcomes;
     for (pugi::xml_node o : root.children("Object")) {
         if (outcomes.size() == max_delete_keys)
-            co_return co_await send_error(c, {base::errc::malformed_xml, "A DeleteObjects request may name at most 1000 keys"});
-        outcomes.push_back({xml_child_text(o, "Key"), std::string(base::trim(xml_child_text(o, "ETag"))), base::errc::ok, {}});
+            co_return co_await send_error(
+                c,
+                {base::errc::malformed_xml, "A DeleteObjects request may name at most 1000 keys"});
+        outcomes.push_back({xml_child_text(o, "Key"),
+                            std::string(base::trim(xml_child_text(o, "ETag"))),
+                            base::errc::ok,
+                            {}});
     }
-    if (outcomes.empty()) co_return co_await send_error(c, {base::errc::malformed_xml, "No keys to delete"});
+    if (outcomes.empty())
+        co_return co_await send_error(c, {base::errc::malformed_xml, "No keys to delete"});
     if (!_store.bucket_exists(c.req.bucket))
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+        co_return co_await send_error(
+            c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
     io::wait_group group(deletes_in_flight);
     for (auto& o : outcomes) {
         if (o.key.empty() || o.key.size() > 1024) {
@@ -121,19 +144,24 @@ io::task<void> service::put_object_tagging(context& c) {
     auto body = co_await read_verified_body(c, 64 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     pugi::xml_document doc;
-    if (auto parsed = load_request_xml(doc, *body); !parsed) co_return co_await send_error(c, parsed.err());
+    if (auto parsed = load_request_xml(doc, *body); !parsed)
+        co_return co_await send_error(c, parsed.err());
     pugi::xml_node set = doc.child("Tagging").child("TagSet");
-    if (!set) co_return co_await send_error(c, {base::errc::malformed_xml, "expected Tagging/TagSet"});
+    if (!set)
+        co_return co_await send_error(c, {base::errc::malformed_xml, "expected Tagging/TagSet"});
     std::vector<std::pair<std::string, std::string>> tags;
     for (pugi::xml_node t : set.children("Tag")) {
         std::string key = xml_child_text(t, "Key"), value = xml_child_text(t, "Value");
         if (auto ok = check_tag(key, value); !ok) co_return co_await send_error(c, ok.err());
         for (const auto& existing : tags)
             if (existing.first == key)
-                co_return co_await send_error(c, {base::errc::invalid_tag, "Cannot provide multiple Tags with the same key"});
+                co_return co_await send_error(
+                    c, {base::errc::invalid_tag, "Cannot provide multiple Tags with the same key"});
         tags.emplace_back(std::move(key), std::move(value));
     }
-    if (tags.size() > max_tags) co_return co_await send_error(c, {base::errc::invalid_tag, "Object tags cannot be greater than 10"});
+    if (tags.size() > max_tags)
+        co_return co_await send_error(
+            c, {base::errc::invalid_tag, "Object tags cannot be greater than 10"});
     auto edit = [tags](store::object_record& r) -> base::result<void> {
         r.tags = tags;
         return {};
@@ -148,7 +176,8 @@ io::task<void> service::get_object_tagging(context& c) {
     if (!found) co_return co_await send_error(c, found.err());
     xml_writer x;
     x.open("Tagging", s3_xmlns).open("TagSet");
-    for (const auto& [key, value] : found->tags) x.open("Tag").element("Key", key).element("Value", value).close("Tag");
+    for (const auto& [key, value] : found->tags)
+        x.open("Tag").element("Key", key).element("Value", value).close("Tag");
     x.close("TagSet").close("Tagging");
     co_await send_xml(c, 200, x.take());
 }
@@ -169,24 +198,34 @@ io::task<void> service::get_object_attributes(context& c) {
     const store::object_record& r = *found;
     std::string wanted = base::to_lower(c.ex.head().value_of("x-amz-object-attributes"));
     if (wanted.empty())
-        co_return co_await send_error(c, {base::errc::invalid_argument, "The x-amz-object-attributes header specifying the attributes to be retrieved is either missing or empty"});
+        co_return co_await send_error(
+            c,
+            {base::errc::invalid_argument,
+             "The x-amz-object-attributes header specifying the attributes to be retrieved is either missing or empty"});
     auto asked = [&](std::string_view name) { return wanted.find(name) != std::string::npos; };
     xml_writer x;
     x.open("GetObjectAttributesResponse", s3_xmlns);
     if (asked("etag")) x.element("ETag", r.etag);
     if (asked("checksum")) {
         if (auto alg = parse_checksum_algorithm(r.checksum_algorithm)) {
-            x.open("Checksum").element("Checksum" + std::string(checksum_name(*alg)), r.checksum_value);
-            x.element("ChecksumType", r.checksum_value.find('-') == std::string::npos ? "FULL_OBJECT" : "COMPOSITE");
+            x.open("Checksum")
+                .element("Checksum" + std::string(checksum_name(*alg)), r.checksum_value);
+            x.element("ChecksumType", r.checksum_value.find('-') == std::string::npos
+                                          ? "FULL_OBJECT"
+                                          : "COMPOSITE");
             x.close("Checksum");
         }
     }
     if (asked("objectparts") && !r.part_checksums.empty()) {
-        std::uint64_t max_parts = base::parse_u64(c.ex.head().value_of("x-amz-max-parts")).value_or(1000);
-        std::uint64_t marker = base::parse_u64(c.ex.head().value_of("x-amz-part-number-marker")).value_or(0);
+        std::uint64_t max_parts =
+            base::parse_u64(c.ex.head().value_of("x-amz-max-parts")).value_or(1000);
+        std::uint64_t marker =
+            base::parse_u64(c.ex.head().value_of("x-amz-part-number-marker")).value_or(0);
         max_parts = std::min<std::uint64_t>(max_parts, 1000);
         auto alg = parse_checksum_algorithm(r.checksum_algorithm);
-        x.open("ObjectParts").element("PartsCount", r.segments.size()).element("PartNumberMarker", marker);
+        x.open("ObjectParts")
+            .element("PartsCount", r.segments.size())
+            .element("PartNumberMarker", marker);
         std::uint64_t listed = 0, last = marker;
         for (std::uint64_t i = marker; i < r.segments.size() && listed < max_parts; ++i, ++listed) {
             x.open("Part").element("PartNumber", i + 1).element("Size", r.segments[i].size_bytes);
@@ -204,7 +243,8 @@ io::task<void> service::get_object_attributes(context& c) {
     x.close("GetObjectAttributesResponse");
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", "application/xml");
-    headers.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
+    headers.emplace_back("Last-Modified",
+                         base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
     (void)co_await c.ex.send_all(200, headers, x.take());
 }
 

@@ -39,8 +39,12 @@ running_checksum::running_checksum(checksum_algorithm a) : _algorithm(a) {
 
 void running_checksum::update(std::span<const std::byte> data) {
     switch (_algorithm) {
-        case checksum_algorithm::crc32: _crc = base::crc32(data, static_cast<std::uint32_t>(_crc)); break;
-        case checksum_algorithm::crc32c: _crc = base::crc32c(data, static_cast<std::uint32_t>(_crc)); break;
+        case checksum_algorithm::crc32:
+            _crc = base::crc32(data, static_cast<std::uint32_t>(_crc));
+            break;
+        case checksum_algorithm::crc32c:
+            _crc = base::crc32c(data, static_cast<std::uint32_t>(_crc));
+            break;
         case checksum_algorithm::crc64nvme: _crc = base::crc64nvme(data, _crc); break;
         case checksum_algorithm::sha1:
         case checksum_algorithm::sha256: _digest->update(data); break;
@@ -51,9 +55,11 @@ void running_checksum::update(std::span<const std::byte> data) {
 std::string running_checksum::finish_base64() {
     std::string raw;
     if (_algorithm == checksum_algorithm::crc32 || _algorithm == checksum_algorithm::crc32c) {
-        for (int shift = 24; shift >= 0; shift -= 8) raw.push_back(static_cast<char>((_crc >> shift) & 0xff));
+        for (int shift = 24; shift >= 0; shift -= 8)
+            raw.push_back(static_cast<char>((_crc >> shift) & 0xff));
     } else if (_algorithm == checksum_algorithm::crc64nvme) {
-        for (int shift = 56; shift >= 0; shift -= 8) raw.push_back(static_cast<char>((_crc >> shift) & 0xff));
+        for (int shift = 56; shift >= 0; shift -= 8)
+            raw.push_back(static_cast<char>((_crc >> shift) & 0xff));
     } else if (_digest) {
         raw = _digest->finish();
     }

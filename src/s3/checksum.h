@@ -18,8 +18,8 @@ enum class checksum_algorithm { none, crc32, crc32c, crc64nvme, sha1, sha256 };
 
 // "CRC32" / "crc32" / "x-amz-checksum-crc32" -> crc32; nullopt if unknown.
 std::optional<checksum_algorithm> parse_checksum_algorithm(std::string_view text);
-std::string_view checksum_name(checksum_algorithm a);          // "CRC32"
-std::string checksum_header_name(checksum_algorithm a);        // "x-amz-checksum-crc32"
+std::string_view checksum_name(checksum_algorithm a);    // "CRC32"
+std::string checksum_header_name(checksum_algorithm a);  // "x-amz-checksum-crc32"
 
 class running_checksum {
 public:

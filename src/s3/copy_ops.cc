@@ -35,39 +35,48 @@ base::result<copy_source> parse_copy_source(std::string_view header) {
     if (text.starts_with('/')) text.remove_prefix(1);
     auto slash = text.find('/');
     if (slash == std::string_view::npos || slash == 0 || slash + 1 == text.size())
-        return base::fail(base::errc::invalid_argument, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey");
+        return base::fail(
+            base::errc::invalid_argument,
+            "Copy Source must mention the source bucket and key: sourcebucket/sourcekey");
     return copy_source{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
 }
 
 // x-amz-copy-source-if-* : every failure is 412 for a copy.
-base::result<void> check_copy_conditions(const http::request_head& head, const store::object_record& r) {
-    auto failed = base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
+base::result<void> check_copy_conditions(const http::request_head& head,
+                                         const store::object_record& r) {
+    auto failed = base::fail(base::errc::precondition_failed,
+                             "At least one of the pre-conditions you specified did not hold");
     std::int64_t modified_s = r.modified_ms / 1000;
     std::string_view if_match = head.value_of("x-amz-copy-source-if-match");
     std::string_view if_none_match = head.value_of("x-amz-copy-source-if-none-match");
     if (!if_match.empty()) {
         if (!etag_list_matches(if_match, r.etag)) return failed;
-    } else if (auto since = base::parse_http_date(head.value_of("x-amz-copy-source-if-unmodified-since"));
+    } else if (auto since =
+                   base::parse_http_date(head.value_of("x-amz-copy-source-if-unmodified-since"));
                since && modified_s > *since) {
         return failed;
     }
     if (!if_none_match.empty()) {
         if (etag_list_matches(if_none_match, r.etag)) return failed;
-    } else if (auto since = base::parse_http_date(head.value_of("x-amz-copy-source-if-modified-since"));
+    } else if (auto since =
+                   base::parse_http_date(head.value_of("x-amz-copy-source-if-modified-since"));
                since && modified_s <= *since) {
         return failed;
     }
     return {};
 }
 
-bool is_plain_md5(const std::string& etag) { return etag.size() == 32 && etag.find('-') == std::string::npos; }
+bool is_plain_md5(const std::string& etag) {
+    return etag.size() == 32 && etag.find('-') == std::string::npos;
+}
 }  // namespace
 
 namespace {
 
 // The copy's metadata: the request's (REPLACE) or the source's (COPY), and its tags.
-base::result<store::object_record> copy_metadata(const http::request_head& head, const store::object_record& found,
-                                                 bool replace, bool replace_tags, std::size_t max_meta_bytes) {
+base::result<store::object_record> copy_metadata(const http::request_head& head,
+                                                 const store::object_record& found, bool replace,
+                                                 bool replace_tags, std::size_t max_meta_bytes) {
     store::object_record record;
     if (replace) {
         FJORD_TRY(collect_metadata(head, max_meta_bytes, record));
@@ -95,14 +104,16 @@ store::copy_plan plan_copy(store::object_record record, const store::object_reco
     record.checksum_value = found.checksum_value;
     record.part_checksums = found.part_checksums;
     plan.may_share = found.segments.size() == 1 || found.checksum_algorithm.empty();
-    auto alg = parse_checksum_algorithm(found.checksum_algorithm).value_or(checksum_algorithm::none);
+    auto alg =
+        parse_checksum_algorithm(found.checksum_algorithm).value_or(checksum_algorithm::none);
     auto checksum = std::make_shared<std::optional<running_checksum>>();
     if (alg != checksum_algorithm::none) checksum->emplace(alg);
     plan.observe = [checksum](std::span<const std::byte> data) {
         if (*checksum) (*checksum)->update(data);
     };
     std::string source_etag = found.etag;
-    plan.finish = [record, checksum, source_etag](const store::written_data& written) -> base::result<store::object_record> {
+    plan.finish = [record, checksum, source_etag](
+                      const store::written_data& written) -> base::result<store::object_record> {
         store::object_record rewritten = record;
         rewritten.etag = is_plain_md5(source_etag) ? source_etag : derived_etag(written);
         rewritten.part_checksums.clear();
@@ -121,7 +132,8 @@ io::task<void> service::copy_object(context& c) {
     if (!src) co_return co_await send_error(c, src.err());
     std::string directive = base::to_lower(head.value_of("x-amz-metadata-directive"));
     if (!directive.empty() && directive != "copy" && directive != "replace")
-        co_return co_await send_error(c, {base::errc::invalid_argument, "Unknown metadata directive."});
+        co_return co_await send_error(
+            c, {base::errc::invalid_argument, "Unknown metadata directive."});
     const bool replace = directive == "replace";
     const bool replace_tags = base::to_lower(head.value_of("x-amz-tagging-directive")) == "replace";
     const bool same = src->bucket == c.req.bucket && src->key == c.req.key;
@@ -132,12 +144,16 @@ io::task<void> service::copy_object(context& c) {
         // Only the metadata changes: rewrite the record, keep the data where it is.
         auto found = co_await _store.head(src->bucket, src->key);
         if (!found) co_return co_await send_error(c, found.err());
-        if (auto ok = check_copy_conditions(head, *found); !ok) co_return co_await send_error(c, ok.err());
+        if (auto ok = check_copy_conditions(head, *found); !ok)
+            co_return co_await send_error(c, ok.err());
         if (!replace && !replace_tags)
-            co_return co_await send_error(c, {base::errc::invalid_request,
-                "This copy request is illegal because it is trying to copy an object to itself without changing "
-                "the object's metadata, storage class, website redirect location or encryption attributes."});
-        auto record = copy_metadata(head, *found, replace, replace_tags, _options.max_metadata_bytes);
+            co_return co_await send_error(
+                c,
+                {base::errc::invalid_request,
+                 "This copy request is illegal because it is trying to copy an object to itself without changing "
+                 "the object's metadata, storage class, website redirect location or encryption attributes."});
+        auto record =
+            copy_metadata(head, *found, replace, replace_tags, _options.max_metadata_bytes);
         if (!record) co_return co_await send_error(c, record.err());
         store::write_conditions only_if_unchanged = *conditions;
         only_if_unchanged.if_match_etag = found->etag;
@@ -151,9 +167,11 @@ io::task<void> service::copy_object(context& c) {
         };
         result = co_await _store.update(c.req.bucket, c.req.key, edit, only_if_unchanged);
     } else {
-        store::copy_planner plan = [&](const store::object_record& found) -> base::result<store::copy_plan> {
+        store::copy_planner plan =
+            [&](const store::object_record& found) -> base::result<store::copy_plan> {
             FJORD_TRY(check_copy_conditions(head, found));
-            auto record = copy_metadata(head, found, replace, replace_tags, _options.max_metadata_bytes);
+            auto record =
+                copy_metadata(head, found, replace, replace_tags, _options.max_metadata_bytes);
             if (!record) return record.as_failure();
             return plan_copy(std::move(*record), found);
         };
@@ -163,8 +181,9 @@ io::task<void> service::copy_object(context& c) {
     if (!result) {
         // Damage found while reading the source is logged as the source's.
         if (result.code() == base::errc::data_corrupted || result.code() == base::errc::not_found)
-            co_return co_await send_error(c, read_failure(c, src->bucket, src->key, result.err(),
-                                                          "the copy source of s3://" + c.req.bucket + "/" + c.req.key));
+            co_return co_await send_error(
+                c, read_failure(c, src->bucket, src->key, result.err(),
+                                "the copy source of s3://" + c.req.bucket + "/" + c.req.key));
         co_return co_await send_error(c, result.err());
     }
     xml_writer x;
@@ -190,8 +209,11 @@ base::result<store::byte_range> copy_source_range(std::string_view range, std::u
         b = base::parse_u64(range.substr(dash + 1));
     }
     if (!a || !b || *b < *a)
-        return base::fail(base::errc::invalid_argument, "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
-    if (*b >= size) return base::fail(base::errc::invalid_range, "The requested range is not satisfiable");
+        return base::fail(
+            base::errc::invalid_argument,
+            "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy");
+    if (*b >= size)
+        return base::fail(base::errc::invalid_range, "The requested range is not satisfiable");
     return store::byte_range{*a, *b - *a + 1};
 }
 
@@ -201,14 +223,18 @@ io::task<void> service::upload_part_copy(context& c) {
     const http::request_head& head = c.ex.head();
     auto number = base::parse_u64(c.req.param("partNumber"));
     if (!number || *number < 1 || *number > 10000)
-        co_return co_await send_error(c, {base::errc::invalid_argument, "Part number must be an integer between 1 and 10000, inclusive"});
+        co_return co_await send_error(
+            c, {base::errc::invalid_argument,
+                "Part number must be an integer between 1 and 10000, inclusive"});
     auto src = parse_copy_source(head.value_of("x-amz-copy-source"));
     if (!src) co_return co_await send_error(c, src.err());
     std::string upload_id(c.req.param("uploadId"));
     auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, upload_id);
     if (!upload) co_return co_await send_error(c, upload.err());
-    const auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm).value_or(checksum_algorithm::none);
-    store::part_copy_planner plan = [&](const store::object_record& found) -> base::result<store::part_copy_plan> {
+    const auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm)
+                         .value_or(checksum_algorithm::none);
+    store::part_copy_planner plan =
+        [&](const store::object_record& found) -> base::result<store::part_copy_plan> {
         FJORD_TRY(check_copy_conditions(head, found));
         auto range = copy_source_range(head.value_of("x-amz-copy-source-range"), found.size_bytes);
         if (!range) return range.as_failure();
@@ -223,7 +249,9 @@ io::task<void> service::upload_part_copy(context& c) {
         };
         bool whole = range->first == 0 && range->length == found.size_bytes;
         std::string source_etag = whole && is_plain_md5(found.etag) ? found.etag : std::string{};
-        planned.finish = [checksum, source_etag](const store::written_data& written) -> base::result<store::part_record> {
+        planned.finish =
+            [checksum,
+             source_etag](const store::written_data& written) -> base::result<store::part_record> {
             store::part_record part;
             part.etag = source_etag.empty() ? derived_etag(written) : source_etag;
             if (*checksum) part.checksum_value = (*checksum)->finish_base64();
@@ -232,14 +260,16 @@ io::task<void> service::upload_part_copy(context& c) {
         };
         return planned;
     };
-    store::part_copy_request request{src->bucket, src->key, c.req.bucket, c.req.key, upload_id,
-                                     static_cast<std::uint32_t>(*number)};
+    store::part_copy_request request{src->bucket, src->key,  c.req.bucket,
+                                     c.req.key,   upload_id, static_cast<std::uint32_t>(*number)};
     auto part = co_await _store.copy_part(request, plan);
     if (!part) {
         if (part.code() == base::errc::data_corrupted || part.code() == base::errc::not_found) {
-            std::string role = "the copy source of part " + std::to_string(*number) + " of upload " + upload_id +
-                               " for s3://" + c.req.bucket + "/" + c.req.key;
-            co_return co_await send_error(c, read_failure(c, src->bucket, src->key, part.err(), role));
+            std::string role = "the copy source of part " + std::to_string(*number) +
+                               " of upload " + upload_id + " for s3://" + c.req.bucket + "/" +
+                               c.req.key;
+            co_return co_await send_error(c,
+                                          read_failure(c, src->bucket, src->key, part.err(), role));
         }
         co_return co_await send_error(c, part.err());
     }
@@ -247,7 +277,8 @@ io::task<void> service::upload_part_copy(context& c) {
     x.open("CopyPartResult", s3_xmlns);
     x.element("LastModified", base::format_iso8601_ms(part->modified_ms));
     x.element("ETag", "\"" + part->etag + "\"");
-    if (alg != checksum_algorithm::none) x.element("Checksum" + std::string(checksum_name(alg)), part->checksum_value);
+    if (alg != checksum_algorithm::none)
+        x.element("Checksum" + std::string(checksum_name(alg)), part->checksum_value);
     x.close("CopyPartResult");
     co_await send_xml(c, 200, x.take());
 }

@@ -26,7 +26,8 @@ base::result<std::optional<byte_range>> parse_range(std::string_view header, std
     auto dash = spec.find('-');
     if (dash == std::string_view::npos) return std::optional<byte_range>{};
     std::string_view a = base::trim(spec.substr(0, dash)), b = base::trim(spec.substr(dash + 1));
-    auto unsatisfiable = base::fail(base::errc::invalid_range, "The requested range is not satisfiable");
+    auto unsatisfiable =
+        base::fail(base::errc::invalid_range, "The requested range is not satisfiable");
     if (a.empty()) {
         auto n = base::parse_u64(b);
         if (!n) return std::optional<byte_range>{};

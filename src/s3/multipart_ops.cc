@@ -22,7 +22,9 @@ constexpr std::uint64_t min_part_bytes = 5ULL * 1024 * 1024;
 constexpr std::uint64_t max_part_bytes = 5ULL * 1024 * 1024 * 1024;
 constexpr std::size_t max_complete_body_bytes = 4 * 1024 * 1024;
 
-base::failure invalid_part(std::string message) { return base::fail(base::errc::invalid_part, std::move(message)); }
+base::failure invalid_part(std::string message) {
+    return base::fail(base::errc::invalid_part, std::move(message));
+}
 
 // The 16 raw bytes an ETag stands for (MD5 or our derived tag, which has the same 32 hex digits first).
 std::string etag_raw(const std::string& etag) {
@@ -36,19 +38,23 @@ base::result<std::vector<requested_part>> parse_complete_body(const std::string&
     pugi::xml_document doc;
     FJORD_TRY(load_request_xml(doc, body));
     pugi::xml_node root = doc.child("CompleteMultipartUpload");
-    if (!root) return base::fail(base::errc::malformed_xml, "expected a CompleteMultipartUpload document");
+    if (!root)
+        return base::fail(base::errc::malformed_xml, "expected a CompleteMultipartUpload document");
     std::vector<requested_part> parts;
     for (pugi::xml_node p : root.children("Part")) {
         requested_part r;
         auto number = base::parse_u64(base::trim(xml_child_text(p, "PartNumber")));
         if (!number || *number < 1 || *number > max_part_number)
-            return base::fail(base::errc::malformed_xml, "PartNumber must be an integer from 1 to 10000");
+            return base::fail(base::errc::malformed_xml,
+                              "PartNumber must be an integer from 1 to 10000");
         r.number = static_cast<std::uint32_t>(*number);
         r.etag = *unquote_etag(xml_child_text(p, "ETag"));
-        for (const char* name : {"ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME", "ChecksumSHA1", "ChecksumSHA256"})
+        for (const char* name : {"ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME",
+                                 "ChecksumSHA1", "ChecksumSHA256"})
             if (p.child(name)) r.checksum = std::string(base::trim(xml_child_text(p, name)));
         parts.push_back(std::move(r));
-        if (parts.size() > max_part_number) return base::fail(base::errc::malformed_xml, "too many parts");
+        if (parts.size() > max_part_number)
+            return base::fail(base::errc::malformed_xml, "too many parts");
     }
     if (parts.empty())
         return base::fail(base::errc::malformed_xml, "You must specify at least one part");
@@ -59,8 +65,8 @@ namespace {
 
 // The final object's checksum from its parts' checksums: COMPOSITE is a checksum of the concatenated part
 // checksums with a "-N" suffix; FULL_OBJECT (CRCs only) combines the part CRCs into the CRC of the whole.
-base::result<std::string> combine_part_checksums(const store::upload_record& u,
-                                                 const std::vector<const store::part_record*>& parts) {
+base::result<std::string> combine_part_checksums(
+    const store::upload_record& u, const std::vector<const store::part_record*>& parts) {
     auto alg = parse_checksum_algorithm(u.object.checksum_algorithm);
     if (!alg) return std::string{};
     if (u.checksum_type == "FULL_OBJECT") {
@@ -71,14 +77,21 @@ base::result<std::string> combine_part_checksums(const store::upload_record& u,
             std::uint64_t part_crc = 0;
             for (unsigned char ch : *raw) part_crc = part_crc << 8 | ch;
             std::uint64_t len = parts[i]->data.size_bytes;
-            if (i == 0) crc = part_crc;
-            else if (*alg == checksum_algorithm::crc32) crc = base::crc32_combine(static_cast<std::uint32_t>(crc), static_cast<std::uint32_t>(part_crc), len);
-            else if (*alg == checksum_algorithm::crc32c) crc = base::crc32c_combine(static_cast<std::uint32_t>(crc), static_cast<std::uint32_t>(part_crc), len);
-            else crc = base::crc64nvme_combine(crc, part_crc, len);
+            if (i == 0)
+                crc = part_crc;
+            else if (*alg == checksum_algorithm::crc32)
+                crc = base::crc32_combine(static_cast<std::uint32_t>(crc),
+                                          static_cast<std::uint32_t>(part_crc), len);
+            else if (*alg == checksum_algorithm::crc32c)
+                crc = base::crc32c_combine(static_cast<std::uint32_t>(crc),
+                                           static_cast<std::uint32_t>(part_crc), len);
+            else
+                crc = base::crc64nvme_combine(crc, part_crc, len);
         }
         std::string raw;
         int bytes = *alg == checksum_algorithm::crc64nvme ? 8 : 4;
-        for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8) raw.push_back(static_cast<char>((crc >> shift) & 0xff));
+        for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8)
+            raw.push_back(static_cast<char>((crc >> shift) & 0xff));
         return base::base64_encode(raw);
     }
     running_checksum composite(*alg);
@@ -91,25 +104,32 @@ base::result<std::string> combine_part_checksums(const store::upload_record& u,
 }
 
 // Validates the client's part list against the upload and builds the object record (runs on the owner core).
-base::result<store::object_record> build_object(const store::upload_record& u, const std::vector<requested_part>& wanted) {
+base::result<store::object_record> build_object(const store::upload_record& u,
+                                                const std::vector<requested_part>& wanted) {
     std::vector<const store::part_record*> parts;
     std::uint32_t previous = 0;
     for (const auto& w : wanted) {
         if (w.number <= previous)
-            return base::fail(base::errc::invalid_part_order, "The list of parts was not in ascending order. Parts must be ordered by part number.");
+            return base::fail(
+                base::errc::invalid_part_order,
+                "The list of parts was not in ascending order. Parts must be ordered by part number.");
         previous = w.number;
         auto it = u.parts.find(w.number);
         if (it == u.parts.end() || it->second.etag != w.etag)
-            return invalid_part("One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.");
+            return invalid_part(
+                "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.");
         if (!w.checksum.empty() && w.checksum != it->second.checksum_value)
-            return invalid_part("The checksum of part " + std::to_string(w.number) + " does not match the uploaded part");
+            return invalid_part("The checksum of part " + std::to_string(w.number) +
+                                " does not match the uploaded part");
         parts.push_back(&it->second);
     }
     store::object_record r = u.object;
     base::digest etag_md5(base::digest_kind::md5);
     for (std::size_t i = 0; i < parts.size(); ++i) {
         if (i + 1 < parts.size() && parts[i]->data.size_bytes < min_part_bytes)
-            return base::fail(base::errc::entity_too_small, "Your proposed upload is smaller than the minimum allowed object size.");
+            return base::fail(
+                base::errc::entity_too_small,
+                "Your proposed upload is smaller than the minimum allowed object size.");
         etag_md5.update(etag_raw(parts[i]->etag));
         r.segments.push_back(parts[i]->data);
         r.part_checksums.push_back(parts[i]->checksum_value);
@@ -124,11 +144,11 @@ base::result<store::object_record> build_object(const store::upload_record& u, c
     return r;
 }
 
-
 base::result<std::uint32_t> part_number_of(const s3_request& r) {
     auto n = base::parse_u64(r.param("partNumber"));
     if (!n || *n < 1 || *n > max_part_number)
-        return base::fail(base::errc::invalid_argument, "Part number must be an integer between 1 and 10000, inclusive");
+        return base::fail(base::errc::invalid_argument,
+                          "Part number must be an integer between 1 and 10000, inclusive");
     return static_cast<std::uint32_t>(*n);
 }
 }  // namespace
@@ -136,21 +156,32 @@ base::result<std::uint32_t> part_number_of(const s3_request& r) {
 io::task<void> service::create_multipart_upload(context& c) {
     const http::request_head& head = c.ex.head();
     store::object_record metadata;
-    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m) co_return co_await send_error(c, m.err());
-    std::string checksum_type = base::to_lower(head.value_of("x-amz-checksum-type")) == "full_object" ? "FULL_OBJECT" : "";
+    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m)
+        co_return co_await send_error(c, m.err());
+    std::string checksum_type =
+        base::to_lower(head.value_of("x-amz-checksum-type")) == "full_object" ? "FULL_OBJECT" : "";
     std::string_view alg_text = head.value_of("x-amz-checksum-algorithm");
     if (!alg_text.empty()) {
         auto alg = parse_checksum_algorithm(alg_text);
-        if (!alg) co_return co_await send_error(c, {base::errc::invalid_request, "unsupported x-amz-checksum-algorithm"});
+        if (!alg)
+            co_return co_await send_error(
+                c, {base::errc::invalid_request, "unsupported x-amz-checksum-algorithm"});
         metadata.checksum_algorithm = std::string(checksum_name(*alg));
-        bool is_crc = *alg == checksum_algorithm::crc32 || *alg == checksum_algorithm::crc32c || *alg == checksum_algorithm::crc64nvme;
-        if (checksum_type.empty()) checksum_type = *alg == checksum_algorithm::crc64nvme ? "FULL_OBJECT" : "COMPOSITE";
+        bool is_crc = *alg == checksum_algorithm::crc32 || *alg == checksum_algorithm::crc32c ||
+                      *alg == checksum_algorithm::crc64nvme;
+        if (checksum_type.empty())
+            checksum_type = *alg == checksum_algorithm::crc64nvme ? "FULL_OBJECT" : "COMPOSITE";
         if (checksum_type == "FULL_OBJECT" && !is_crc)
-            co_return co_await send_error(c, {base::errc::invalid_request, "The FULL_OBJECT checksum type needs a CRC algorithm"});
+            co_return co_await send_error(c,
+                                          {base::errc::invalid_request,
+                                           "The FULL_OBJECT checksum type needs a CRC algorithm"});
         if (checksum_type == "COMPOSITE" && *alg == checksum_algorithm::crc64nvme)
-            co_return co_await send_error(c, {base::errc::invalid_request, "CRC64NVME supports only the FULL_OBJECT checksum type"});
+            co_return co_await send_error(
+                c, {base::errc::invalid_request,
+                    "CRC64NVME supports only the FULL_OBJECT checksum type"});
     } else if (!checksum_type.empty()) {
-        co_return co_await send_error(c, {base::errc::invalid_request, "x-amz-checksum-type needs x-amz-checksum-algorithm"});
+        co_return co_await send_error(
+            c, {base::errc::invalid_request, "x-amz-checksum-type needs x-amz-checksum-algorithm"});
     }
     auto id = co_await _store.create_upload(c.req.bucket, c.req.key, metadata, checksum_type);
     if (!id) co_return co_await send_error(c, id.err());
@@ -173,21 +204,26 @@ io::task<void> service::upload_part(context& c) {
     std::string upload_id(c.req.param("uploadId"));
     auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, upload_id);
     if (!upload) co_return co_await send_error(c, upload.err());
-    auto expected = parse_checksum_algorithm(upload->object.checksum_algorithm).value_or(checksum_algorithm::none);
+    auto expected = parse_checksum_algorithm(upload->object.checksum_algorithm)
+                        .value_or(checksum_algorithm::none);
     auto plan = plan_body(c, expected);
     if (!plan) co_return co_await send_error(c, plan.err());
     payload_source source(c.ex.body(), c.auth, plan->options);
-    store::part_finisher finish = [&](const store::written_data& written) -> base::result<store::part_record> {
+    store::part_finisher finish =
+        [&](const store::written_data& written) -> base::result<store::part_record> {
         FJORD_TRY(source.verify());
         if (expected != checksum_algorithm::none && source.checksum() != expected)
-            return base::fail(base::errc::invalid_request, "The part's checksum algorithm differs from the upload's");
+            return base::fail(base::errc::invalid_request,
+                              "The part's checksum algorithm differs from the upload's");
         store::part_record part;
         part.etag = body_etag(source, written);
-        if (source.checksum() != checksum_algorithm::none) part.checksum_value = source.checksum_base64();
+        if (source.checksum() != checksum_algorithm::none)
+            part.checksum_value = source.checksum_base64();
         part.modified_ms = base::unix_now_ms();
         return part;
     };
-    store::part_request request{c.req.bucket, c.req.key, upload_id, *number, plan->size_bytes, max_part_bytes};
+    store::part_request request{c.req.bucket, c.req.key,        upload_id,
+                                *number,      plan->size_bytes, max_part_bytes};
     auto part = co_await _store.upload_part(request, source, finish);
     if (!part) co_return co_await send_error(c, part.err());
     auto headers = c.common_headers();
@@ -206,18 +242,25 @@ io::task<void> service::complete_multipart_upload(context& c) {
     auto wanted = parse_complete_body(*body);
     if (!wanted) co_return co_await send_error(c, wanted.err());
     std::vector<requested_part> parts = std::move(*wanted);
-    store::upload_finalizer finalize = [parts](const store::upload_record& u) { return build_object(u, parts); };
-    auto done = co_await _store.complete_upload(c.req.bucket, c.req.key, upload_id, finalize, *conditions);
+    store::upload_finalizer finalize = [parts](const store::upload_record& u) {
+        return build_object(u, parts);
+    };
+    auto done =
+        co_await _store.complete_upload(c.req.bucket, c.req.key, upload_id, finalize, *conditions);
     if (!done) co_return co_await send_error(c, done.err());
     const store::object_record& r = *done;
     xml_writer x;
     x.open("CompleteMultipartUploadResult", s3_xmlns);
     std::string host(c.ex.head().value_of("host"));
-    x.element("Location", "http://" + host + "/" + c.req.bucket + "/" + base::uri_encode(c.req.key, true));
-    x.element("Bucket", c.req.bucket).element("Key", c.req.key).element("ETag", "\"" + r.etag + "\"");
+    x.element("Location",
+              "http://" + host + "/" + c.req.bucket + "/" + base::uri_encode(c.req.key, true));
+    x.element("Bucket", c.req.bucket)
+        .element("Key", c.req.key)
+        .element("ETag", "\"" + r.etag + "\"");
     if (auto alg = parse_checksum_algorithm(r.checksum_algorithm)) {
         x.element("Checksum" + std::string(checksum_name(*alg)), r.checksum_value);
-        x.element("ChecksumType", r.checksum_value.find('-') == std::string::npos ? "FULL_OBJECT" : "COMPOSITE");
+        x.element("ChecksumType",
+                  r.checksum_value.find('-') == std::string::npos ? "FULL_OBJECT" : "COMPOSITE");
     }
     x.close("CompleteMultipartUploadResult");
     auto headers = c.common_headers();
@@ -226,31 +269,45 @@ io::task<void> service::complete_multipart_upload(context& c) {
 }
 
 io::task<void> service::abort_multipart_upload(context& c) {
-    auto aborted = co_await _store.abort_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
+    auto aborted =
+        co_await _store.abort_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
     if (!aborted) co_return co_await send_error(c, aborted.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
 io::task<void> service::list_parts(context& c) {
-    auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
+    auto upload =
+        co_await _store.get_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
     if (!upload) co_return co_await send_error(c, upload.err());
     std::uint64_t max_parts = 1000, marker = 0;
     if (c.req.has("max-parts")) {
         auto n = base::parse_u64(c.req.param("max-parts"));
-        if (!n) co_return co_await send_error(c, {base::errc::invalid_argument, "max-parts must be an integer"});
+        if (!n)
+            co_return co_await send_error(
+                c, {base::errc::invalid_argument, "max-parts must be an integer"});
         max_parts = std::min<std::uint64_t>(*n, 1000);
     }
     if (c.req.has("part-number-marker")) {
         auto n = base::parse_u64(c.req.param("part-number-marker"));
-        if (!n) co_return co_await send_error(c, {base::errc::invalid_argument, "part-number-marker must be an integer"});
+        if (!n)
+            co_return co_await send_error(
+                c, {base::errc::invalid_argument, "part-number-marker must be an integer"});
         marker = *n;
     }
     xml_writer x;
     x.open("ListPartsResult", s3_xmlns);
-    x.element("Bucket", c.req.bucket).element("Key", c.req.key).element("UploadId", upload->upload_id);
+    x.element("Bucket", c.req.bucket)
+        .element("Key", c.req.key)
+        .element("UploadId", upload->upload_id);
     x.element("PartNumberMarker", marker);
-    x.open("Initiator").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Initiator");
-    x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
+    x.open("Initiator")
+        .element("ID", c.auth.access_key)
+        .element("DisplayName", c.auth.access_key)
+        .close("Initiator");
+    x.open("Owner")
+        .element("ID", c.auth.access_key)
+        .element("DisplayName", c.auth.access_key)
+        .close("Owner");
     x.element("StorageClass", "STANDARD");
     if (!upload->object.checksum_algorithm.empty()) {
         x.element("ChecksumAlgorithm", upload->object.checksum_algorithm);
@@ -258,7 +315,8 @@ io::task<void> service::list_parts(context& c) {
     }
     std::uint64_t listed = 0, last = marker;
     bool truncated = false;
-    for (auto it = upload->parts.upper_bound(static_cast<std::uint32_t>(std::min<std::uint64_t>(marker, max_part_number)));
+    for (auto it = upload->parts.upper_bound(
+             static_cast<std::uint32_t>(std::min<std::uint64_t>(marker, max_part_number)));
          it != upload->parts.end(); ++it) {
         if (listed == max_parts) {
             truncated = true;
@@ -274,7 +332,9 @@ io::task<void> service::list_parts(context& c) {
         last = p.number;
         ++listed;
     }
-    x.element("NextPartNumberMarker", last).element("MaxParts", max_parts).element_bool("IsTruncated", truncated);
+    x.element("NextPartNumberMarker", last)
+        .element("MaxParts", max_parts)
+        .element_bool("IsTruncated", truncated);
     x.close("ListPartsResult");
     co_await send_xml(c, 200, x.take());
 }
@@ -284,23 +344,30 @@ io::task<void> service::list_multipart_uploads(context& c) {
     std::uint64_t max_uploads = 1000;
     if (r.has("max-uploads")) {
         auto n = base::parse_u64(r.param("max-uploads"));
-        if (!n) co_return co_await send_error(c, {base::errc::invalid_argument, "max-uploads must be an integer"});
+        if (!n)
+            co_return co_await send_error(
+                c, {base::errc::invalid_argument, "max-uploads must be an integer"});
         max_uploads = std::min<std::uint64_t>(*n, 1000);
     }
-    std::string prefix(r.param("prefix")), key_marker(r.param("key-marker")), id_marker(r.param("upload-id-marker"));
+    std::string prefix(r.param("prefix")), key_marker(r.param("key-marker")),
+        id_marker(r.param("upload-id-marker"));
     std::string delimiter(r.param("delimiter"));
-    if (id_marker.empty() && !key_marker.empty()) id_marker = std::string(64, '\xff');  // skip every upload of key_marker
-    auto uploads = co_await _store.list_uploads(r.bucket, prefix, key_marker, id_marker, static_cast<std::uint32_t>(max_uploads));
+    if (id_marker.empty() && !key_marker.empty())
+        id_marker = std::string(64, '\xff');  // skip every upload of key_marker
+    auto uploads = co_await _store.list_uploads(r.bucket, prefix, key_marker, id_marker,
+                                                static_cast<std::uint32_t>(max_uploads));
     if (!uploads) co_return co_await send_error(c, uploads.err());
     bool truncated = uploads->size() > max_uploads;
     if (truncated) uploads->resize(max_uploads);
     std::string_view encoding = r.param("encoding-type");
     if (!encoding.empty() && encoding != "url")
-        co_return co_await send_error(c, {base::errc::invalid_argument, "Invalid Encoding Method specified in Request"});
+        co_return co_await send_error(
+            c, {base::errc::invalid_argument, "Invalid Encoding Method specified in Request"});
     bool url = encoding == "url";
     // As in ListObjects: a key XML 1.0 cannot carry turns the page into a URL-encoded one.
     if (!url) {
-        bool representable = xml_representable(prefix) && xml_representable(delimiter) && xml_representable(key_marker);
+        bool representable = xml_representable(prefix) && xml_representable(delimiter) &&
+                             xml_representable(key_marker);
         for (const auto& u : *uploads) representable = representable && xml_representable(u.key);
         url = !representable;
     }
@@ -310,7 +377,8 @@ io::task<void> service::list_multipart_uploads(context& c) {
     x.element("Bucket", r.bucket).element("KeyMarker", enc(std::string(r.param("key-marker"))));
     x.element("UploadIdMarker", std::string(r.param("upload-id-marker")));
     if (truncated && !uploads->empty()) {
-        x.element("NextKeyMarker", enc(uploads->back().key)).element("NextUploadIdMarker", uploads->back().upload_id);
+        x.element("NextKeyMarker", enc(uploads->back().key))
+            .element("NextUploadIdMarker", uploads->back().upload_id);
     }
     x.element("Prefix", enc(prefix));
     if (!delimiter.empty()) x.element("Delimiter", enc(delimiter));
@@ -327,13 +395,22 @@ io::task<void> service::list_multipart_uploads(context& c) {
             }
         }
         x.open("Upload").element("Key", enc(u.key)).element("UploadId", u.upload_id);
-        x.open("Initiator").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Initiator");
-        x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
-        x.element("StorageClass", "STANDARD").element("Initiated", base::format_iso8601_ms(u.initiated_ms));
-        if (!u.object.checksum_algorithm.empty()) x.element("ChecksumAlgorithm", u.object.checksum_algorithm);
+        x.open("Initiator")
+            .element("ID", c.auth.access_key)
+            .element("DisplayName", c.auth.access_key)
+            .close("Initiator");
+        x.open("Owner")
+            .element("ID", c.auth.access_key)
+            .element("DisplayName", c.auth.access_key)
+            .close("Owner");
+        x.element("StorageClass", "STANDARD")
+            .element("Initiated", base::format_iso8601_ms(u.initiated_ms));
+        if (!u.object.checksum_algorithm.empty())
+            x.element("ChecksumAlgorithm", u.object.checksum_algorithm);
         x.close("Upload");
     }
-    for (const auto& cp : common) x.open("CommonPrefixes").element("Prefix", enc(cp)).close("CommonPrefixes");
+    for (const auto& cp : common)
+        x.open("CommonPrefixes").element("Prefix", enc(cp)).close("CommonPrefixes");
     x.close("ListMultipartUploadsResult");
     co_await send_xml(c, 200, x.take());
 }

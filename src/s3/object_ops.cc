@@ -19,8 +19,8 @@ namespace fjord::s3 {
 namespace {
 
 // Headers stored with an object and returned on GET/HEAD, besides x-amz-meta-*.
-constexpr std::string_view stored_headers[] = {"content-encoding", "content-disposition", "content-language",
-                                               "cache-control", "expires"};
+constexpr std::string_view stored_headers[] = {"content-encoding", "content-disposition",
+                                               "content-language", "cache-control", "expires"};
 
 std::string strip_aws_chunked(std::string_view content_encoding) {
     std::string out;
@@ -49,12 +49,14 @@ base::result<void> collect_metadata(const http::request_head& head, std::size_t 
         } else if (name == "content-encoding") {
             std::string kept = strip_aws_chunked(h.value);
             if (!kept.empty()) record.headers.emplace_back(name, kept);
-        } else if (std::find(std::begin(stored_headers), std::end(stored_headers), name) != std::end(stored_headers)) {
+        } else if (std::find(std::begin(stored_headers), std::end(stored_headers), name) !=
+                   std::end(stored_headers)) {
             record.headers.emplace_back(std::move(name), std::string(h.value));
         }
     }
     if (meta_bytes > max_meta_bytes)
-        return base::fail(base::errc::metadata_too_large, "Your metadata headers exceed the maximum allowed metadata size.");
+        return base::fail(base::errc::metadata_too_large,
+                          "Your metadata headers exceed the maximum allowed metadata size.");
     record.content_type = std::string(head.value_of("content-type"));
     if (const http::header* tagging = head.find("x-amz-tagging")) {
         auto tags = parse_tagging_header(tagging->value);
@@ -69,7 +71,8 @@ base::result<void> collect_metadata(const http::request_head& head, std::size_t 
 std::string derived_etag(const store::written_data& written) {
     base::digest d(base::digest_kind::sha256);
     d.update(base::as_bytes(&written.size_bytes, sizeof written.size_bytes));
-    d.update(base::as_bytes(written.block_crcs.data(), written.block_crcs.size() * sizeof(std::uint32_t)));
+    d.update(base::as_bytes(written.block_crcs.data(),
+                            written.block_crcs.size() * sizeof(std::uint32_t)));
     return base::hex_encode(d.finish().substr(0, 16)) + "-1";
 }
 
@@ -81,11 +84,14 @@ std::string body_etag(const payload_source& source, const store::written_data& w
 base::result<void> checksum_options(const http::request_head& head, payload_options& o) {
     int given = 0;
     for (const auto& h : head.headers) {
-        if (!base::to_lower(h.name).starts_with("x-amz-checksum-") || base::iequals(h.name, "x-amz-checksum-type") ||
+        if (!base::to_lower(h.name).starts_with("x-amz-checksum-") ||
+            base::iequals(h.name, "x-amz-checksum-type") ||
             base::iequals(h.name, "x-amz-checksum-algorithm"))
             continue;
         auto alg = parse_checksum_algorithm(h.name);
-        if (!alg) return base::fail(base::errc::invalid_request, "unknown checksum header " + std::string(h.name));
+        if (!alg)
+            return base::fail(base::errc::invalid_request,
+                              "unknown checksum header " + std::string(h.name));
         o.checksum = *alg;
         o.checksum_expected = std::string(base::trim(h.value));
         ++given;
@@ -93,19 +99,26 @@ base::result<void> checksum_options(const http::request_head& head, payload_opti
     std::string_view trailer = head.value_of("x-amz-trailer");
     if (!trailer.empty()) {
         auto alg = parse_checksum_algorithm(base::trim(trailer));
-        if (!alg) return base::fail(base::errc::invalid_request, "unsupported x-amz-trailer " + std::string(trailer));
+        if (!alg)
+            return base::fail(base::errc::invalid_request,
+                              "unsupported x-amz-trailer " + std::string(trailer));
         o.checksum = *alg;
         o.checksum_from_trailer = true;
         ++given;
     }
-    if (given > 1) return base::fail(base::errc::invalid_request, "Expecting a single x-amz-checksum- header");
+    if (given > 1)
+        return base::fail(base::errc::invalid_request, "Expecting a single x-amz-checksum- header");
     std::string_view sdk = head.value_of("x-amz-sdk-checksum-algorithm");
     if (!sdk.empty()) {
         auto alg = parse_checksum_algorithm(sdk);
-        if (!alg) return base::fail(base::errc::invalid_request, "unsupported x-amz-sdk-checksum-algorithm");
-        if (given == 0) o.checksum = *alg;
+        if (!alg)
+            return base::fail(base::errc::invalid_request,
+                              "unsupported x-amz-sdk-checksum-algorithm");
+        if (given == 0)
+            o.checksum = *alg;
         else if (*alg != o.checksum)
-            return base::fail(base::errc::invalid_request, "x-amz-sdk-checksum-algorithm does not match the checksum sent");
+            return base::fail(base::errc::invalid_request,
+                              "x-amz-sdk-checksum-algorithm does not match the checksum sent");
     }
     return {};
 }
@@ -120,29 +133,37 @@ std::optional<std::string> unquote_etag(std::string_view v) {
 base::result<store::write_conditions> write_conditions_of(const http::request_head& head) {
     store::write_conditions conditions;
     std::string_view none_match = base::trim(head.value_of("if-none-match"));
-    if (none_match == "*") conditions.if_none_match_any = true;
+    if (none_match == "*")
+        conditions.if_none_match_any = true;
     else if (!none_match.empty())
         return base::fail(base::errc::not_implemented, "If-None-Match on writes supports only '*'");
-    if (!head.value_of("if-match").empty()) conditions.if_match_etag = unquote_etag(head.value_of("if-match"));
+    if (!head.value_of("if-match").empty())
+        conditions.if_match_etag = unquote_etag(head.value_of("if-match"));
     return conditions;
 }
 
 namespace {
 
 // RFC 9110 section 13.2.2 order: If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since.
-base::result<void> check_read_conditions(const http::request_head& head, const store::object_record& r) {
+base::result<void> check_read_conditions(const http::request_head& head,
+                                         const store::object_record& r) {
     std::int64_t modified_s = r.modified_ms / 1000;
     std::string_view if_match = head.value_of("if-match");
     std::string_view if_none_match = head.value_of("if-none-match");
     if (!if_match.empty()) {
         if (!etag_list_matches(if_match, r.etag))
-            return base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
-    } else if (auto since = base::parse_http_date(head.value_of("if-unmodified-since")); since && modified_s > *since) {
-        return base::fail(base::errc::precondition_failed, "At least one of the pre-conditions you specified did not hold");
+            return base::fail(base::errc::precondition_failed,
+                              "At least one of the pre-conditions you specified did not hold");
+    } else if (auto since = base::parse_http_date(head.value_of("if-unmodified-since"));
+               since && modified_s > *since) {
+        return base::fail(base::errc::precondition_failed,
+                          "At least one of the pre-conditions you specified did not hold");
     }
     if (!if_none_match.empty()) {
-        if (etag_list_matches(if_none_match, r.etag)) return base::fail(base::errc::not_modified, "Not Modified");
-    } else if (auto since = base::parse_http_date(head.value_of("if-modified-since")); since && modified_s <= *since) {
+        if (etag_list_matches(if_none_match, r.etag))
+            return base::fail(base::errc::not_modified, "Not Modified");
+    } else if (auto since = base::parse_http_date(head.value_of("if-modified-since"));
+               since && modified_s <= *since) {
         return base::fail(base::errc::not_modified, "Not Modified");
     }
     return {};
@@ -179,29 +200,37 @@ private:
 // NUL or another control byte would end the header line early and let the URL's author write headers
 // (or a whole second response) of their own, so such a request is refused.
 base::result<void> check_response_overrides(const s3_request& req) {
-    for (std::string_view param : {"response-content-type", "response-content-encoding", "response-content-disposition",
-                                   "response-content-language", "response-cache-control", "response-expires"}) {
+    for (std::string_view param :
+         {"response-content-type", "response-content-encoding", "response-content-disposition",
+          "response-content-language", "response-cache-control", "response-expires"}) {
         if (req.has(param) && !http::syntax::is_field_value(req.param(param)))
             return base::fail(base::errc::invalid_argument,
-                              "The value of " + std::string(param) + " holds a character a response header cannot carry");
+                              "The value of " + std::string(param) +
+                                  " holds a character a response header cannot carry");
     }
     return {};
 }
 
-void add_object_headers(http::header_list& h, const store::object_record& r, const s3_request& req, bool checksum_mode) {
+void add_object_headers(http::header_list& h, const store::object_record& r, const s3_request& req,
+                        bool checksum_mode) {
     h.emplace_back("ETag", "\"" + r.etag + "\"");
-    h.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
+    h.emplace_back("Last-Modified",
+                   base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
     h.emplace_back("Accept-Ranges", "bytes");
     std::string content_type = r.content_type.empty() ? "binary/octet-stream" : r.content_type;
-    if (req.has("response-content-type")) content_type = std::string(req.param("response-content-type"));
+    if (req.has("response-content-type"))
+        content_type = std::string(req.param("response-content-type"));
     h.emplace_back("Content-Type", content_type);
     static constexpr std::pair<std::string_view, std::string_view> overrides[] = {
-        {"content-encoding", "response-content-encoding"}, {"content-disposition", "response-content-disposition"},
-        {"content-language", "response-content-language"}, {"cache-control", "response-cache-control"},
+        {"content-encoding", "response-content-encoding"},
+        {"content-disposition", "response-content-disposition"},
+        {"content-language", "response-content-language"},
+        {"cache-control", "response-cache-control"},
         {"expires", "response-expires"}};
     for (const auto& stored : r.headers) {
-        bool overridden = std::any_of(std::begin(overrides), std::end(overrides),
-                                      [&](const auto& o) { return o.first == stored.first && req.has(o.second); });
+        bool overridden = std::any_of(
+            std::begin(overrides), std::end(overrides),
+            [&](const auto& o) { return o.first == stored.first && req.has(o.second); });
         if (!overridden) h.emplace_back(stored.first, stored.second);
     }
     for (const auto& [name, param] : overrides)
@@ -209,15 +238,17 @@ void add_object_headers(http::header_list& h, const store::object_record& r, con
     if (checksum_mode && !r.checksum_algorithm.empty()) {
         if (auto alg = parse_checksum_algorithm(r.checksum_algorithm)) {
             h.emplace_back(checksum_header_name(*alg), r.checksum_value);
-            h.emplace_back("x-amz-checksum-type",
-                           r.checksum_value.find('-') == std::string::npos ? "FULL_OBJECT" : "COMPOSITE");
+            h.emplace_back("x-amz-checksum-type", r.checksum_value.find('-') == std::string::npos
+                                                      ? "FULL_OBJECT"
+                                                      : "COMPOSITE");
         }
     }
 }
 
 }  // namespace
 
-base::result<body_plan> service::plan_body(const context& c, checksum_algorithm expected_algorithm) const {
+base::result<body_plan> service::plan_body(const context& c,
+                                           checksum_algorithm expected_algorithm) const {
     const http::request_head& head = c.ex.head();
     const bool streaming = c.auth.mode == auth::payload_mode::streaming_signed ||
                            c.auth.mode == auth::payload_mode::streaming_signed_trailer ||
@@ -227,20 +258,25 @@ base::result<body_plan> service::plan_body(const context& c, checksum_algorithm 
     if (streaming) {
         auto decoded = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
         if (!decoded)
-            return base::fail(base::errc::missing_content_length, "You must provide the x-amz-decoded-content-length header.");
+            return base::fail(base::errc::missing_content_length,
+                              "You must provide the x-amz-decoded-content-length header.");
         plan.size_bytes = *decoded;
         plan.options.decoded_length = decoded;
     } else if (head.content_length) {
         plan.size_bytes = head.content_length;
     } else if (!head.chunked) {
-        return base::fail(base::errc::missing_content_length, "You must provide the Content-Length HTTP header.");
+        return base::fail(base::errc::missing_content_length,
+                          "You must provide the Content-Length HTTP header.");
     }
     FJORD_TRY(checksum_options(head, plan.options));
-    if (plan.options.checksum == checksum_algorithm::none) plan.options.checksum = expected_algorithm;
+    if (plan.options.checksum == checksum_algorithm::none)
+        plan.options.checksum = expected_algorithm;
     std::string_view content_md5 = head.value_of("content-md5");
     if (!content_md5.empty()) {
         auto raw = base::base64_decode(content_md5);
-        if (!raw || raw->size() != 16) return base::fail(base::errc::invalid_digest, "The Content-MD5 you specified is not valid.");
+        if (!raw || raw->size() != 16)
+            return base::fail(base::errc::invalid_digest,
+                              "The Content-MD5 you specified is not valid.");
         plan.options.content_md5 = *raw;
     }
     plan.options.compute_md5 =
@@ -251,14 +287,16 @@ base::result<body_plan> service::plan_body(const context& c, checksum_algorithm 
 io::task<void> service::put_object(context& c) {
     const http::request_head& head = c.ex.head();
     store::object_record metadata;
-    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m) co_return co_await send_error(c, m.err());
+    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m)
+        co_return co_await send_error(c, m.err());
     auto conditions = write_conditions_of(head);
     if (!conditions) co_return co_await send_error(c, conditions.err());
     auto plan = plan_body(c, checksum_algorithm::none);
     if (!plan) co_return co_await send_error(c, plan.err());
     payload_source source(c.ex.body(), c.auth, plan->options);
     // Runs once the body is stored, before it is made durable: every digest it carries must hold.
-    store::record_finisher finish = [&](const store::written_data& written) -> base::result<store::object_record> {
+    store::record_finisher finish =
+        [&](const store::written_data& written) -> base::result<store::object_record> {
         FJORD_TRY(source.verify());
         store::object_record record = metadata;
         record.modified_ms = base::unix_now_ms();
@@ -269,7 +307,8 @@ io::task<void> service::put_object(context& c) {
         }
         return record;
     };
-    store::put_request request{c.req.bucket, c.req.key, plan->size_bytes, _options.max_object_bytes, *conditions};
+    store::put_request request{c.req.bucket, c.req.key, plan->size_bytes, _options.max_object_bytes,
+                               *conditions};
     auto stored = co_await _store.put(request, source, finish);
     if (!stored) co_return co_await send_error(c, stored.err());
     auto headers = c.common_headers();
@@ -284,20 +323,25 @@ namespace {
 // The range a GET of partNumber=n covers (part n of a multipart object; part 1 is all of any other).
 base::result<std::optional<byte_range>> part_range(const store::object_record& r, std::uint64_t n) {
     if (n > r.segments.size() && !(r.segments.empty() && n == 1))
-        return base::fail(base::errc::invalid_part_number, "The requested partnumber is not satisfiable");
+        return base::fail(base::errc::invalid_part_number,
+                          "The requested partnumber is not satisfiable");
     std::uint64_t start = 0;
     for (std::uint64_t i = 0; i + 1 < n; ++i) start += r.segments[i].size_bytes;
     std::uint64_t len = r.segments.empty() ? 0 : r.segments[n - 1].size_bytes;
-    return len == 0 ? std::optional<byte_range>{} : std::optional<byte_range>{byte_range{start, len}};
+    return len == 0 ? std::optional<byte_range>{}
+                    : std::optional<byte_range>{byte_range{start, len}};
 }
 
-base::result<std::optional<std::uint64_t>> part_number_of(const s3_request& req, const http::request_head& head) {
+base::result<std::optional<std::uint64_t>> part_number_of(const s3_request& req,
+                                                          const http::request_head& head) {
     if (!req.has("partNumber")) return std::optional<std::uint64_t>{};
     auto n = base::parse_u64(req.param("partNumber"));
     if (!n || *n < 1 || *n > 10000)
-        return base::fail(base::errc::invalid_argument, "Part number must be an integer between 1 and 10000, inclusive");
+        return base::fail(base::errc::invalid_argument,
+                          "Part number must be an integer between 1 and 10000, inclusive");
     if (!head.value_of("range").empty())
-        return base::fail(base::errc::invalid_request, "Cannot specify both Range header and partNumber query parameter");
+        return base::fail(base::errc::invalid_request,
+                          "Cannot specify both Range header and partNumber query parameter");
     return std::optional<std::uint64_t>{*n};
 }
 
@@ -311,25 +355,30 @@ io::task<void> service::get_object(context& c, bool head_only) {
     response_sink sink(c.ex);
     std::optional<store::object_record> seen;  // the record an error answer describes (304, 416)
     // Chooses the answer once the store has the record: conditions, range, and the response head.
-    store::read_planner plan = [&](const store::object_record& r) -> base::result<std::optional<store::byte_range>> {
+    store::read_planner plan =
+        [&](const store::object_record& r) -> base::result<std::optional<store::byte_range>> {
         seen = r;
         FJORD_TRY(check_read_conditions(head, r));
-        auto range = *part_number ? part_range(r, **part_number) : parse_range(head.value_of("range"), r.size_bytes);
+        auto range = *part_number ? part_range(r, **part_number)
+                                  : parse_range(head.value_of("range"), r.size_bytes);
         if (!range) return range.as_failure();
         auto headers = c.common_headers();
-        bool checksum_mode = base::iequals(head.value_of("x-amz-checksum-mode"), "ENABLED") && !*range;
+        bool checksum_mode =
+            base::iequals(head.value_of("x-amz-checksum-mode"), "ENABLED") && !*range;
         add_object_headers(headers, r, c.req, checksum_mode);
-        if (!r.tags.empty()) headers.emplace_back("x-amz-tagging-count", std::to_string(r.tags.size()));
+        if (!r.tags.empty())
+            headers.emplace_back("x-amz-tagging-count", std::to_string(r.tags.size()));
         if (*part_number)
-            headers.emplace_back("x-amz-mp-parts-count", std::to_string(std::max<std::size_t>(r.segments.size(), 1)));
+            headers.emplace_back("x-amz-mp-parts-count",
+                                 std::to_string(std::max<std::size_t>(r.segments.size(), 1)));
         store::byte_range read{0, r.size_bytes};
         int status = 200;
         if (*range) {
             read = {(*range)->first, (*range)->length};
             status = 206;
             headers.emplace_back("Content-Range", "bytes " + std::to_string(read.first) + "-" +
-                                                      std::to_string(read.first + read.length - 1) + "/" +
-                                                      std::to_string(r.size_bytes));
+                                                      std::to_string(read.first + read.length - 1) +
+                                                      "/" + std::to_string(r.size_bytes));
         }
         sink.prepare(status, std::move(headers), read.length);
         if (head_only || read.length == 0) return std::optional<store::byte_range>{};
@@ -342,15 +391,18 @@ io::task<void> service::get_object(context& c, bool head_only) {
     }
     if (c.ex.head_sent()) {
         // Bytes already left: the only honest signal left is to cut the connection short.
-        if (got.code() == base::errc::data_corrupted) (void)read_failure(c, c.req.bucket, c.req.key, got.err());
+        if (got.code() == base::errc::data_corrupted)
+            (void)read_failure(c, c.req.bucket, c.req.key, got.err());
         c.ex.close_after();
         co_return;
     }
     if (got.code() == base::errc::not_modified && seen) {
         auto headers = c.common_headers();
         headers.emplace_back("ETag", "\"" + seen->etag + "\"");
-        headers.emplace_back("Last-Modified", base::format_http_date(static_cast<std::time_t>(seen->modified_ms / 1000)));
-        co_return (void)co_await c.ex.send_all(304, headers, "");
+        headers.emplace_back(
+            "Last-Modified",
+            base::format_http_date(static_cast<std::time_t>(seen->modified_ms / 1000)));
+        co_return (void) co_await c.ex.send_all(304, headers, "");
     }
     if (got.code() == base::errc::invalid_range && seen) {
         auto headers = c.common_headers();
@@ -359,8 +411,10 @@ io::task<void> service::get_object(context& c, bool head_only) {
         // The AWS CRT (s3torchconnector, mountpoint-s3) recognises an empty object by ActualObjectSize
         // in this error and then repeats its first ranged GET without the range.
         std::vector<std::pair<std::string, std::string>> details{
-            {"RangeRequested", std::string(head.value_of("range"))}, {"ActualObjectSize", std::to_string(seen->size_bytes)}};
-        co_return (void)co_await c.ex.send_all(416, headers, error_xml(got.err(), c.req.resource, c.request_id, details));
+            {"RangeRequested", std::string(head.value_of("range"))},
+            {"ActualObjectSize", std::to_string(seen->size_bytes)}};
+        co_return (void) co_await c.ex.send_all(
+            416, headers, error_xml(got.err(), c.req.resource, c.request_id, details));
     }
     co_await send_error(c, read_failure(c, c.req.bucket, c.req.key, got.err()));
 }

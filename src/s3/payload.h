@@ -20,13 +20,13 @@
 namespace fjord::s3 {
 
 struct payload_options {
-    bool aws_chunked = false;                        // a STREAMING-* payload
-    std::optional<std::uint64_t> decoded_length;     // x-amz-decoded-content-length
-    std::optional<std::string> content_md5;          // raw 16 bytes from Content-MD5
-    bool compute_md5 = false;                        // for an MD5 ETag
+    bool aws_chunked = false;                     // a STREAMING-* payload
+    std::optional<std::uint64_t> decoded_length;  // x-amz-decoded-content-length
+    std::optional<std::string> content_md5;       // raw 16 bytes from Content-MD5
+    bool compute_md5 = false;                     // for an MD5 ETag
     checksum_algorithm checksum = checksum_algorithm::none;
-    std::optional<std::string> checksum_expected;    // base64 from a header; else from the trailer
-    bool checksum_from_trailer = false;              // x-amz-trailer names the checksum
+    std::optional<std::string> checksum_expected;  // base64 from a header; else from the trailer
+    bool checksum_from_trailer = false;            // x-amz-trailer names the checksum
 };
 
 class payload_source final : public store::byte_source {

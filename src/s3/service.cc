@@ -21,7 +21,8 @@ constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-
 std::string next_request_id() {
     thread_local std::uint64_t counter = static_cast<std::uint64_t>(base::unix_now_ms()) << 16;
     char buf[24];
-    std::snprintf(buf, sizeof buf, "%02X%014llX", io::reactor::on_reactor_thread() ? io::reactor::current().core() : 0,
+    std::snprintf(buf, sizeof buf, "%02X%014llX",
+                  io::reactor::on_reactor_thread() ? io::reactor::current().core() : 0,
                   static_cast<unsigned long long>(++counter & 0xFFFFFFFFFFFFFFULL));
     return buf;
 }
@@ -35,24 +36,28 @@ std::string_view host_without_port(std::string_view host) {
     return colon == std::string_view::npos ? host : host.substr(0, colon);
 }
 
-base::result<s3_request> route(const http::request_head& head, const std::vector<std::string>& domains) {
+base::result<s3_request> route(const http::request_head& head,
+                               const std::vector<std::string>& domains) {
     s3_request r;
     std::string_view path = head.path;
     std::string_view host = host_without_port(head.value_of("host"));
     std::string host_bucket;
     for (const auto& domain : domains) {
-        if (host.size() > domain.size() + 1 && base::iequals(host.substr(host.size() - domain.size()), domain) &&
+        if (host.size() > domain.size() + 1 &&
+            base::iequals(host.substr(host.size() - domain.size()), domain) &&
             host[host.size() - domain.size() - 1] == '.') {
             host_bucket = base::to_lower(host.substr(0, host.size() - domain.size() - 1));
             break;
         }
     }
-    if (path.empty() || path.front() != '/') return base::fail(base::errc::invalid_uri, "bad request path");
+    if (path.empty() || path.front() != '/')
+        return base::fail(base::errc::invalid_uri, "bad request path");
     std::string_view rest = path.substr(1);
     if (host_bucket.empty()) {
         auto slash = rest.find('/');
         auto bucket = base::uri_decode(rest.substr(0, slash), false);
-        if (!bucket) return base::fail(base::errc::invalid_uri, "bad percent-encoding in the bucket name");
+        if (!bucket)
+            return base::fail(base::errc::invalid_uri, "bad percent-encoding in the bucket name");
         r.bucket = std::move(*bucket);
         rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
     } else {
@@ -64,7 +69,8 @@ base::result<s3_request> route(const http::request_head& head, const std::vector
     // Keys and bucket names are UTF-8, as S3's are: bytes that are not (%ff, the overlong %c0%ae, the
     // surrogate %ed%a0%80) could be stored but never listed in a well-formed document.
     if (!base::is_valid_utf8(r.key) || !base::is_valid_utf8(r.bucket))
-        return base::fail(base::errc::invalid_uri, "Couldn't parse the specified URI: the key is not UTF-8.");
+        return base::fail(base::errc::invalid_uri,
+                          "Couldn't parse the specified URI: the key is not UTF-8.");
     if (r.key.size() > 1024) return base::fail(base::errc::key_too_long, "Your key is too long");
     std::string_view query = head.query;
     while (!query.empty()) {
@@ -74,12 +80,16 @@ base::result<s3_request> route(const http::request_head& head, const std::vector
         if (part.empty()) continue;
         auto eq = part.find('=');
         auto name = base::uri_decode(part.substr(0, eq), true);
-        auto value = base::uri_decode(eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1), true);
-        if (!name || !value) return base::fail(base::errc::invalid_uri, "bad percent-encoding in the query");
+        auto value = base::uri_decode(
+            eq == std::string_view::npos ? std::string_view{} : part.substr(eq + 1), true);
+        if (!name || !value)
+            return base::fail(base::errc::invalid_uri, "bad percent-encoding in the query");
         // Parameters come back in listings (prefix, markers, delimiter): UTF-8 only, as keys. The
         // response-* overrides become header values instead, which may hold other bytes.
-        if (!base::is_valid_utf8(*name) || (!name->starts_with("response-") && !base::is_valid_utf8(*value)))
-            return base::fail(base::errc::invalid_uri, "Couldn't parse the specified URI: a query parameter is not UTF-8.");
+        if (!base::is_valid_utf8(*name) ||
+            (!name->starts_with("response-") && !base::is_valid_utf8(*value)))
+            return base::fail(base::errc::invalid_uri,
+                              "Couldn't parse the specified URI: a query parameter is not UTF-8.");
         r.query.emplace_back(std::move(*name), std::move(*value));
     }
     r.resource = "/" + r.bucket + (r.key.empty() ? "" : "/" + r.key);
@@ -87,7 +97,8 @@ base::result<s3_request> route(const http::request_head& head, const std::vector
 }
 
 base::error method_not_allowed() {
-    return {base::errc::method_not_allowed, "The specified method is not allowed against this resource."};
+    return {base::errc::method_not_allowed,
+            "The specified method is not allowed against this resource."};
 }
 
 bool is_health_check(const http::request_head& head) {
@@ -99,8 +110,8 @@ bool is_health_check(const http::request_head& head) {
 // of a bucket named "metrics": SDKs list with parameters (list-type=2, encoding-type=url), and a
 // virtual-hosted request for the key "metrics" routes to its own bucket and key.
 bool is_metrics_request(const http::request_head& head, const s3_request& r) {
-    return head.verb == http::method::get && head.path == "/metrics" && head.query.empty() && r.bucket == "metrics" &&
-           r.key.empty();
+    return head.verb == http::method::get && head.path == "/metrics" && head.query.empty() &&
+           r.bucket == "metrics" && r.key.empty();
 }
 
 // The operation class a routed request counts under; dispatch() turns it into `other` when it finds no
@@ -113,7 +124,8 @@ base::operation_class operation_of(http::method verb, const s3_request& r) {
         if (r.has("uploads")) return op::list;
         if (r.has("delete")) return op::remove;
         if (verb == method::get) return r.has("location") ? op::bucket : op::list;
-        if (verb == method::put || verb == method::delete_ || verb == method::head) return op::bucket;
+        if (verb == method::put || verb == method::delete_ || verb == method::head)
+            return op::bucket;
         return op::other;
     }
     if (r.has("uploads")) return op::multipart;
@@ -138,10 +150,30 @@ base::operation_class operation_class_of(const http::request_head& head, const s
 // logged with the operation it tried.
 enum class s3_op {
     none,  // no operation: `refusal` says why
-    list_buckets, create_bucket, delete_bucket, head_bucket, bucket_location, list_objects, list_objects_v2,
-    list_multipart_uploads, delete_objects, create_multipart_upload, upload_part, upload_part_copy,
-    complete_multipart_upload, abort_multipart_upload, list_parts, put_object_tagging, get_object_tagging,
-    delete_object_tagging, get_object_attributes, copy_object, put_object, get_object, head_object, delete_object,
+    list_buckets,
+    create_bucket,
+    delete_bucket,
+    head_bucket,
+    bucket_location,
+    list_objects,
+    list_objects_v2,
+    list_multipart_uploads,
+    delete_objects,
+    create_multipart_upload,
+    upload_part,
+    upload_part_copy,
+    complete_multipart_upload,
+    abort_multipart_upload,
+    list_parts,
+    put_object_tagging,
+    get_object_tagging,
+    delete_object_tagging,
+    get_object_attributes,
+    copy_object,
+    put_object,
+    get_object,
+    head_object,
+    delete_object,
 };
 
 struct chosen_operation {
@@ -159,14 +191,36 @@ base::error not_implemented_subresource(std::string_view sub) {
 
 chosen_operation choose_bucket_operation(http::method verb, const s3_request& r) {
     using http::method;
-    if (r.has("uploads") && verb == method::get) return named(s3_op::list_multipart_uploads, "ListMultipartUploads");
-    if (r.has("delete") && verb == method::post) return named(s3_op::delete_objects, "DeleteObjects");
-    static constexpr std::string_view unsupported[] = {"uploads", "delete", "versioning", "acl", "policy", "lifecycle",
-                                                       "cors", "tagging", "encryption", "object-lock", "replication",
-                                                       "website", "logging", "notification", "versions", "accelerate",
-                                                       "requestPayment", "ownershipControls", "publicAccessBlock",
-                                                       "analytics", "inventory", "metrics", "intelligent-tiering",
-                                                       "policyStatus", "session", "metadataTable"};
+    if (r.has("uploads") && verb == method::get)
+        return named(s3_op::list_multipart_uploads, "ListMultipartUploads");
+    if (r.has("delete") && verb == method::post)
+        return named(s3_op::delete_objects, "DeleteObjects");
+    static constexpr std::string_view unsupported[] = {"uploads",
+                                                       "delete",
+                                                       "versioning",
+                                                       "acl",
+                                                       "policy",
+                                                       "lifecycle",
+                                                       "cors",
+                                                       "tagging",
+                                                       "encryption",
+                                                       "object-lock",
+                                                       "replication",
+                                                       "website",
+                                                       "logging",
+                                                       "notification",
+                                                       "versions",
+                                                       "accelerate",
+                                                       "requestPayment",
+                                                       "ownershipControls",
+                                                       "publicAccessBlock",
+                                                       "analytics",
+                                                       "inventory",
+                                                       "metrics",
+                                                       "intelligent-tiering",
+                                                       "policyStatus",
+                                                       "session",
+                                                       "metadataTable"};
     for (auto sub : unsupported)
         if (r.has(sub)) return refused(not_implemented_subresource(sub));
     switch (verb) {
@@ -178,12 +232,14 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
             if (r.param("list-type") == "2") return named(s3_op::list_objects_v2, "ListObjectsV2");
             return named(s3_op::list_objects, "ListObjects");
         case method::post:
-            return refused({base::errc::not_implemented, "Fjord does not implement browser POST uploads"});
+            return refused(
+                {base::errc::not_implemented, "Fjord does not implement browser POST uploads"});
         default: return refused(method_not_allowed());
     }
 }
 
-chosen_operation choose_object_operation(http::method verb, const s3_request& r, const http::request_head& head) {
+chosen_operation choose_object_operation(http::method verb, const s3_request& r,
+                                         const http::request_head& head) {
     using http::method;
     const bool copy_source = !head.value_of("x-amz-copy-source").empty();
     if (r.has("uploads"))
@@ -194,8 +250,10 @@ chosen_operation choose_object_operation(http::method verb, const s3_request& r,
             case method::put:
                 return copy_source ? named(s3_op::upload_part_copy, "UploadPartCopy")
                                    : named(s3_op::upload_part, "UploadPart");
-            case method::post: return named(s3_op::complete_multipart_upload, "CompleteMultipartUpload");
-            case method::delete_: return named(s3_op::abort_multipart_upload, "AbortMultipartUpload");
+            case method::post:
+                return named(s3_op::complete_multipart_upload, "CompleteMultipartUpload");
+            case method::delete_:
+                return named(s3_op::abort_multipart_upload, "AbortMultipartUpload");
             case method::get: return named(s3_op::list_parts, "ListParts");
             default: break;
         }
@@ -208,14 +266,17 @@ chosen_operation choose_object_operation(http::method verb, const s3_request& r,
             default: break;
         }
     }
-    if (r.has("attributes") && verb == method::get) return named(s3_op::get_object_attributes, "GetObjectAttributes");
-    static constexpr std::string_view unsupported[] = {"uploads", "uploadId", "tagging", "acl", "retention",
-                                                       "legal-hold", "attributes", "restore", "torrent",
-                                                       "select", "renameObject"};
+    if (r.has("attributes") && verb == method::get)
+        return named(s3_op::get_object_attributes, "GetObjectAttributes");
+    static constexpr std::string_view unsupported[] = {
+        "uploads",    "uploadId", "tagging", "acl",    "retention",   "legal-hold",
+        "attributes", "restore",  "torrent", "select", "renameObject"};
     for (auto sub : unsupported)
         if (r.has(sub)) return refused(not_implemented_subresource(sub));
     switch (verb) {
-        case method::put: return copy_source ? named(s3_op::copy_object, "CopyObject") : named(s3_op::put_object, "PutObject");
+        case method::put:
+            return copy_source ? named(s3_op::copy_object, "CopyObject")
+                               : named(s3_op::put_object, "PutObject");
         case method::get: return named(s3_op::get_object, "GetObject");
         case method::head: return named(s3_op::head_object, "HeadObject");
         case method::delete_: return named(s3_op::delete_object, "DeleteObject");
@@ -225,7 +286,8 @@ chosen_operation choose_object_operation(http::method verb, const s3_request& r,
 
 chosen_operation choose_operation(const http::request_head& head, const s3_request& r) {
     if (r.bucket.empty())
-        return head.verb == http::method::get ? named(s3_op::list_buckets, "ListBuckets") : refused(method_not_allowed());
+        return head.verb == http::method::get ? named(s3_op::list_buckets, "ListBuckets")
+                                              : refused(method_not_allowed());
     if (r.key.empty()) return choose_bucket_operation(head.verb, r);
     return choose_object_operation(head.verb, r, head);
 }
@@ -240,23 +302,27 @@ std::string s3_message(const base::error& err) {
         case base::errc::no_such_upload:
             return "The specified upload does not exist. The upload ID may be invalid, or the upload may have been "
                    "aborted or completed.";
-        case base::errc::precondition_failed: return "At least one of the pre-conditions you specified did not hold";
+        case base::errc::precondition_failed:
+            return "At least one of the pre-conditions you specified did not hold";
         case base::errc::bucket_already_owned_by_you:
             return "Your previous request to create the named bucket succeeded and you already own it.";
         case base::errc::bucket_not_empty: return "The bucket you tried to delete is not empty";
         case base::errc::incomplete_body:
             return "You did not provide the number of bytes specified by the Content-Length HTTP header.";
-        case base::errc::entity_too_large: return "Your proposed upload exceeds the maximum allowed object size.";
+        case base::errc::entity_too_large:
+            return "Your proposed upload exceeds the maximum allowed object size.";
         default: return err.message;
     }
 }
 
-std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id,
+std::string error_xml(const base::error& err, std::string_view resource,
+                      std::string_view request_id,
                       const std::vector<std::pair<std::string, std::string>>& details) {
     xml_writer x;
     x.open("Error");
     x.element("Code", base::errc_s3_code(err.code));
-    x.element("Message", err.message.empty() ? std::string(base::errc_name(err.code)) : err.message);
+    x.element("Message",
+              err.message.empty() ? std::string(base::errc_name(err.code)) : err.message);
     for (const auto& [name, value] : details) x.element(name, value);
     x.element("Resource", resource);
     x.element("RequestId", request_id);
@@ -277,7 +343,8 @@ std::string_view s3_request::param(std::string_view name) const {
 bool valid_bucket_name(std::string_view name) {
     if (name.size() < 3 || name.size() > 63) return false;
     for (char c : name)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-')) return false;
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-'))
+            return false;
     auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
     if (!alnum(name.front()) || !alnum(name.back())) return false;
     if (name.find("..") != std::string_view::npos || name.find(".-") != std::string_view::npos ||
@@ -289,13 +356,16 @@ bool valid_bucket_name(std::string_view name) {
     int dots = 0;
     bool digits_and_dots = true;
     for (char c : name) {
-        if (c == '.') ++dots;
-        else if (c < '0' || c > '9') digits_and_dots = false;
+        if (c == '.')
+            ++dots;
+        else if (c < '0' || c > '9')
+            digits_and_dots = false;
     }
     return !(digits_and_dots && dots == 3);  // looks like an IPv4 address
 }
 
-service::service(store::object_store& store, service_options options, base::metrics& metrics, access_log* log)
+service::service(store::object_store& store, service_options options, base::metrics& metrics,
+                 access_log* log)
     : _store(store), _options(std::move(options)), _metrics(metrics), _access_log(log) {
     // A signature scoped to another region is refused, as S3 refuses it (the client learns the right one
     // from the error's <Region>).
@@ -303,10 +373,12 @@ service::service(store::object_store& store, service_options options, base::metr
 }
 
 base::metrics::shard& service::local_metrics() {
-    return io::reactor::on_reactor_thread() ? _metrics.for_core(io::reactor::current().core()) : _metrics.shared();
+    return io::reactor::on_reactor_thread() ? _metrics.for_core(io::reactor::current().core())
+                                            : _metrics.shared();
 }
 
-std::string service::protocol_error_response(const base::error& err, std::string_view remote_address) {
+std::string service::protocol_error_response(const base::error& err,
+                                             std::string_view remote_address) {
     std::string id = next_request_id();
     std::string body = error_xml(err, "/", id);
     int status = base::errc_http_status(err.code);
@@ -320,11 +392,14 @@ std::string service::protocol_error_response(const base::error& err, std::string
         entry.request_id = id;
         _access_log->record(entry);
     }
-    return http::format_response_head(status, {{"Content-Type", "application/xml"}, {"x-amz-request-id", id}},
-                                      body.size(), true) + body;
+    return http::format_response_head(
+               status, {{"Content-Type", "application/xml"}, {"x-amz-request-id", id}}, body.size(),
+               true) +
+           body;
 }
 
-io::task<void> service::send_error(context& c, const base::error& err, http::header_list extra_headers) {
+io::task<void> service::send_error(context& c, const base::error& err,
+                                   http::header_list extra_headers) {
     int status = base::errc_http_status(err.code);
     auto headers = c.common_headers();
     for (auto& h : extra_headers) headers.push_back(std::move(h));
@@ -335,35 +410,38 @@ io::task<void> service::send_error(context& c, const base::error& err, http::hea
     base::error shown{err.code, s3_message(err)};
     // 501 is a client asking for what we lack, and 503 SlowDown a client going too fast (counted in
     // fjord_slowdown_total): neither is worth a log line per request. Corruption has its own line.
-    const bool logged = err.code == base::errc::slow_down || (err.code == base::errc::data_corrupted && c.corruption_logged);
+    const bool logged = err.code == base::errc::slow_down ||
+                        (err.code == base::errc::data_corrupted && c.corruption_logged);
     if (status >= 500 && status != 501 && !logged) {
         // The details (file names, errno text) are for the operator's log, not for the client.
         std::string method(c.ex.head().method_text);
-        LOG_WARN("%s %s -> %d %s (request %s)", method.c_str(), c.req.resource.c_str(), status, err.message.c_str(),
-                 c.request_id.c_str());
+        LOG_WARN("%s %s -> %d %s (request %s)", method.c_str(), c.req.resource.c_str(), status,
+                 err.message.c_str(), c.request_id.c_str());
         if (status == 500) shown.message = "We encountered an internal error. Please try again.";
-        if (err.code == base::errc::storage_full) shown.message = "The server has no space left to store this object.";
+        if (err.code == base::errc::storage_full)
+            shown.message = "The server has no space left to store this object.";
     }
     headers.emplace_back("Content-Type", "application/xml");
     std::vector<std::pair<std::string, std::string>> details;
     if (err.code == base::errc::wrong_region || err.code == base::errc::wrong_region_presigned)
         details.emplace_back("Region", _options.region);
-    std::string body = error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource,
-                                 c.request_id, details);
+    std::string body =
+        error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource,
+                  c.request_id, details);
     (void)co_await c.ex.send_all(status, headers, body);
 }
 
-base::error service::read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,
-                                  std::string_view role) {
+base::error service::read_failure(context& c, std::string_view bucket, std::string_view key,
+                                  base::error err, std::string_view role) {
     if (err.code == base::errc::not_found) err.code = base::errc::data_corrupted;
     if (err.code != base::errc::data_corrupted) return err;
     local_metrics().add(base::counter::data_corrupted);
     c.corruption_logged = true;
     std::string method(c.ex.head().method_text);
-    LOG_ERROR("data corrupted: s3://%.*s/%.*s%s%.*s: %s (%s %s, request %s)", static_cast<int>(bucket.size()),
-              bucket.data(), static_cast<int>(key.size()), key.data(), role.empty() ? "" : " as ",
-              static_cast<int>(role.size()), role.data(), err.message.c_str(), method.c_str(),
-              c.req.resource.c_str(), c.request_id.c_str());
+    LOG_ERROR("data corrupted: s3://%.*s/%.*s%s%.*s: %s (%s %s, request %s)",
+              static_cast<int>(bucket.size()), bucket.data(), static_cast<int>(key.size()),
+              key.data(), role.empty() ? "" : " as ", static_cast<int>(role.size()), role.data(),
+              err.message.c_str(), method.c_str(), c.req.resource.c_str(), c.request_id.c_str());
     return err;
 }
 
@@ -382,9 +460,10 @@ io::task<void> service::send_metrics(context& c) {
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", std::string(base::prometheus_content_type));
     store::storage_stats st = _store.stats();
-    base::storage_figures storage{st.spare_files_kept, st.spare_files_reused, st.spare_files_removed, st.spare_bytes,
-                                  st.reserved_ahead_bytes};
-    (void)co_await c.ex.send_all(200, headers, base::render_prometheus(_metrics.collect(), storage));
+    base::storage_figures storage{st.spare_files_kept, st.spare_files_reused,
+                                  st.spare_files_removed, st.spare_bytes, st.reserved_ahead_bytes};
+    (void)co_await c.ex.send_all(200, headers,
+                                 base::render_prometheus(_metrics.collect(), storage));
 }
 
 io::task<void> service::handle(http::exchange& ex) {
@@ -395,7 +474,8 @@ io::task<void> service::handle(http::exchange& ex) {
     log_access(c);
 }
 
-io::task<void> service::refuse(http::exchange& ex, const base::error& err, std::int64_t retry_after_ms) {
+io::task<void> service::refuse(http::exchange& ex, const base::error& err,
+                               std::int64_t retry_after_ms) {
     context c{ex, {}, next_request_id(), {}};
     c.received_ms = base::unix_now_ms();
     if (auto routed = route(ex.head(), _options.domains)) {
@@ -458,10 +538,12 @@ void service::log_auth_failure(const context& c, const base::error& err) {
     std::string method(c.ex.head().method_text);
     std::string suppressed;
     if (t_auth_log_suppressed > 0)
-        suppressed = "; " + std::to_string(std::exchange(t_auth_log_suppressed, 0)) + " more not logged before this";
+        suppressed = "; " + std::to_string(std::exchange(t_auth_log_suppressed, 0)) +
+                     " more not logged before this";
     LOG_WARN("authentication failed: %.*s for %s %s from %.*s (access key '%s', request %s%s)",
-             static_cast<int>(base::errc_s3_code(err.code).size()), base::errc_s3_code(err.code).data(),
-             method.c_str(), c.req.resource.empty() ? "/" : c.req.resource.c_str(),
+             static_cast<int>(base::errc_s3_code(err.code).size()),
+             base::errc_s3_code(err.code).data(), method.c_str(),
+             c.req.resource.empty() ? "/" : c.req.resource.c_str(),
              static_cast<int>(c.ex.remote_address().size()), c.ex.remote_address().data(),
              claimed_access_key(c.ex.head()).c_str(), c.request_id.c_str(), suppressed.c_str());
 }
@@ -485,7 +567,8 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     headers.reserve(head.headers.size());
     for (const auto& h : head.headers) headers.push_back({h.name, h.value});
     auth::request_view view{head.method_text, head.path, head.query, headers};
-    auto auth = auth::verify_request(view, _options.credentials, base::unix_now_ms() / 1000, _options.auth);
+    auto auth =
+        auth::verify_request(view, _options.credentials, base::unix_now_ms() / 1000, _options.auth);
     if (!auth) {
         log_auth_failure(c, auth.err());
         co_return co_await send_error(c, auth.err());
@@ -531,10 +614,16 @@ io::task<void> service::dispatch(context& c) {
 io::task<void> service::list_buckets(context& c) {
     xml_writer x;
     x.open("ListAllMyBucketsResult", s3_xmlns);
-    x.open("Owner").element("ID", c.auth.access_key).element("DisplayName", c.auth.access_key).close("Owner");
+    x.open("Owner")
+        .element("ID", c.auth.access_key)
+        .element("DisplayName", c.auth.access_key)
+        .close("Owner");
     x.open("Buckets");
     for (const auto& b : _store.list_buckets())
-        x.open("Bucket").element("Name", b.name).element("CreationDate", base::format_iso8601_ms(b.created_ms)).close("Bucket");
+        x.open("Bucket")
+            .element("Name", b.name)
+            .element("CreationDate", base::format_iso8601_ms(b.created_ms))
+            .close("Bucket");
     x.close("Buckets");
     x.close("ListAllMyBucketsResult");
     co_await send_xml(c, 200, x.take());
@@ -542,7 +631,8 @@ io::task<void> service::list_buckets(context& c) {
 
 io::task<void> service::create_bucket(context& c) {
     if (!valid_bucket_name(c.req.bucket))
-        co_return co_await send_error(c, {base::errc::invalid_bucket_name, "The specified bucket is not valid."});
+        co_return co_await send_error(
+            c, {base::errc::invalid_bucket_name, "The specified bucket is not valid."});
     // The optional CreateBucketConfiguration body only names a location; any region is accepted.
     std::vector<std::byte> scratch(4096);
     std::size_t total = 0;
@@ -551,7 +641,8 @@ io::task<void> service::create_bucket(context& c) {
         if (!n) co_return co_await send_error(c, n.err());
         if (*n == 0) break;
         total += *n;
-        if (total > 64 * 1024) co_return co_await send_error(c, {base::errc::malformed_xml, "request body too large"});
+        if (total > 64 * 1024)
+            co_return co_await send_error(c, {base::errc::malformed_xml, "request body too large"});
     }
     auto created = co_await _store.create_bucket(c.req.bucket);
     if (!created) co_return co_await send_error(c, created.err());
@@ -596,18 +687,22 @@ base::result<store::list_request> parse_list_request(const s3_request& r, bool v
     lr.max_keys = 1000;
     if (r.has("max-keys")) {
         auto n = base::parse_u64(r.param("max-keys"));
-        if (!n) return base::fail(base::errc::invalid_argument, "max-keys must be a non-negative integer");
+        if (!n)
+            return base::fail(base::errc::invalid_argument,
+                              "max-keys must be a non-negative integer");
         lr.max_keys = static_cast<std::uint32_t>(std::min<std::uint64_t>(*n, 1000));
     }
     std::string_view encoding = r.param("encoding-type");
     if (!encoding.empty() && encoding != "url")
-        return base::fail(base::errc::invalid_argument, "Invalid Encoding Method specified in Request");
+        return base::fail(base::errc::invalid_argument,
+                          "Invalid Encoding Method specified in Request");
     if (!v2) {
         lr.start_after = std::string(r.param("marker"));
     } else if (r.has("continuation-token")) {
         auto decoded = base::base64_decode(r.param("continuation-token"));
         if (!decoded || decoded->empty())
-            return base::fail(base::errc::invalid_argument, "The continuation token provided is incorrect");
+            return base::fail(base::errc::invalid_argument,
+                              "The continuation token provided is incorrect");
         lr.start_after = *decoded;
     } else {
         lr.start_after = std::string(r.param("start-after"));
@@ -618,10 +713,12 @@ base::result<store::list_request> parse_list_request(const s3_request& r, bool v
 // Whether the page must be sent URL-encoded: when asked for, and also when a key XML 1.0 cannot carry (a
 // C0 control character) would make the page unreadable or lose the key; such a page says it is encoded,
 // as if encoding-type=url had been asked for.
-bool list_url_encoded(const s3_request& r, const store::list_request& lr, const store::list_page& page) {
+bool list_url_encoded(const s3_request& r, const store::list_request& lr,
+                      const store::list_page& page) {
     if (r.param("encoding-type") == "url") return true;
     bool representable = xml_representable(lr.prefix) && xml_representable(lr.delimiter) &&
-                         xml_representable(lr.start_after) && xml_representable(r.param("start-after"));
+                         xml_representable(lr.start_after) &&
+                         xml_representable(r.param("start-after"));
     for (const auto& e : page.entries) representable = representable && xml_representable(e.name);
     return !representable;
 }
@@ -635,7 +732,8 @@ std::string list_result_xml(const s3_request& r, bool v2, const store::list_requ
     x.open("ListBucketResult", s3_xmlns);
     x.element("Name", r.bucket).element("Prefix", enc(lr.prefix));
     if (v2) {
-        if (r.has("continuation-token")) x.element("ContinuationToken", r.param("continuation-token"));
+        if (r.has("continuation-token"))
+            x.element("ContinuationToken", r.param("continuation-token"));
         if (r.has("start-after")) x.element("StartAfter", enc(std::string(r.param("start-after"))));
     } else {
         x.element("Marker", enc(lr.start_after));
@@ -647,8 +745,10 @@ std::string list_result_xml(const s3_request& r, bool v2, const store::list_requ
     x.element_bool("IsTruncated", page.truncated);
     if (page.truncated && !page.entries.empty()) {
         const std::string& last = page.entries.back().name;
-        if (v2) x.element("NextContinuationToken", base::base64_encode(last));
-        else x.element("NextMarker", enc(last));
+        if (v2)
+            x.element("NextContinuationToken", base::base64_encode(last));
+        else
+            x.element("NextMarker", enc(last));
     }
     for (const auto& e : page.entries) {
         if (e.is_prefix) continue;
@@ -663,7 +763,8 @@ std::string list_result_xml(const s3_request& r, bool v2, const store::list_requ
         x.close("Contents");
     }
     for (const auto& e : page.entries)
-        if (e.is_prefix) x.open("CommonPrefixes").element("Prefix", enc(e.name)).close("CommonPrefixes");
+        if (e.is_prefix)
+            x.open("CommonPrefixes").element("Prefix", enc(e.name)).close("CommonPrefixes");
     x.close("ListBucketResult");
     return x.take();
 }
@@ -694,12 +795,15 @@ io::task<base::result<std::string>> service::read_verified_body(context& c, std:
     po.aws_chunked = c.auth.mode == auth::payload_mode::streaming_signed ||
                      c.auth.mode == auth::payload_mode::streaming_signed_trailer ||
                      c.auth.mode == auth::payload_mode::streaming_unsigned_trailer;
-    if (po.aws_chunked) po.decoded_length = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
+    if (po.aws_chunked)
+        po.decoded_length = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
     FJORD_CO_TRY(checksum_options(head, po));
     std::string_view content_md5 = head.value_of("content-md5");
     if (!content_md5.empty()) {
         auto raw = base::base64_decode(content_md5);
-        if (!raw || raw->size() != 16) co_return base::fail(base::errc::invalid_digest, "The Content-MD5 you specified is not valid.");
+        if (!raw || raw->size() != 16)
+            co_return base::fail(base::errc::invalid_digest,
+                                 "The Content-MD5 you specified is not valid.");
         po.content_md5 = *raw;
     }
     payload_source source(c.ex.body(), c.auth, po);
@@ -709,7 +813,8 @@ io::task<base::result<std::string>> service::read_verified_body(context& c, std:
         auto n = co_await source.read(chunk.data(), chunk.size());
         if (!n) co_return n.as_failure();
         if (*n == 0) break;
-        if (body.size() + *n > limit) co_return base::fail(base::errc::malformed_xml, "request body too large");
+        if (body.size() + *n > limit)
+            co_return base::fail(base::errc::malformed_xml, "request body too large");
         body.append(reinterpret_cast<const char*>(chunk.data()), *n);
     }
     FJORD_CO_TRY(source.verify());

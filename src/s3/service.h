@@ -31,7 +31,7 @@ struct service_options {
     bool etag_md5 = false;
     std::uint64_t etag_md5_max_bytes = 0;
     std::uint64_t max_object_bytes = 5ULL * 1024 * 1024 * 1024;  // single PUT
-    std::size_t max_metadata_bytes = 2048;                         // x-amz-meta-* names + values
+    std::size_t max_metadata_bytes = 2048;                       // x-amz-meta-* names + values
     auth::verify_options auth;
     // GET /metrics without authentication (for a Prometheus scraper on a trusted network). Off: /metrics
     // needs a SigV4 signature like every S3 request.
@@ -51,18 +51,22 @@ struct s3_request {
 class service final : public http::handler {
 public:
     // With `log`, every request is written to the access log (access_log.h).
-    service(store::object_store& store, service_options options, base::metrics& metrics, access_log* log = nullptr);
+    service(store::object_store& store, service_options options, base::metrics& metrics,
+            access_log* log = nullptr);
     io::task<void> handle(http::exchange& ex) override;
     // Answers 503 SlowDown with x-amz-retry-after (milliseconds), which current AWS SDKs wait for
     // before their retry.
-    io::task<void> refuse(http::exchange& ex, const base::error& err, std::int64_t retry_after_ms) override;
-    std::string protocol_error_response(const base::error& err, std::string_view remote_address) override;
+    io::task<void> refuse(http::exchange& ex, const base::error& err,
+                          std::int64_t retry_after_ms) override;
+    std::string protocol_error_response(const base::error& err,
+                                        std::string_view remote_address) override;
 
 private:
     struct context;
     io::task<void> authenticate_and_dispatch(context& c);
     io::task<void> dispatch(context& c);
-    io::task<void> send_error(context& c, const base::error& err, http::header_list extra_headers = {});
+    io::task<void> send_error(context& c, const base::error& err,
+                              http::header_list extra_headers = {});
     io::task<void> send_xml(context& c, int status, std::string body);
     // Answers a request dispatch could not give to an operation (counted as operation class `other`).
     io::task<void> send_not_an_operation(context& c, base::error err);
@@ -77,8 +81,8 @@ private:
     // too, so not_found becomes data_corrupted. Damage is logged once, naming bucket and key (and
     // `role`, what the read was for), and counted in fjord_data_corrupted_total. Returns the error to
     // answer with.
-    base::error read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,
-                             std::string_view role = {});
+    base::error read_failure(context& c, std::string_view bucket, std::string_view key,
+                             base::error err, std::string_view role = {});
 
     io::task<void> list_buckets(context& c);
     io::task<void> create_bucket(context& c);
@@ -88,7 +92,8 @@ private:
     io::task<void> list_objects(context& c, bool v2);
     io::task<void> put_object(context& c);
     // The declared size and the digests a PUT or UploadPart body must be checked against.
-    base::result<body_plan> plan_body(const context& c, checksum_algorithm expected_algorithm) const;
+    base::result<body_plan> plan_body(const context& c,
+                                      checksum_algorithm expected_algorithm) const;
     // A request body of at most `limit` bytes, with every digest it carries verified.
     io::task<base::result<std::string>> read_verified_body(context& c, std::size_t limit);
     io::task<void> copy_object(context& c);

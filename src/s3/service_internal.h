@@ -20,9 +20,9 @@ struct service::context {
     std::string request_id;
     auth::auth_result auth;
     base::operation_class op = base::operation_class::other;  // for fjord_requests_total
-    std::string_view operation = "-";                           // the S3 operation, for the access log
-    std::int64_t received_ms = 0;                               // Unix time the request arrived
-    bool corruption_logged = false;                             // send_error need not log it again
+    std::string_view operation = "-";  // the S3 operation, for the access log
+    std::int64_t received_ms = 0;      // Unix time the request arrived
+    bool corruption_logged = false;    // send_error need not log it again
     http::header_list common_headers() const {
         return {{"x-amz-request-id", request_id}, {"x-amz-id-2", request_id}};
     }
@@ -46,7 +46,8 @@ base::result<void> checksum_options(const http::request_head& head, payload_opti
 // The non-MD5 ETag of data written without an MD5 (see docs/ARCHITECTURE.md, ETag policy).
 std::string derived_etag(const store::written_data& written);
 // Parses x-amz-tagging ("k1=v1&k2=v2", URL-encoded) with S3's limits.
-base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(std::string_view text);
+base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(
+    std::string_view text);
 base::result<store::write_conditions> write_conditions_of(const http::request_head& head);
 // Content-Type, the stored headers and x-amz-meta-* of a PUT or CreateMultipartUpload.
 base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
@@ -66,7 +67,8 @@ base::result<std::vector<requested_part>> parse_complete_body(const std::string&
 
 // The S3 <Error> document for an error.
 // `details`: extra elements S3 puts in some errors (InvalidRange: RangeRequested, ActualObjectSize).
-std::string error_xml(const base::error& err, std::string_view resource, std::string_view request_id,
+std::string error_xml(const base::error& err, std::string_view resource,
+                      std::string_view request_id,
                       const std::vector<std::pair<std::string, std::string>>& details = {});
 
 }  // namespace fjord::s3

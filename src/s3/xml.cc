@@ -12,9 +12,10 @@ namespace {
 constexpr std::string_view replacement_character = "\xEF\xBF\xBD";  // U+FFFD
 
 base::failure malformed(std::string_view why) {
-    return base::fail(base::errc::malformed_xml,
-                      "The XML you provided was not well-formed or did not validate against our published schema (" +
-                          std::string(why) + ").");
+    return base::fail(
+        base::errc::malformed_xml,
+        "The XML you provided was not well-formed or did not validate against our published schema (" +
+            std::string(why) + ").");
 }
 
 // Every byte of text is UTF-8 of XML characters.
@@ -67,12 +68,17 @@ std::size_t decode_reference(std::string_view text, std::size_t pos, std::string
     std::uint32_t value = 0;
     for (char c : digits) {
         std::uint32_t d;
-        if (c >= '0' && c <= '9') d = static_cast<std::uint32_t>(c - '0');
-        else if (hex && c >= 'a' && c <= 'f') d = static_cast<std::uint32_t>(c - 'a' + 10);
-        else if (hex && c >= 'A' && c <= 'F') d = static_cast<std::uint32_t>(c - 'A' + 10);
-        else return 0;
+        if (c >= '0' && c <= '9')
+            d = static_cast<std::uint32_t>(c - '0');
+        else if (hex && c >= 'a' && c <= 'f')
+            d = static_cast<std::uint32_t>(c - 'a' + 10);
+        else if (hex && c >= 'A' && c <= 'F')
+            d = static_cast<std::uint32_t>(c - 'A' + 10);
+        else
+            return 0;
         value = value * (hex ? 16 : 10) + d;
-        if (value > 0x10FFFF) return 0;  // no character, however many digits follow (no overflow either)
+        if (value > 0x10FFFF)
+            return 0;  // no character, however many digits follow (no overflow either)
     }
     if (!is_xml_char(value)) return 0;
     append_utf8(out, value);
@@ -84,7 +90,8 @@ std::size_t decode_reference(std::string_view text, std::size_t pos, std::string
 bool decode_text(std::string_view raw, std::string& out) {
     for (std::size_t pos = 0; pos < raw.size();) {
         std::size_t amp = raw.find('&', pos);
-        out.append(raw.substr(pos, amp == std::string_view::npos ? std::string_view::npos : amp - pos));
+        out.append(
+            raw.substr(pos, amp == std::string_view::npos ? std::string_view::npos : amp - pos));
         if (amp == std::string_view::npos) break;
         std::size_t len = decode_reference(raw, amp, out);
         if (len == 0) return false;
@@ -115,9 +122,11 @@ bool references_valid(const pugi::xml_document& doc) {
 // The raw document before pugixml sees it: UTF-8 of XML characters throughout (the Char production holds
 // for the whole document, markup, CDATA and comments alike), and no document type declaration.
 base::result<void> check_request_text(std::string_view body) {
-    if (!chars_allowed(body)) return malformed("bytes that are not UTF-8, or a character XML 1.0 does not allow");
+    if (!chars_allowed(body))
+        return malformed("bytes that are not UTF-8, or a character XML 1.0 does not allow");
     std::string lowered = base::to_lower(body);
-    if (lowered.find("<!doctype") != std::string::npos || lowered.find("<!entity") != std::string::npos)
+    if (lowered.find("<!doctype") != std::string::npos ||
+        lowered.find("<!entity") != std::string::npos)
         return malformed("a document type declaration");
     return {};
 }
@@ -125,8 +134,8 @@ base::result<void> check_request_text(std::string_view body) {
 }  // namespace
 
 bool is_xml_char(std::uint32_t cp) {
-    return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
-           (cp >= 0x10000 && cp <= 0x10FFFF);
+    return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
+           (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
 }
 
 bool xml_representable(std::string_view text) { return chars_allowed(text); }
@@ -180,9 +189,10 @@ xml_writer& xml_writer::element(std::string_view name, std::string_view text) {
 base::result<void> load_request_xml(pugi::xml_document& doc, std::string_view body) {
     FJORD_TRY(check_request_text(body));
     // parse_ws_pcdata_single: an element whose only text is whitespace keeps it (a key may be "  ").
-    const unsigned options = (pugi::parse_default | pugi::parse_ws_pcdata_single) & ~pugi::parse_doctype &
-                             ~pugi::parse_escapes;
-    if (!doc.load_buffer(body.data(), body.size(), options, pugi::encoding_utf8)) return malformed("not well-formed");
+    const unsigned options = (pugi::parse_default | pugi::parse_ws_pcdata_single) &
+                             ~pugi::parse_doctype & ~pugi::parse_escapes;
+    if (!doc.load_buffer(body.data(), body.size(), options, pugi::encoding_utf8))
+        return malformed("not well-formed");
     if (!references_valid(doc)) return malformed("a reference to no XML character, or a bare '&'");
     return {};
 }

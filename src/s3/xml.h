@@ -19,8 +19,12 @@ public:
     xml_writer& open(std::string_view name, std::string_view attributes = {});
     xml_writer& close(std::string_view name);
     xml_writer& element(std::string_view name, std::string_view text);
-    xml_writer& element(std::string_view name, std::uint64_t value) { return element(name, std::to_string(value)); }
-    xml_writer& element_bool(std::string_view name, bool value) { return element(name, value ? "true" : "false"); }
+    xml_writer& element(std::string_view name, std::uint64_t value) {
+        return element(name, std::to_string(value));
+    }
+    xml_writer& element_bool(std::string_view name, bool value) {
+        return element(name, value ? "true" : "false");
+    }
     std::string take() { return std::move(_out); }
 
 private:
@@ -52,6 +56,8 @@ base::result<void> load_request_xml(pugi::xml_document& doc, std::string_view bo
 // (a NUL can never appear in it). Empty for a null node.
 std::string xml_text(const pugi::xml_node& element);
 // The same for the named child element (the first of that name).
-inline std::string xml_child_text(const pugi::xml_node& parent, const char* name) { return xml_text(parent.child(name)); }
+inline std::string xml_child_text(const pugi::xml_node& parent, const char* name) {
+    return xml_text(parent.child(name));
+}
 
 }  // namespace fjord::s3

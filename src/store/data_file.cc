@@ -34,10 +34,13 @@ struct footer_header {
 };
 static_assert(sizeof(footer_header) == footer_header_bytes);
 
-std::uint64_t block_count_of(std::uint64_t size, std::uint32_t block) { return (size + block - 1) / block; }
+std::uint64_t block_count_of(std::uint64_t size, std::uint32_t block) {
+    return (size + block - 1) / block;
+}
 
 base::failure errno_failure(int err, const std::string& what) {
-    if (err == ENOSPC || err == EDQUOT) return base::fail(base::errc::storage_full, what + ": no space left on drive");
+    if (err == ENOSPC || err == EDQUOT)
+        return base::fail(base::errc::storage_full, what + ": no space left on drive");
     return base::fail(base::errc::io_error, what + ": " + strerror(err));
 }
 
@@ -49,26 +52,36 @@ std::uint64_t footer_bytes(std::uint64_t size_bytes, std::uint32_t block_bytes) 
 
 // ---- writer ----
 
-object_writer::object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options,
-                             write_scheduler* scheduler, spare_files* spares)
-    : _drives(drives), _pool(pool), _id(id), _options(options),
+object_writer::object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id,
+                             data_file_options options, write_scheduler* scheduler,
+                             spare_files* spares)
+    : _drives(drives),
+      _pool(pool),
+      _id(id),
+      _options(options),
       _own_scheduler(scheduler ? nullptr
-                               : std::make_unique<write_scheduler>(drives.fs(), drives.size(), options.pipeline_depth,
+                               : std::make_unique<write_scheduler>(drives.fs(), drives.size(),
+                                                                   options.pipeline_depth,
                                                                    pool.buffer_bytes())),
-      _scheduler(scheduler ? scheduler : _own_scheduler.get()), _spares(spares), _drive(drives.place(id)),
+      _scheduler(scheduler ? scheduler : _own_scheduler.get()),
+      _spares(spares),
+      _drive(drives.place(id)),
       _name(drive_set::file_name(id)) {
     FJORD_ASSERT(pool.buffer_bytes() % options.block_bytes == 0);
     FJORD_ASSERT(options.block_bytes % align == 0);
 }
 
-object_writer::~object_writer() { FJORD_ASSERT(_fd < 0, "object_writer destroyed while open: seal or discard it"); }
+object_writer::~object_writer() {
+    FJORD_ASSERT(_fd < 0, "object_writer destroyed while open: seal or discard it");
+}
 
 io::task<base::result<void>> object_writer::open(std::optional<std::uint64_t> expected_size_bytes) {
     int dir = _drives.dir_fd_for(_drive, _id);
     file_system& fs = _drives.fs();
     std::uint64_t total = 0;
     if (expected_size_bytes && *expected_size_bytes > 0)
-        total = base::align_up(*expected_size_bytes, align) + footer_bytes(*expected_size_bytes, _options.block_bytes);
+        total = base::align_up(*expected_size_bytes, align) +
+                footer_bytes(*expected_size_bytes, _options.block_bytes);
     _expected_total = total;
     if (_spares && total > 0 && co_await _spares->take(_drive, total, dir, _name)) {
         int fd = co_await fs.openat(dir, _name, O_WRONLY | O_DIRECT);
@@ -100,10 +113,12 @@ io::task<base::result<void>> object_writer::admit(std::uint64_t bytes) {
     drive_space& space = _drives.space();
     if (space.admits(_drive, bytes)) co_return base::result<void>{};
     // Space kept in spares is given back before the drive counts as full.
-    if (_spares && co_await _spares->release(_drive) && space.admits(_drive, bytes)) co_return base::result<void>{};
+    if (_spares && co_await _spares->release(_drive) && space.admits(_drive, bytes))
+        co_return base::result<void>{};
     _out_of_space = true;
     co_return base::fail(base::errc::storage_full,
-                         "drive " + std::to_string(_drive) + " keeps " + std::to_string(space.floor_bytes(_drive) / base::MiB) +
+                         "drive " + std::to_string(_drive) + " keeps " +
+                             std::to_string(space.floor_bytes(_drive) / base::MiB) +
                              " MiB free; no room for " + std::to_string(bytes) + " more bytes");
 }
 
@@ -112,7 +127,9 @@ io::task<base::result<void>> object_writer::account_to(std::uint64_t end) {
     file_system& fs = _drives.fs();
     while (_accounted_end < end) {
         const bool declared = _expected_total > _accounted_end;
-        std::uint64_t len = declared ? std::min(space.step_bytes(), _expected_total - _accounted_end) : space.step_bytes();
+        std::uint64_t len = declared
+                                ? std::min(space.step_bytes(), _expected_total - _accounted_end)
+                                : space.step_bytes();
         FJORD_CO_TRY(co_await admit(len));
         // Preallocated only while every step so far was (the reserved part is a prefix of the file), and
         // only on the server's budget of space reserved ahead of received bytes.
@@ -155,23 +172,26 @@ io::task<base::result<void>> object_writer::drain(std::vector<slot>& slots) {
     for (auto& s : slots) {
         if (!s.op.in_flight()) continue;
         int rc = co_await s.op;
-        if (rc < 0 && outcome) outcome = failed(-rc, "write data file");
+        if (rc < 0 && outcome)
+            outcome = failed(-rc, "write data file");
         else if (rc >= 0 && static_cast<unsigned>(rc) != s.length && outcome)
             outcome = base::fail(base::errc::io_error, "short write to data file");
     }
     co_return outcome;
 }
 
-io::task<base::result<object_writer::slot*>> object_writer::next_slot(std::vector<slot>& slots,
-                                                                      std::deque<std::size_t>& submitted) {
+io::task<base::result<object_writer::slot*>> object_writer::next_slot(
+    std::vector<slot>& slots, std::deque<std::size_t>& submitted) {
     for (auto& x : slots)
         if (x.buf && !x.op.in_flight()) co_return &x;
     for (auto& x : slots) {
         if (x.buf) continue;
         // Wait for a buffer only while holding none: waiting for a second one while holding one could
         // deadlock the pool across requests.
-        if (submitted.empty()) x.buf = co_await _pool.acquire();
-        else if (auto b = _pool.try_acquire()) x.buf = std::move(*b);
+        if (submitted.empty())
+            x.buf = co_await _pool.acquire();
+        else if (auto b = _pool.try_acquire())
+            x.buf = std::move(*b);
         if (x.buf) co_return &x;
         break;
     }
@@ -179,7 +199,8 @@ io::task<base::result<object_writer::slot*>> object_writer::next_slot(std::vecto
     submitted.pop_front();
     int rc = co_await s->op;
     if (rc < 0) co_return failed(-rc, "write data file");
-    if (static_cast<unsigned>(rc) != s->length) co_return base::fail(base::errc::io_error, "short write to data file");
+    if (static_cast<unsigned>(rc) != s->length)
+        co_return base::fail(base::errc::io_error, "short write to data file");
     co_return s;
 }
 
@@ -192,12 +213,14 @@ void object_writer::submit(slot& s, std::size_t fill) {
     std::size_t padded = base::align_up(fill, align);
     std::memset(s.buf.data() + fill, 0, padded - fill);
     s.length = static_cast<unsigned>(padded);
-    _scheduler->start_write(s.op, _drive, _fd, s.buf.data(), s.length, _size_bytes, s.buf.registered_index());
+    _scheduler->start_write(s.op, _drive, _fd, s.buf.data(), s.length, _size_bytes,
+                            s.buf.registered_index());
     _size_bytes += fill;
     release_reserved(false);
 }
 
-io::task<base::result<std::uint64_t>> object_writer::write_from(byte_source& source, std::uint64_t max_size_bytes) {
+io::task<base::result<std::uint64_t>> object_writer::write_from(byte_source& source,
+                                                                std::uint64_t max_size_bytes) {
     FJORD_ASSERT(_fd >= 0);
     std::vector<slot> slots(_options.pipeline_depth);
     std::deque<std::size_t> submitted;  // slot indices in submission order
@@ -205,9 +228,15 @@ io::task<base::result<std::uint64_t>> object_writer::write_from(byte_source& sou
     bool eof = false;
     while (!eof && status) {
         auto s = co_await next_slot(slots, submitted);
-        if (!s) { status = s.as_failure(); break; }
+        if (!s) {
+            status = s.as_failure();
+            break;
+        }
         auto filled = co_await fill_and_submit(**s, source, max_size_bytes);
-        if (!filled) { status = filled.as_failure(); break; }
+        if (!filled) {
+            status = filled.as_failure();
+            break;
+        }
         if (*filled == 0) break;
         submitted.push_back(static_cast<std::size_t>(*s - slots.data()));
         if (*filled < (*s)->buf.capacity()) eof = true;
@@ -228,7 +257,8 @@ io::task<base::result<std::size_t>> object_writer::fill_and_submit(slot& s, byte
         if (*n == 0) break;
         fill += *n;
         if (_size_bytes + fill > max_size_bytes)
-            co_return base::fail(base::errc::entity_too_large, "object larger than the allowed maximum");
+            co_return base::fail(base::errc::entity_too_large,
+                                 "object larger than the allowed maximum");
     }
     if (fill > 0) {
         FJORD_CO_TRY(co_await account_to(base::align_up(_size_bytes + fill, align)));
@@ -298,13 +328,15 @@ io::task<base::result<segment>> object_writer::seal() {
     h.header_crc = base::crc32c(base::as_bytes(&h, offsetof(footer_header, header_crc)));
     std::memcpy(buf.data(), &h, sizeof h);
     // An empty object has no blocks (and a null table pointer, which memcpy must not be given).
-    if (!_block_crcs.empty()) std::memcpy(buf.data() + sizeof h, _block_crcs.data(), _block_crcs.size() * 4);
+    if (!_block_crcs.empty())
+        std::memcpy(buf.data() + sizeof h, _block_crcs.data(), _block_crcs.size() * 4);
     std::uint64_t footer_offset = base::align_up(_size_bytes, align);
-    int rc = co_await _drives.fs().write(_fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset,
-                                         buf.registered_index());
+    int rc = co_await _drives.fs().write(_fd, buf.data(), static_cast<unsigned>(footer_len),
+                                         footer_offset, buf.registered_index());
     buf.reset();
     if (rc < 0) co_return failed(-rc, "write data file footer");
-    if (static_cast<std::uint64_t>(rc) != footer_len) co_return base::fail(base::errc::io_error, "short footer write");
+    if (static_cast<std::uint64_t>(rc) != footer_len)
+        co_return base::fail(base::errc::io_error, "short footer write");
     release_reserved(true);
     rc = co_await _drives.fs().fsync(_fd, true);
     if (rc < 0) co_return failed(-rc, "fdatasync data file");
@@ -356,7 +388,10 @@ struct open_segment {
     open_segment() = default;
     // A moved-from segment owns neither the descriptor nor the pin.
     open_segment(open_segment&& o) noexcept
-        : fd(std::exchange(o.fd, -1)), name(std::move(o.name)), table(std::move(o.table)), drive(o.drive),
+        : fd(std::exchange(o.fd, -1)),
+          name(std::move(o.name)),
+          table(std::move(o.table)),
+          drive(o.drive),
           pinned_inode(std::exchange(o.pinned_inode, std::nullopt)) {}
     open_segment& operator=(open_segment&& o) noexcept {
         FJORD_ASSERT(fd < 0 && !pinned_inode, "open_segment overwritten while open");
@@ -388,15 +423,19 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
         // Its file may become a spare and be overwritten once its name is gone: pin it before opening it.
         file_stat st;
         int rc = co_await fs.stat(dir_fd, drive_set::file_name(seg.id), st);
-        if (rc == -ENOENT) co_return base::fail(base::errc::not_found, "data file gone: " + out.name);
+        if (rc == -ENOENT)
+            co_return base::fail(base::errc::not_found, "data file gone: " + out.name);
         if (rc < 0) co_return errno_failure(-rc, "stat " + out.name);
         drives.reads().pin(seg.drive, st.inode);
         out.pinned_inode = st.inode;
     }
-    int fd = co_await fs.openat(dir_fd, drive_set::file_name(seg.id), O_RDONLY | O_DIRECT | O_NOFOLLOW);
+    int fd =
+        co_await fs.openat(dir_fd, drive_set::file_name(seg.id), O_RDONLY | O_DIRECT | O_NOFOLLOW);
     base::result<open_segment> failure_result = base::fail(base::errc::internal);
-    if (fd == -ENOENT) failure_result = base::fail(base::errc::not_found, "data file gone: " + out.name);
-    else if (fd < 0) failure_result = errno_failure(-fd, "open " + out.name);
+    if (fd == -ENOENT)
+        failure_result = base::fail(base::errc::not_found, "data file gone: " + out.name);
+    else if (fd < 0)
+        failure_result = errno_failure(-fd, "open " + out.name);
     if (fd < 0) {
         co_await close_segment(drives, out);
         co_return failure_result;
@@ -405,24 +444,30 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
     std::uint64_t footer_len = footer_bytes(seg.size_bytes, seg.block_bytes);
     std::uint64_t footer_offset = base::align_up(seg.size_bytes, align);
     io::buffer buf = co_await pool.acquire();
-    int rc = co_await fs.read(fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset, buf.registered_index());
+    int rc = co_await fs.read(fd, buf.data(), static_cast<unsigned>(footer_len), footer_offset,
+                              buf.registered_index());
     auto corrupt = [&](const char* why) {
         LOG_ERROR("data file %s: %s", out.name.c_str(), why);
-        return base::fail(base::errc::data_corrupted, std::string("stored data failed verification: ") + why);
+        return base::fail(base::errc::data_corrupted,
+                          std::string("stored data failed verification: ") + why);
     };
-    if (rc < 0) failure_result = errno_failure(-rc, "read footer of " + out.name);
-    else if (static_cast<std::uint64_t>(rc) != footer_len) failure_result = corrupt("footer truncated");
+    if (rc < 0)
+        failure_result = errno_failure(-rc, "read footer of " + out.name);
+    else if (static_cast<std::uint64_t>(rc) != footer_len)
+        failure_result = corrupt("footer truncated");
     else {
         footer_header h;
         std::memcpy(&h, buf.data(), sizeof h);
         std::uint64_t blocks = block_count_of(seg.size_bytes, seg.block_bytes);
-        if (std::memcmp(h.magic, footer_magic, sizeof footer_magic) != 0) failure_result = corrupt("bad footer magic");
-        else if (h.header_crc != base::crc32c(base::as_bytes(&h, offsetof(footer_header, header_crc))))
+        if (std::memcmp(h.magic, footer_magic, sizeof footer_magic) != 0)
+            failure_result = corrupt("bad footer magic");
+        else if (h.header_crc !=
+                 base::crc32c(base::as_bytes(&h, offsetof(footer_header, header_crc))))
             failure_result = corrupt("footer header checksum mismatch");
         // The footer's id is the one the data was first written under: a server-side copy names the same
         // file under its own id (a hard link), so the id is not compared; size and table CRC are.
-        else if (h.size_bytes != seg.size_bytes || h.block_bytes != seg.block_bytes || h.block_count != blocks ||
-                 h.table_crc != seg.table_crc)
+        else if (h.size_bytes != seg.size_bytes || h.block_bytes != seg.block_bytes ||
+                 h.block_count != blocks || h.table_crc != seg.table_crc)
             failure_result = corrupt("footer does not match the metadata");
         else {
             out.table.resize(blocks);
@@ -430,7 +475,8 @@ io::task<base::result<open_segment>> open_and_check(const drive_set& drives, io:
             if (blocks > 0) std::memcpy(out.table.data(), buf.data() + sizeof h, blocks * 4);
             if (base::crc32c(base::as_bytes(out.table.data(), blocks * 4)) != seg.table_crc)
                 failure_result = corrupt("block checksum table mismatch");
-            else co_return out;
+            else
+                co_return out;
         }
     }
     co_await close_segment(drives, out);
@@ -443,17 +489,21 @@ base::result<void> verify_chunk(const read_slot& s, const segment& seg, const op
     for (std::uint64_t off = 0; off < s.data_bytes; off += block) {
         std::uint64_t index = (s.file_offset + off) / block;
         std::uint64_t len = std::min<std::uint64_t>(block, s.data_bytes - off);
-        if (base::crc32c({s.buf.data() + off, static_cast<std::size_t>(len)}) != file.table[index]) {
-            LOG_ERROR("data file %s: CRC32C mismatch in block %llu (offset %llu)", file.name.c_str(),
-                      static_cast<unsigned long long>(index), static_cast<unsigned long long>(s.file_offset + off));
-            return base::fail(base::errc::data_corrupted, "stored data failed its checksum; refusing to serve it");
+        if (base::crc32c({s.buf.data() + off, static_cast<std::size_t>(len)}) !=
+            file.table[index]) {
+            LOG_ERROR("data file %s: CRC32C mismatch in block %llu (offset %llu)",
+                      file.name.c_str(), static_cast<unsigned long long>(index),
+                      static_cast<unsigned long long>(s.file_offset + off));
+            return base::fail(base::errc::data_corrupted,
+                              "stored data failed its checksum; refusing to serve it");
         }
     }
     return {};
 }
 
-io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_pool& pool, const segment& seg,
-                                          open_segment file, std::uint64_t begin, std::uint64_t end, byte_sink& sink,
+io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_pool& pool,
+                                          const segment& seg, open_segment file,
+                                          std::uint64_t begin, std::uint64_t end, byte_sink& sink,
                                           const data_file_options& options) {
     file_system& fs = drives.fs();
     const std::uint64_t chunk = pool.buffer_bytes();
@@ -476,7 +526,8 @@ io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_po
             s.file_offset = next_offset;
             s.data_bytes = std::min<std::uint64_t>(chunk, seg.size_bytes - next_offset);
             s.length = static_cast<unsigned>(base::align_up(s.data_bytes, align));
-            fs.start_read(s.op, file.fd, s.buf.data(), s.length, s.file_offset, s.buf.registered_index());
+            fs.start_read(s.op, file.fd, s.buf.data(), s.length, s.file_offset,
+                          s.buf.registered_index());
             order.push_back(i);
             next_offset += chunk;
         }
@@ -492,9 +543,13 @@ io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_po
         read_slot& s = slots[current];
         order.pop_front();
         int rc = co_await s.op;
-        if (rc < 0) { status = errno_failure(-rc, "read " + file.name); break; }
+        if (rc < 0) {
+            status = errno_failure(-rc, "read " + file.name);
+            break;
+        }
         if (static_cast<std::uint64_t>(rc) < s.data_bytes) {
-            LOG_ERROR("data file %s: truncated at %llu", file.name.c_str(), static_cast<unsigned long long>(s.file_offset));
+            LOG_ERROR("data file %s: truncated at %llu", file.name.c_str(),
+                      static_cast<unsigned long long>(s.file_offset));
             status = base::fail(base::errc::data_corrupted, "stored data is truncated");
             break;
         }
@@ -503,7 +558,9 @@ io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_po
         submit_more(current);  // keep the disk busy while the socket drains this chunk
         std::uint64_t from = std::max(begin, s.file_offset);
         std::uint64_t to = std::min(end, s.file_offset + s.data_bytes);
-        if (to > from) status = co_await sink.write({s.buf.data() + (from - s.file_offset), static_cast<std::size_t>(to - from)});
+        if (to > from)
+            status = co_await sink.write(
+                {s.buf.data() + (from - s.file_offset), static_cast<std::size_t>(to - from)});
     }
     for (auto& s : slots)
         if (s.op.in_flight()) co_await s.op;
@@ -519,8 +576,9 @@ io::task<base::result<void>> read_segment(const drive_set& drives, io::buffer_po
 // Objects with more parts open the rest as the read reaches them.
 constexpr std::size_t max_files_opened_ahead = 1024;
 
-io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_pool& pool, object_record record,
-                                         std::uint64_t offset, std::uint64_t length, byte_sink& sink,
+io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_pool& pool,
+                                         object_record record, std::uint64_t offset,
+                                         std::uint64_t length, byte_sink& sink,
                                          data_file_options options) {
     std::uint64_t end = offset + length;
     FJORD_ASSERT(end <= record.size_bytes);
@@ -542,8 +600,10 @@ io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_poo
     base::result<void> status;
     for (std::size_t i = 0; i < pieces.size() && i < max_files_opened_ahead && status; ++i) {
         auto opened = co_await open_and_check(drives, pool, *pieces[i].seg);
-        if (opened) pieces[i].file = std::move(*opened);
-        else status = opened.as_failure();
+        if (opened)
+            pieces[i].file = std::move(*opened);
+        else
+            status = opened.as_failure();
     }
     for (std::size_t i = 0; i < pieces.size() && status; ++i) {
         if (!pieces[i].file) {
@@ -556,8 +616,8 @@ io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_poo
         }
         open_segment file = std::move(*pieces[i].file);
         pieces[i].file.reset();
-        status = co_await read_segment(drives, pool, *pieces[i].seg, std::move(file), pieces[i].begin, pieces[i].end,
-                                       sink, options);
+        status = co_await read_segment(drives, pool, *pieces[i].seg, std::move(file),
+                                       pieces[i].begin, pieces[i].end, sink, options);
     }
     for (auto& p : pieces)  // files opened ahead but not read (an earlier piece failed)
         if (p.file) co_await close_segment(drives, *p.file);

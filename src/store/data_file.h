@@ -43,8 +43,9 @@ public:
     // Data writes go through `scheduler` (the core's, shared by every request on it); without one the
     // writer has its own, which bounds only this writer's writes (pipeline_depth whole buffers). With
     // `spares` (the engine's), a write of known size reuses a spare data file when one fits.
-    object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id, data_file_options options = {},
-                  write_scheduler* scheduler = nullptr, spare_files* spares = nullptr);
+    object_writer(const drive_set& drives, io::buffer_pool& pool, object_id id,
+                  data_file_options options = {}, write_scheduler* scheduler = nullptr,
+                  spare_files* spares = nullptr);
     ~object_writer();
     object_writer(const object_writer&) = delete;
     object_writer& operator=(const object_writer&) = delete;
@@ -55,7 +56,8 @@ public:
     // (drive_space.h) ahead of the bytes written, never all at once.
     io::task<base::result<void>> open(std::optional<std::uint64_t> expected_size_bytes);
     // Streams `source` to the file until it ends. Fails with entity_too_large past max_size_bytes.
-    io::task<base::result<std::uint64_t>> write_from(byte_source& source, std::uint64_t max_size_bytes);
+    io::task<base::result<std::uint64_t>> write_from(byte_source& source,
+                                                     std::uint64_t max_size_bytes);
     // Push interface, for server-side copies: append() copies bytes into the writer's buffers and writes
     // each full one; finish_appends() writes the rest and waits for every write. Then seal().
     io::task<base::result<void>> append(std::span<const std::byte> data);
@@ -86,11 +88,13 @@ private:
     void release_reserved(bool all);
     io::task<base::result<void>> drain(std::vector<slot>& slots);
     // A slot whose buffer is free to fill: an idle one, a new buffer, or the oldest write awaited.
-    io::task<base::result<slot*>> next_slot(std::vector<slot>& slots, std::deque<std::size_t>& submitted);
+    io::task<base::result<slot*>> next_slot(std::vector<slot>& slots,
+                                            std::deque<std::size_t>& submitted);
     // CRCs the filled bytes, pads to 4 KiB and starts the write.
     void submit(slot& s, std::size_t fill);
     // Fills s.buf from the source and starts its write; returns the bytes taken (0 at the end).
-    io::task<base::result<std::size_t>> fill_and_submit(slot& s, byte_source& source, std::uint64_t max_size_bytes);
+    io::task<base::result<std::size_t>> fill_and_submit(slot& s, byte_source& source,
+                                                        std::uint64_t max_size_bytes);
 
     const drive_set& _drives;
     io::buffer_pool& _pool;
@@ -123,8 +127,9 @@ private:
 // Streams bytes [offset, offset + length) of an object to `sink`, verifying every block read. Errors:
 // not_found when a data file vanished (the object was overwritten meanwhile: look it up again),
 // data_corrupted on a checksum mismatch (logged with the file name), io_error otherwise.
-io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_pool& pool, object_record record,
-                                         std::uint64_t offset, std::uint64_t length, byte_sink& sink,
+io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_pool& pool,
+                                         object_record record, std::uint64_t offset,
+                                         std::uint64_t length, byte_sink& sink,
                                          data_file_options options = {});
 
 // Length of the footer for an object of this size (exposed for tests and the scrubber).

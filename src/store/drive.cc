@@ -22,7 +22,8 @@ base::result<void> make_dir(file_system& fs, const std::string& path) {
 }
 
 // Reads or writes DIR/FJORD_DRIVE. Startup only (blocking I/O before any reactor runs).
-base::result<void> check_identity(file_system& fs, const std::string& dir, std::size_t index, std::size_t count) {
+base::result<void> check_identity(file_system& fs, const std::string& dir, std::size_t index,
+                                  std::size_t count) {
     std::string path = dir + "/FJORD_DRIVE";
     int probe = fs.open_blocking(path, O_RDONLY);
     if (probe >= 0) {
@@ -31,15 +32,17 @@ base::result<void> check_identity(file_system& fs, const std::string& dir, std::
         if (!text) return text.as_failure();
         std::size_t on_disk_index = 0, on_disk_count = 0;
         int version = 0;
-        if (std::sscanf(text->c_str(), "fjord-drive v%d index=%zu count=%zu", &version, &on_disk_index,
-                        &on_disk_count) != 3 || version != 1)
-            return base::fail(base::errc::invalid_argument, path + " is not a Fjord drive identity file");
+        if (std::sscanf(text->c_str(), "fjord-drive v%d index=%zu count=%zu", &version,
+                        &on_disk_index, &on_disk_count) != 3 ||
+            version != 1)
+            return base::fail(base::errc::invalid_argument,
+                              path + " is not a Fjord drive identity file");
         if (on_disk_index != index || on_disk_count != count)
             return base::fail(base::errc::invalid_argument,
-                              dir + " was formatted as drive " + std::to_string(on_disk_index) + " of " +
-                                  std::to_string(on_disk_count) + ", but is given as drive " +
-                                  std::to_string(index) + " of " + std::to_string(count) +
-                                  ": pass --data in the original order");
+                              dir + " was formatted as drive " + std::to_string(on_disk_index) +
+                                  " of " + std::to_string(on_disk_count) +
+                                  ", but is given as drive " + std::to_string(index) + " of " +
+                                  std::to_string(count) + ": pass --data in the original order");
         return {};
     }
     if (probe != -ENOENT) return io_failure("open " + path, probe);
@@ -72,8 +75,8 @@ base::result<void> open_layout(file_system& fs, drive& d, bool metadata) {
     if (!spares) return spares.as_failure();
     for (const std::string& name : *spares)
         if (int rc = fs.unlink_blocking(spare + "/" + name); rc < 0 && rc != -ENOENT)
-            LOG_WARN("cannot remove spare data file %s/%s: %s (tried again at the next start)", spare.c_str(),
-                     name.c_str(), strerror(-rc));
+            LOG_WARN("cannot remove spare data file %s/%s: %s (tried again at the next start)",
+                     spare.c_str(), name.c_str(), strerror(-rc));
     d.spare_fd = fs.open_blocking(spare, O_RDONLY | O_DIRECTORY);
     if (d.spare_fd < 0) return io_failure("open " + spare, d.spare_fd);
     for (const std::string& dir : {spare, d.path + "/objects", d.path})
@@ -84,7 +87,8 @@ base::result<void> open_layout(file_system& fs, drive& d, bool metadata) {
 
 base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, file_system& fs) {
     if (paths.empty()) return base::fail(base::errc::invalid_argument, "no data directory given");
-    if (paths.size() > 64) return base::fail(base::errc::invalid_argument, "at most 64 data directories");
+    if (paths.size() > 64)
+        return base::fail(base::errc::invalid_argument, "at most 64 data directories");
     drive_set set;
     set._fs = &fs;
     for (std::size_t i = 0; i < paths.size(); ++i) {
@@ -111,7 +115,8 @@ base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, f
                                   d.path + " is in use by another Fjord process (stop it first)");
             return io_failure("lock " + lock_path, rc);
         }
-        set._drives.push_back(d);  // from here the set owns (and on failure closes) this drive's descriptors
+        set._drives.push_back(
+            d);  // from here the set owns (and on failure closes) this drive's descriptors
         FJORD_TRY(check_identity(fs, d.path, i, paths.size()));
         FJORD_TRY(open_layout(fs, set._drives.back(), i == 0));
     }
@@ -119,8 +124,11 @@ base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, f
 }
 
 drive_set::drive_set(drive_set&& other) noexcept
-    : _drives(std::move(other._drives)), _fs(other._fs), _reads(std::move(other._reads)),
-      _space(std::move(other._space)), _spare_min_segment_bytes(other._spare_min_segment_bytes) {
+    : _drives(std::move(other._drives)),
+      _fs(other._fs),
+      _reads(std::move(other._reads)),
+      _space(std::move(other._space)),
+      _spare_min_segment_bytes(other._spare_min_segment_bytes) {
     other._drives.clear();
 }
 

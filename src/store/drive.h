@@ -28,7 +28,8 @@ namespace fjord::store {
 struct drive {
     std::string path;
     int root_fd = -1;
-    int lock_fd = -1;  // DIR/LOCK, flock()ed for the process lifetime: one process per data directory
+    int lock_fd =
+        -1;  // DIR/LOCK, flock()ed for the process lifetime: one process per data directory
     int spare_fd = -1;  // DIR/spare
     std::array<int, 256> object_dir_fds{};
 };
@@ -47,7 +48,8 @@ public:
 
 private:
     static std::uint64_t key(std::uint32_t drive, std::uint64_t inode) {
-        return inode * 64 + drive;  // at most 64 drives; wrapping inode numbers only cost a false "pinned"
+        return inode * 64 +
+               drive;  // at most 64 drives; wrapping inode numbers only cost a false "pinned"
     }
     mutable std::mutex _mutex;
     std::unordered_map<std::uint64_t, std::uint32_t> _pins;

@@ -20,18 +20,23 @@ base::result<void> drive_space::configure(file_system& fs, const std::vector<int
     for (int fd : _root_fds) {
         space_figures figures;
         if (int rc = fs.free_space(fd, figures); rc < 0)
-            return base::fail(base::errc::io_error, std::string("free space of a data directory: ") + strerror(-rc));
-        std::uint64_t floor = options.min_free_bytes ? *options.min_free_bytes
-                                                     : std::min<std::uint64_t>(1024ULL * base::MiB, figures.total_bytes / 50);
+            return base::fail(base::errc::io_error,
+                              std::string("free space of a data directory: ") + strerror(-rc));
+        std::uint64_t floor =
+            options.min_free_bytes
+                ? *options.min_free_bytes
+                : std::min<std::uint64_t>(1024ULL * base::MiB, figures.total_bytes / 50);
         _floor_bytes.push_back(floor);
     }
     return {};
 }
 
 bool drive_space::admits(std::uint32_t drive, std::uint64_t bytes) const {
-    if (!_fs || drive >= _root_fds.size()) return true;  // not configured (tests of the writer alone)
+    if (!_fs || drive >= _root_fds.size())
+        return true;  // not configured (tests of the writer alone)
     space_figures figures;
-    if (_fs->free_space(_root_fds[drive], figures) < 0) return true;  // the writes themselves will tell
+    if (_fs->free_space(_root_fds[drive], figures) < 0)
+        return true;  // the writes themselves will tell
     return figures.free_bytes >= bytes && figures.free_bytes - bytes >= _floor_bytes[drive];
 }
 

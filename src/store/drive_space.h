@@ -48,17 +48,22 @@ public:
     drive_space& operator=(const drive_space&) = delete;
 
     // Called once, before any write: sets the options and computes each drive's floor from its size.
-    base::result<void> configure(file_system& fs, const std::vector<int>& drive_root_fds, space_options options);
+    base::result<void> configure(file_system& fs, const std::vector<int>& drive_root_fds,
+                                 space_options options);
 
     // Whether `bytes` more may be written on the drive keeping its free space at or above the floor.
     bool admits(std::uint32_t drive, std::uint64_t bytes) const;
-    std::uint64_t floor_bytes(std::uint32_t drive) const { return drive < _floor_bytes.size() ? _floor_bytes[drive] : 0; }
+    std::uint64_t floor_bytes(std::uint32_t drive) const {
+        return drive < _floor_bytes.size() ? _floor_bytes[drive] : 0;
+    }
     std::uint64_t step_bytes() const { return _options.reserve_step_bytes; }
 
     // Takes `bytes` of the server's reserve-ahead budget, all or nothing.
     bool try_claim(std::uint64_t bytes);
     void release(std::uint64_t bytes);
-    std::uint64_t reserved_ahead_bytes() const { return _reserved_ahead.load(std::memory_order_relaxed); }
+    std::uint64_t reserved_ahead_bytes() const {
+        return _reserved_ahead.load(std::memory_order_relaxed);
+    }
 
 private:
     file_system* _fs = nullptr;

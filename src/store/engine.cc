@@ -23,7 +23,6 @@ namespace fjord::store {
 
 namespace {
 
-
 // Snapshot file: a 24-byte header, magic | u64 last_seq | u32 crc32c(magic, last_seq) | u32 zero, then the
 // state as journal records (seq 1, 2, ...) ending in record_snapshot_end. last_seq is the sequence number
 // of the last journal record the state contains: the next journal must start right after it, so one
@@ -43,13 +42,15 @@ std::string snapshot_header(std::uint64_t last_seq) {
 }
 
 // The last_seq of a snapshot image and where its records start; nullopt when the header is damaged.
-std::optional<std::pair<std::uint64_t, std::size_t>> parse_snapshot_header(const std::string& image) {
+std::optional<std::pair<std::uint64_t, std::size_t>> parse_snapshot_header(
+    const std::string& image) {
     std::uint64_t last_seq = 0;
     if (image.size() >= 16 && std::memcmp(image.data(), snapshot_magic_v1, 8) == 0) {
         std::memcpy(&last_seq, image.data() + 8, 8);
         return std::pair{last_seq, std::size_t{16}};
     }
-    if (image.size() < snapshot_header_bytes || std::memcmp(image.data(), snapshot_magic, 8) != 0) return std::nullopt;
+    if (image.size() < snapshot_header_bytes || std::memcmp(image.data(), snapshot_magic, 8) != 0)
+        return std::nullopt;
     std::uint32_t crc = 0, reserved = 0;
     std::memcpy(&last_seq, image.data() + 8, 8);
     std::memcpy(&crc, image.data() + 16, 4);
@@ -58,7 +59,9 @@ std::optional<std::pair<std::uint64_t, std::size_t>> parse_snapshot_header(const
     return std::pair{last_seq, snapshot_header_bytes};
 }
 
-std::string shard_dir(const std::string& meta, unsigned id) { return meta + "/shard-" + std::to_string(id); }
+std::string shard_dir(const std::string& meta, unsigned id) {
+    return meta + "/shard-" + std::to_string(id);
+}
 std::string gen_name(const char* kind, std::uint64_t gen, const char* ext) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%s-%08llu.%s", kind, static_cast<unsigned long long>(gen), ext);
@@ -98,26 +101,32 @@ base::result<void> check_conditions(const object_record* existing, const write_c
     return {};
 }
 
-engine::engine(engine_options options, drive_set drives) : _options(std::move(options)), _drives(std::move(drives)) {
+engine::engine(engine_options options, drive_set drives)
+    : _options(std::move(options)), _drives(std::move(drives)) {
     _spares = std::make_unique<spare_files>(_drives, _options.spares);
     // Without spares no file is ever reused, so readers need not pin any.
-    _drives.set_spare_min_segment_bytes(_spares->enabled() ? _options.spares.min_segment_bytes : UINT64_MAX);
+    _drives.set_spare_min_segment_bytes(_spares->enabled() ? _options.spares.min_segment_bytes
+                                                           : UINT64_MAX);
 }
 
 engine::~engine() = default;
 
 base::result<std::unique_ptr<engine>> engine::open(engine_options options) {
-    if (options.cores == 0 || options.cores > 256) return base::fail(base::errc::invalid_argument, "cores must be 1..256");
-    auto drives = drive_set::open(options.data_dirs, options.fs ? *options.fs : posix_file_system());
+    if (options.cores == 0 || options.cores > 256)
+        return base::fail(base::errc::invalid_argument, "cores must be 1..256");
+    auto drives =
+        drive_set::open(options.data_dirs, options.fs ? *options.fs : posix_file_system());
     if (!drives) return drives.as_failure();
     std::vector<int> roots;
     for (std::uint32_t d = 0; d < drives->size(); ++d) roots.push_back(drives->at(d).root_fd);
     FJORD_TRY(drives->space().configure(drives->fs(), roots, options.space));
     std::unique_ptr<engine> e(new engine(std::move(options), std::move(*drives)));
-    if (e->_options.boot_nonce) e->_boot_nonce = *e->_options.boot_nonce;
+    if (e->_options.boot_nonce)
+        e->_boot_nonce = *e->_options.boot_nonce;
     else if (getrandom(&e->_boot_nonce, sizeof e->_boot_nonce, 0) != sizeof e->_boot_nonce)
         return base::fail(base::errc::internal, "getrandom failed");
-    for (unsigned c = 0; c < e->_options.cores; ++c) e->_cores.push_back(std::make_unique<core_state>());
+    for (unsigned c = 0; c < e->_options.cores; ++c)
+        e->_cores.push_back(std::make_unique<core_state>());
     FJORD_TRY(e->recover());
     FJORD_TRY(e->remove_orphans());
     for (auto& c : e->_cores) c->buckets = e->_recovered_buckets;
@@ -129,16 +138,18 @@ void engine::attach_core(unsigned core, io_uring* ring) {
     cs.pool = std::make_unique<io::buffer_pool>(_options.buffers);
     cs.pool->register_with(ring);
     std::size_t write_bytes = std::min(_options.writes.write_bytes, _options.buffers.buffer_bytes);
-    cs.writes = std::make_unique<write_scheduler>(_drives.fs(), _drives.size(),
-                                                  write_scheduler::slots_per_core(_options.writes, _options.cores),
-                                                  write_bytes);
+    cs.writes = std::make_unique<write_scheduler>(
+        _drives.fs(), _drives.size(),
+        write_scheduler::slots_per_core(_options.writes, _options.cores), write_bytes);
     for (auto& s : _shards) {
         if (owner_of(s->id) != core) continue;
-        s->log->set_rotation(_options.journal_rotate_bytes, [this, sp = s.get()] { return rotate(*sp); });
+        s->log->set_rotation(_options.journal_rotate_bytes,
+                             [this, sp = s.get()] { return rotate(*sp); });
     }
     // A streaming copy holds at most pipeline_depth read and pipeline_depth write buffers.
     std::size_t per_copy = 2 * std::max<std::size_t>(1, _options.data_files.pipeline_depth);
-    cs.copies = std::make_unique<io::semaphore>(std::max<std::size_t>(1, _options.buffers.buffer_count / (2 * per_copy)));
+    cs.copies = std::make_unique<io::semaphore>(
+        std::max<std::size_t>(1, _options.buffers.buffer_count / (2 * per_copy)));
 }
 
 engine::core_state& engine::local() { return *_cores[io::reactor::current().core()]; }
@@ -213,7 +224,10 @@ struct record_applier {
         if (type == record_put_object) {
             std::string bucket = d.str(), key = d.str();
             object_record r;
-            if (!decode(d, r)) { ok = false; return; }
+            if (!decode(d, r)) {
+                ok = false;
+                return;
+            }
             index[bucket][key] = std::move(r);
         } else if (type == record_delete_object) {
             std::string bucket = d.str(), key = d.str();
@@ -238,14 +252,15 @@ struct record_applier {
     }
 };
 
-base::result<std::vector<std::uint64_t>> generations_in(file_system& fs, const std::string& dir, const char* kind,
-                                                       const char* ext) {
+base::result<std::vector<std::uint64_t>> generations_in(file_system& fs, const std::string& dir,
+                                                        const char* kind, const char* ext) {
     auto names = fs.list_blocking(dir);
     if (!names) return names.as_failure();
     std::vector<std::uint64_t> gens;
     std::string prefix = std::string(kind) + "-", suffix = std::string(".") + ext;
     for (const std::string& name : *names)
-        if (name.size() == prefix.size() + 8 + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix))
+        if (name.size() == prefix.size() + 8 + suffix.size() && name.starts_with(prefix) &&
+            name.ends_with(suffix))
             gens.push_back(std::strtoull(name.c_str() + prefix.size(), nullptr, 10));
     std::sort(gens.begin(), gens.end());
     return gens;
@@ -262,12 +277,14 @@ base::result<void> engine::recover() {
         fs.close_blocking(probe);
         auto text = fs.read_file_blocking(format_path);
         if (!text) return text.as_failure();
-        if (std::sscanf(text->c_str(), "fjord-meta v1 shards=%u", &shard_count) != 1 || shard_count == 0 ||
-            shard_count > 1024)
-            return base::fail(base::errc::data_corrupted, format_path + " is not a valid Fjord metadata format file");
+        if (std::sscanf(text->c_str(), "fjord-meta v1 shards=%u", &shard_count) != 1 ||
+            shard_count == 0 || shard_count > 1024)
+            return base::fail(base::errc::data_corrupted,
+                              format_path + " is not a valid Fjord metadata format file");
     } else if (probe == -ENOENT) {
         shard_count = _options.cores;
-        FJORD_TRY(fs.replace_file_blocking(format_path, "fjord-meta v1 shards=" + std::to_string(shard_count) + "\n"));
+        FJORD_TRY(fs.replace_file_blocking(
+            format_path, "fjord-meta v1 shards=" + std::to_string(shard_count) + "\n"));
     } else {
         return base::fail(base::errc::io_error, "open " + format_path + ": " + strerror(-probe));
     }
@@ -283,10 +300,11 @@ base::result<void> engine::recover() {
     }
     if (int rc = fs.fsync_path_blocking(meta); rc < 0)
         return base::fail(base::errc::io_error, "fsync " + meta + ": " + strerror(-rc));
-    LOG_INFO("recovered %llu objects in %zu buckets from %u shards (%llu journal records, %llu torn tails dropped)",
-             static_cast<unsigned long long>(_recovery.objects), _recovered_buckets.size(), shard_count,
-             static_cast<unsigned long long>(_recovery.journal_records),
-             static_cast<unsigned long long>(_recovery.torn_tails));
+    LOG_INFO(
+        "recovered %llu objects in %zu buckets from %u shards (%llu journal records, %llu torn tails dropped)",
+        static_cast<unsigned long long>(_recovery.objects), _recovered_buckets.size(), shard_count,
+        static_cast<unsigned long long>(_recovery.journal_records),
+        static_cast<unsigned long long>(_recovery.torn_tails));
     return {};
 }
 
@@ -298,7 +316,8 @@ struct recovered_snapshot {
 };
 
 // Applies the newest snapshot of a shard directory (and removes older ones); a damaged one refuses the start.
-base::result<recovered_snapshot> recover_snapshot(file_system& fs, const std::string& dir, record_applier& apply) {
+base::result<recovered_snapshot> recover_snapshot(file_system& fs, const std::string& dir,
+                                                  record_applier& apply) {
     auto listed = generations_in(fs, dir, "snapshot", "snap");
     if (!listed) return listed.as_failure();
     recovered_snapshot out;
@@ -309,17 +328,23 @@ base::result<recovered_snapshot> recover_snapshot(file_system& fs, const std::st
     if (!image) return image.as_failure();
     auto header = parse_snapshot_header(*image);
     if (!header)
-        return base::fail(base::errc::data_corrupted,
-                          path + ": not a Fjord snapshot, or its header is damaged; refusing to start without it");
+        return base::fail(
+            base::errc::data_corrupted,
+            path +
+                ": not a Fjord snapshot, or its header is damaged; refusing to start without it");
     auto [last_seq, records_at] = *header;
     bool ended = false;
-    journal_scan scan = scan_journal(std::string_view(*image).substr(records_at), 1,
-                                     [&](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
-                                         if (type == record_snapshot_end) ended = true;
-                                         else apply(seq, type, payload);
-                                     });
+    journal_scan scan =
+        scan_journal(std::string_view(*image).substr(records_at), 1,
+                     [&](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
+                         if (type == record_snapshot_end)
+                             ended = true;
+                         else
+                             apply(seq, type, payload);
+                     });
     if (!ended || scan.torn_tail || !apply.ok)
-        return base::fail(base::errc::data_corrupted, path + " is damaged; refusing to start without it");
+        return base::fail(base::errc::data_corrupted,
+                          path + " is damaged; refusing to start without it");
     out.next_seq = last_seq + 1;
     for (std::uint64_t g : *listed)
         if (g < out.generation) fs.unlink_blocking(dir + "/" + gen_name("snapshot", g, "snap"));
@@ -330,13 +355,15 @@ base::result<recovered_snapshot> recover_snapshot(file_system& fs, const std::st
 // next one was started, so damage in one before it is not a torn tail; an empty later journal does not
 // count (a rotation that failed after creating it may have left it behind).
 base::result<std::uint64_t> last_written_journal(file_system& fs, const std::string& dir,
-                                                 const std::vector<std::uint64_t>& journals, std::uint64_t active_gen) {
+                                                 const std::vector<std::uint64_t>& journals,
+                                                 std::uint64_t active_gen) {
     std::uint64_t last = 0;
     for (std::uint64_t g : journals) {
         if (g < active_gen) continue;
         std::string name = gen_name("journal", g, "log");
         int fd = fs.open_blocking(dir + "/" + name, O_RDONLY);
-        if (fd < 0) return base::fail(base::errc::io_error, "open journal " + name + ": " + strerror(-fd));
+        if (fd < 0)
+            return base::fail(base::errc::io_error, "open journal " + name + ": " + strerror(-fd));
         std::int64_t size = fs.size_blocking(fd);
         fs.close_blocking(fd);
         if (size < 0) return base::fail(base::errc::io_error, "size of journal " + name);
@@ -349,7 +376,9 @@ base::result<std::uint64_t> last_written_journal(file_system& fs, const std::str
 
 base::result<void> engine::recover_shard(shard& s) {
     record_applier apply{s.index, s.uploads, s.id == 0 ? &_recovered_buckets : nullptr};
-    auto visit = [&apply](std::uint64_t seq, std::uint8_t type, std::string_view payload) { apply(seq, type, payload); };
+    auto visit = [&apply](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
+        apply(seq, type, payload);
+    };
     file_system& fs = _drives.fs();
     auto snapshot = recover_snapshot(fs, s.dir, apply);
     if (!snapshot) return snapshot.as_failure();
@@ -385,7 +414,8 @@ base::result<void> engine::recover_shard(shard& s) {
         fs.close_blocking(fd);
         return base::fail(base::errc::io_error, "fsync " + s.dir + ": " + strerror(-rc));
     }
-    std::uint64_t offset = (!journals.empty() && journals.back() == active_gen) ? last.valid_bytes : 0;
+    std::uint64_t offset =
+        (!journals.empty() && journals.back() == active_gen) ? last.valid_bytes : 0;
     s.generation = active_gen;
     s.log = std::make_unique<journal>(fs, fd, active, offset, next_seq);
     return {};
@@ -414,7 +444,8 @@ base::result<void> engine::remove_orphans() {
                     ++_recovery.orphans_removed;
                 } else {
                     ++_recovery.orphans_kept;
-                    LOG_WARN("cannot remove orphaned data file %s: %s", name.c_str(), strerror(-rc));
+                    LOG_WARN("cannot remove orphaned data file %s: %s", name.c_str(),
+                             strerror(-rc));
                 }
             }
         }
@@ -427,9 +458,8 @@ base::result<void> engine::remove_orphans() {
 
 // ---- objects ----
 
-io::task<base::result<std::optional<object_record>>> engine::commit_put(std::string bucket, std::string key,
-                                                                        object_record record,
-                                                                        write_conditions conditions) {
+io::task<base::result<std::optional<object_record>>> engine::commit_put(
+    std::string bucket, std::string key, object_record record, write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
     // The cross-core lambdas in this file are named before co_await: GCC 12 destroys a capturing lambda
     // temporary twice when it appears in a co_await expression (a double free of its captures).
@@ -437,9 +467,9 @@ io::task<base::result<std::optional<object_record>>> engine::commit_put(std::str
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<std::optional<object_record>>> engine::shard_put(unsigned shard_id, std::string bucket,
-                                                                       std::string key, object_record record,
-                                                                       write_conditions conditions) {
+io::task<base::result<std::optional<object_record>>> engine::shard_put(
+    unsigned shard_id, std::string bucket, std::string key, object_record record,
+    write_conditions conditions) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
@@ -462,12 +492,14 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(unsigned 
         e.str(key);
         encode(e, record);
         std::vector<int> dirs;
-        for (const auto& seg : record.segments) dirs.push_back(_drives.dir_fd_for(seg.drive, seg.id));
-        outcome = co_await s.log->append(record_put_object, std::move(payload), std::move(dirs), [&] {
-            auto& slot = s.index[bucket][key];
-            if (!slot.segments.empty() || !slot.etag.empty()) replaced = std::move(slot);
-            slot = std::move(record);
-        });
+        for (const auto& seg : record.segments)
+            dirs.push_back(_drives.dir_fd_for(seg.drive, seg.id));
+        outcome =
+            co_await s.log->append(record_put_object, std::move(payload), std::move(dirs), [&] {
+                auto& slot = s.index[bucket][key];
+                if (!slot.segments.empty() || !slot.etag.empty()) replaced = std::move(slot);
+                slot = std::move(record);
+            });
     }
     unlock_key(s.locks, lock);
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
@@ -475,16 +507,15 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(unsigned 
     co_return replaced;
 }
 
-io::task<base::result<std::optional<object_record>>> engine::commit_remove(std::string bucket, std::string key,
-                                                                           write_conditions conditions) {
+io::task<base::result<std::optional<object_record>>> engine::commit_remove(
+    std::string bucket, std::string key, write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_remove(shard_id, bucket, key, conditions); };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<std::optional<object_record>>> engine::shard_remove(unsigned shard_id, std::string bucket,
-                                                                          std::string key,
-                                                                          write_conditions conditions) {
+io::task<base::result<std::optional<object_record>>> engine::shard_remove(
+    unsigned shard_id, std::string bucket, std::string key, write_conditions conditions) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
@@ -527,7 +558,8 @@ io::task<base::result<object_record>> engine::head(std::string bucket, std::stri
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<object_record>> engine::shard_head(unsigned shard_id, std::string bucket, std::string key) {
+io::task<base::result<object_record>> engine::shard_head(unsigned shard_id, std::string bucket,
+                                                         std::string key) {
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     shard& s = *_shards[shard_id];
     auto it = s.index.find(bucket);
@@ -538,7 +570,8 @@ io::task<base::result<object_record>> engine::shard_head(unsigned shard_id, std:
     co_return base::fail(base::errc::no_such_key, "no such key");
 }
 
-io::task<base::result<object_record>> engine::update(std::string bucket, std::string key, record_editor edit,
+io::task<base::result<object_record>> engine::update(std::string bucket, std::string key,
+                                                     record_editor edit,
                                                      write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_update(shard_id, bucket, key, edit, conditions); };
@@ -547,8 +580,9 @@ io::task<base::result<object_record>> engine::update(std::string bucket, std::st
     co_return updated;
 }
 
-io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, std::string bucket, std::string key,
-                                                           record_editor edit, write_conditions conditions) {
+io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, std::string bucket,
+                                                           std::string key, record_editor edit,
+                                                           write_conditions conditions) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
@@ -564,7 +598,8 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
         object_record changed = *existing;
         auto ok = check_conditions(existing, conditions);
         if (ok) ok = edit(changed);
-        FJORD_ASSERT(!ok || changed.segments.size() == existing->segments.size(), "update must keep the data");
+        FJORD_ASSERT(!ok || changed.segments.size() == existing->segments.size(),
+                     "update must keep the data");
         if (!ok) {
             outcome = ok.as_failure();
         } else {
@@ -575,8 +610,10 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
             encode(e, changed);
             auto appended = co_await s.log->append(record_put_object, std::move(payload), {},
                                                    [&] { s.index[bucket][key] = changed; });
-            if (appended) outcome = std::move(changed);
-            else outcome = appended.as_failure();
+            if (appended)
+                outcome = std::move(changed);
+            else
+                outcome = appended.as_failure();
         }
     }
     unlock_key(s.locks, lock);
@@ -595,12 +632,16 @@ io::task<base::result<std::vector<segment>>> engine::share_segments(std::vector<
     for (const segment& from : source) {
         segment to = from;
         to.id = new_object_id();
-        int rc = co_await fs.linkat(_drives.dir_fd_for(from.drive, from.id), drive_set::file_name(from.id),
-                                    _drives.dir_fd_for(to.drive, to.id), drive_set::file_name(to.id));
-        if (rc == -ENOENT) status = base::fail(base::errc::not_found, "source data file gone");
+        int rc = co_await fs.linkat(
+            _drives.dir_fd_for(from.drive, from.id), drive_set::file_name(from.id),
+            _drives.dir_fd_for(to.drive, to.id), drive_set::file_name(to.id));
+        if (rc == -ENOENT)
+            status = base::fail(base::errc::not_found, "source data file gone");
         else if (rc == -ENOSPC || rc == -EDQUOT)
             status = base::fail(base::errc::storage_full, "no space left on drive");
-        else if (rc < 0) status = base::fail(base::errc::io_error, std::string("link data file: ") + strerror(-rc));
+        else if (rc < 0)
+            status =
+                base::fail(base::errc::io_error, std::string("link data file: ") + strerror(-rc));
         if (!status) break;
         shared.push_back(to);
     }
@@ -615,10 +656,11 @@ io::task<base::result<std::vector<segment>>> engine::share_segments(std::vector<
 
 namespace {
 // Lists one shard's keys of a bucket into `out` (at most `limit` entries, sorted).
-void list_shard(const std::map<std::string, object_record>& keys, const list_request& req, std::size_t limit,
-                std::vector<list_entry>& out) {
+void list_shard(const std::map<std::string, object_record>& keys, const list_request& req,
+                std::size_t limit, std::vector<list_entry>& out) {
     const std::string& start = req.start_after;
-    auto it = start.empty() || start < req.prefix ? keys.lower_bound(req.prefix) : keys.upper_bound(start);
+    auto it = start.empty() || start < req.prefix ? keys.lower_bound(req.prefix)
+                                                  : keys.upper_bound(start);
     std::string last_prefix;
     while (it != keys.end() && out.size() < limit) {
         const std::string& key = it->first;
@@ -652,7 +694,8 @@ void list_shard(const std::map<std::string, object_record>& keys, const list_req
 }  // namespace
 
 io::task<base::result<list_page>> engine::core_list(list_request request) {
-    if (!bucket_exists(request.bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
+    if (!bucket_exists(request.bucket))
+        co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     unsigned core = io::reactor::current().core();
     std::size_t limit = static_cast<std::size_t>(request.max_keys) + 1;
     list_page page;
@@ -675,9 +718,12 @@ io::task<base::result<list_page>> engine::list(list_request request) {
         if (!part) co_return part.as_failure();
         for (auto& e : part->entries) all.push_back(std::move(e));
     }
-    std::sort(all.begin(), all.end(), [](const list_entry& a, const list_entry& b) { return a.name < b.name; });
-    all.erase(std::unique(all.begin(), all.end(), [](const list_entry& a, const list_entry& b) { return a.name == b.name; }),
-              all.end());
+    std::sort(all.begin(), all.end(),
+              [](const list_entry& a, const list_entry& b) { return a.name < b.name; });
+    all.erase(
+        std::unique(all.begin(), all.end(),
+                    [](const list_entry& a, const list_entry& b) { return a.name == b.name; }),
+        all.end());
     list_page page;
     page.truncated = all.size() > request.max_keys;
     if (page.truncated) all.resize(request.max_keys);
@@ -704,8 +750,10 @@ io::task<base::result<void>> engine::delete_bucket(std::string name) {
 io::task<base::result<bool>> engine::core_set_bucket(bucket_info info, bool present) {
     core_state& cs = local();
     cs.closing.erase(info.name);
-    if (present) cs.buckets[info.name] = info;
-    else cs.buckets.erase(info.name);
+    if (present)
+        cs.buckets[info.name] = info;
+    else
+        cs.buckets.erase(info.name);
     co_return true;
 }
 
@@ -717,7 +765,8 @@ io::task<base::result<bool>> engine::core_close_if_empty(std::string name) {
         FJORD_CO_TRY(journal_usable(*s->log));
         if (s->index.count(name) || s->commits_in_flight.count(name)) co_return false;
         for (const auto& [id, upload] : s->uploads)
-            if (upload.bucket == name) co_return false;  // unfinished uploads hold data in the bucket
+            if (upload.bucket == name)
+                co_return false;  // unfinished uploads hold data in the bucket
     }
     local().closing.insert(name);
     co_return true;
@@ -725,12 +774,14 @@ io::task<base::result<bool>> engine::core_close_if_empty(std::string name) {
 
 io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
     shard& s0 = *_shards[0];
-    std::string lock = "\x01" "bucket:" + name;
+    std::string lock =
+        "\x01"
+        "bucket:" +
+        name;
     co_await lock_key(s0.locks, lock);
     base::result<void> outcome;
     if (local().buckets.count(name)) {
-        outcome = base::fail(base::errc::bucket_already_owned_by_you,
-                             "the bucket exists");
+        outcome = base::fail(base::errc::bucket_already_owned_by_you, "the bucket exists");
     } else {
         bucket_info info{name, base::unix_now_ms()};
         std::string payload;
@@ -753,7 +804,10 @@ io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
 
 io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
     shard& s0 = *_shards[0];
-    std::string lock = "\x01" "bucket:" + name;
+    std::string lock =
+        "\x01"
+        "bucket:" +
+        name;
     co_await lock_key(s0.locks, lock);
     base::result<void> outcome;
     auto found = local().buckets.find(name);
@@ -779,7 +833,8 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
             outcome = co_await s0.log->append(record_delete_bucket, std::move(payload), {},
                                               [&] { local().buckets.erase(name); });
         } else {
-            outcome = base::fail(base::errc::bucket_not_empty, "the bucket holds objects or unfinished uploads");
+            outcome = base::fail(base::errc::bucket_not_empty,
+                                 "the bucket holds objects or unfinished uploads");
         }
         // After a deletion whose outcome is unknown the bucket may or may not exist after a restart: it
         // stays closed (no new objects) until then.
@@ -798,7 +853,8 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
 namespace {
 
 // Writes `bytes` to a new file at `path` and makes them durable; 0, or the failure (-errno).
-io::task<int> write_durable_file(file_system& fs, const std::string& path, const std::string& bytes) {
+io::task<int> write_durable_file(file_system& fs, const std::string& path,
+                                 const std::string& bytes) {
     int fd = co_await fs.openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) co_return fd;
     std::size_t done = 0;
@@ -867,7 +923,8 @@ io::task<void> engine::rotate(shard& s) {
     const std::string tmp = s.dir + "/" + gen_name("snapshot", next_gen, "tmp");
     const std::string new_journal = s.dir + "/" + gen_name("journal", next_gen, "log");
     auto fail = [&](const char* what, int rc) {
-        LOG_ERROR("snapshot of shard %u failed at %s: %s; keeping the current journal", s.id, what, strerror(-rc));
+        LOG_ERROR("snapshot of shard %u failed at %s: %s; keeping the current journal", s.id, what,
+                  strerror(-rc));
     };
     file_system& fs = _drives.fs();
     if (int rc = co_await write_durable_file(fs, tmp, image); rc < 0) {
@@ -884,7 +941,8 @@ io::task<void> engine::rotate(shard& s) {
     int jfd = co_await fs.unlinkat(AT_FDCWD, new_journal);
     if (jfd < 0 && jfd != -ENOENT) {
         fail("remove a journal left by a failed attempt", jfd);
-    } else if ((jfd = co_await fs.openat(AT_FDCWD, new_journal, O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0) {
+    } else if ((jfd = co_await fs.openat(AT_FDCWD, new_journal, O_WRONLY | O_CREAT | O_EXCL,
+                                         0644)) < 0) {
         fail("create journal", jfd);
     }
     if (jfd < 0) {
@@ -892,8 +950,8 @@ io::task<void> engine::rotate(shard& s) {
         co_return;
     }
     if (co_await publish_snapshot(s, next_gen, tmp, jfd, new_journal))
-        LOG_INFO("shard %u: snapshot %llu written (%zu bytes)", s.id, static_cast<unsigned long long>(next_gen),
-                 image.size());
+        LOG_INFO("shard %u: snapshot %llu written (%zu bytes)", s.id,
+                 static_cast<unsigned long long>(next_gen), image.size());
 }
 
 io::task<bool> engine::publish_snapshot(shard& s, std::uint64_t next_gen, std::string tmp, int jfd,
@@ -901,14 +959,17 @@ io::task<bool> engine::publish_snapshot(shard& s, std::uint64_t next_gen, std::s
     file_system& fs = _drives.fs();
     int dir_fd = co_await fs.openat(AT_FDCWD, s.dir, O_RDONLY | O_DIRECTORY);
     int rc = dir_fd < 0 ? dir_fd : co_await fs.fsync(dir_fd, false);
-    if (rc >= 0) rc = co_await fs.renameat(AT_FDCWD, tmp, AT_FDCWD, s.dir + "/" + gen_name("snapshot", next_gen, "snap"));
+    if (rc >= 0)
+        rc = co_await fs.renameat(AT_FDCWD, tmp, AT_FDCWD,
+                                  s.dir + "/" + gen_name("snapshot", next_gen, "snap"));
     if (rc < 0) {
         // No snapshot G+1 is visible: journal G stays in use and complete. Journal G+1 is removed too:
         // if the failure was the directory fsync, its entry may never become durable, and a later
         // attempt that found the name still there would write acknowledged records into a file a crash
         // can take away (an empty G+1 surviving the removal is harmless: recovery replays it after G).
         LOG_ERROR("snapshot of shard %u failed at %s: %s; keeping the current journal", s.id,
-                  dir_fd < 0 ? "open the metadata directory" : "fsync or rename in the metadata directory",
+                  dir_fd < 0 ? "open the metadata directory"
+                             : "fsync or rename in the metadata directory",
                   strerror(-rc));
         if (dir_fd >= 0) co_await fs.close(dir_fd);
         co_await fs.close(jfd);
@@ -922,8 +983,10 @@ io::task<bool> engine::publish_snapshot(shard& s, std::uint64_t next_gen, std::s
     // after a successful fsync of the directory; otherwise the next start removes them.
     rc = co_await fs.fsync(dir_fd, false);
     if (rc < 0)
-        LOG_WARN("shard %u: fsync of the metadata directory failed: %s (keeping the previous journal and "
-                 "snapshot)", s.id, strerror(-rc));
+        LOG_WARN(
+            "shard %u: fsync of the metadata directory failed: %s (keeping the previous journal and "
+            "snapshot)",
+            s.id, strerror(-rc));
     co_await fs.close(dir_fd);
     std::string old_journal = s.log->path();
     int old_fd = s.log->replace_file(jfd, std::move(new_journal));

@@ -40,29 +40,35 @@ struct engine_options {
     data_file_options data_files;
     write_scheduler_options writes;
     spare_file_options spares;
-    space_options space;  // free-space floor and space reserved ahead of received bytes (drive_space.h)
+    space_options
+        space;  // free-space floor and space reserved ahead of received bytes (drive_space.h)
     io::buffer_pool_options buffers;
-    std::uint64_t journal_rotate_bytes = 64ULL * 1024 * 1024;  // snapshot + new journal past this size
-    file_system* fs = nullptr;                 // null: posix_file_system(); a simulated one in tests
-    std::optional<std::uint64_t> boot_nonce;  // names this run's object ids; random unless set (tests)
+    std::uint64_t journal_rotate_bytes =
+        64ULL * 1024 * 1024;    // snapshot + new journal past this size
+    file_system* fs = nullptr;  // null: posix_file_system(); a simulated one in tests
+    std::optional<std::uint64_t>
+        boot_nonce;  // names this run's object ids; random unless set (tests)
 };
 
 struct completed_upload {
     object_record object;
-    std::optional<object_record> replaced;   // the object the upload overwrote
-    std::vector<segment> unused_parts;       // uploaded parts the final object does not use
+    std::optional<object_record> replaced;  // the object the upload overwrote
+    std::vector<segment> unused_parts;      // uploaded parts the final object does not use
 };
 
 // Whether the writer of a failed commit may remove the data it wrote. Not when the outcome is unknown: the
 // record may reappear at the next start, and must find its data (orphans are removed at start-up).
-inline bool commit_surely_failed(const base::error& e) { return e.code != base::errc::commit_outcome_unknown; }
+inline bool commit_surely_failed(const base::error& e) {
+    return e.code != base::errc::commit_outcome_unknown;
+}
 
 struct recovery_stats {
     std::uint64_t objects = 0;
     std::uint64_t journal_records = 0;
     std::uint64_t torn_tails = 0;
     std::uint64_t orphans_removed = 0;
-    std::uint64_t orphans_kept = 0;  // could not be removed (an I/O error): tried again at the next start
+    std::uint64_t orphans_kept =
+        0;  // could not be removed (an I/O error): tried again at the next start
 };
 
 // The single-node implementation of the object-store boundary (object_store.h), and beneath it the
@@ -83,31 +89,36 @@ public:
     io::task<base::result<void>> delete_bucket(std::string name) override;
     bool bucket_exists(const std::string& name) const override;
     std::vector<bucket_info> list_buckets() const override;
-    io::task<base::result<object_record>> put(put_request request, byte_source& body, record_finisher finish) override;
+    io::task<base::result<object_record>> put(put_request request, byte_source& body,
+                                              record_finisher finish) override;
     io::task<base::result<object_record>> head(std::string bucket, std::string key) override;
-    io::task<base::result<object_record>> get(std::string bucket, std::string key, read_planner plan,
-                                              byte_sink& sink) override;
-    io::task<base::result<object_record>> update(std::string bucket, std::string key, record_editor edit,
+    io::task<base::result<object_record>> get(std::string bucket, std::string key,
+                                              read_planner plan, byte_sink& sink) override;
+    io::task<base::result<object_record>> update(std::string bucket, std::string key,
+                                                 record_editor edit,
                                                  write_conditions conditions) override;
-    io::task<base::result<std::optional<object_record>>> remove(std::string bucket, std::string key,
-                                                                 write_conditions conditions) override;
+    io::task<base::result<std::optional<object_record>>> remove(
+        std::string bucket, std::string key, write_conditions conditions) override;
     io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) override;
     io::task<base::result<list_page>> list(list_request request) override;
-    io::task<base::result<std::string>> create_upload(std::string bucket, std::string key, object_record metadata,
+    io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
+                                                      object_record metadata,
                                                       std::string checksum_type) override;
     io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key,
                                                      std::string upload_id) override;
     io::task<base::result<part_record>> upload_part(part_request request, byte_source& body,
                                                     part_finisher finish) override;
-    io::task<base::result<part_record>> copy_part(part_copy_request request, part_copy_planner plan) override;
-    io::task<base::result<object_record>> complete_upload(std::string bucket, std::string key, std::string upload_id,
+    io::task<base::result<part_record>> copy_part(part_copy_request request,
+                                                  part_copy_planner plan) override;
+    io::task<base::result<object_record>> complete_upload(std::string bucket, std::string key,
+                                                          std::string upload_id,
                                                           upload_finalizer finalize,
                                                           write_conditions conditions) override;
-    io::task<base::result<void>> abort_upload(std::string bucket, std::string key, std::string upload_id) override;
-    io::task<base::result<std::vector<upload_record>>> list_uploads(std::string bucket, std::string prefix,
-                                                                    std::string key_marker,
-                                                                    std::string upload_id_marker,
-                                                                    std::uint32_t max_uploads) override;
+    io::task<base::result<void>> abort_upload(std::string bucket, std::string key,
+                                              std::string upload_id) override;
+    io::task<base::result<std::vector<upload_record>>> list_uploads(
+        std::string bucket, std::string prefix, std::string key_marker,
+        std::string upload_id_marker, std::uint32_t max_uploads) override;
     storage_stats stats() const override;
 
     // ---- the engine's own steps (tests, the simulation, the scrubber, the server's housekeeping) ----
@@ -127,20 +138,27 @@ public:
     object_id new_object_id();
 
     // Commits a written object; returns the record it replaced (whose data the caller reclaims).
-    io::task<base::result<std::optional<object_record>>> commit_put(std::string bucket, std::string key,
-                                                                     object_record record, write_conditions conditions);
+    io::task<base::result<std::optional<object_record>>> commit_put(std::string bucket,
+                                                                    std::string key,
+                                                                    object_record record,
+                                                                    write_conditions conditions);
     // Removes a key's record; returns it (its data is the caller's to reclaim).
-    io::task<base::result<std::optional<object_record>>> commit_remove(std::string bucket, std::string key,
-                                                                        write_conditions conditions);
+    io::task<base::result<std::optional<object_record>>> commit_remove(std::string bucket,
+                                                                       std::string key,
+                                                                       write_conditions conditions);
     // Commits a written part; returns the part it replaced (same number), whose data the caller reclaims.
-    io::task<base::result<std::optional<part_record>>> commit_part(std::string bucket, std::string key,
-                                                                    std::string upload_id, part_record part);
+    io::task<base::result<std::optional<part_record>>> commit_part(std::string bucket,
+                                                                   std::string key,
+                                                                   std::string upload_id,
+                                                                   part_record part);
     // Commits the object an upload's finalizer builds; the unused parts and the replaced object are the
     // caller's to reclaim.
     io::task<base::result<completed_upload>> commit_complete(std::string bucket, std::string key,
-                                                             std::string upload_id, upload_finalizer finalize,
+                                                             std::string upload_id,
+                                                             upload_finalizer finalize,
                                                              write_conditions conditions);
-    io::task<base::result<upload_record>> commit_abort(std::string bucket, std::string key, std::string upload_id);
+    io::task<base::result<upload_record>> commit_abort(std::string bucket, std::string key,
+                                                       std::string upload_id);
     // Removes the data files of a replaced or deleted record (or keeps them as spares). Only once no
     // durable record refers to them.
     io::task<void> reclaim(object_record record);
@@ -176,14 +194,20 @@ private:
     core_state& local();
     const core_state& local() const;
 
-    io::task<base::result<std::optional<object_record>>> shard_put(unsigned shard_id, std::string bucket,
-                                                                    std::string key, object_record record,
-                                                                    write_conditions conditions);
-    io::task<base::result<std::optional<object_record>>> shard_remove(unsigned shard_id, std::string bucket,
-                                                                       std::string key, write_conditions conditions);
-    io::task<base::result<object_record>> shard_head(unsigned shard_id, std::string bucket, std::string key);
-    io::task<base::result<object_record>> shard_update(unsigned shard_id, std::string bucket, std::string key,
-                                                       record_editor edit, write_conditions conditions);
+    io::task<base::result<std::optional<object_record>>> shard_put(unsigned shard_id,
+                                                                   std::string bucket,
+                                                                   std::string key,
+                                                                   object_record record,
+                                                                   write_conditions conditions);
+    io::task<base::result<std::optional<object_record>>> shard_remove(unsigned shard_id,
+                                                                      std::string bucket,
+                                                                      std::string key,
+                                                                      write_conditions conditions);
+    io::task<base::result<object_record>> shard_head(unsigned shard_id, std::string bucket,
+                                                     std::string key);
+    io::task<base::result<object_record>> shard_update(unsigned shard_id, std::string bucket,
+                                                       std::string key, record_editor edit,
+                                                       write_conditions conditions);
     io::task<base::result<list_page>> core_list(list_request request);
     io::task<base::result<void>> core0_create_bucket(std::string name);
     io::task<base::result<void>> core0_delete_bucket(std::string name);
@@ -198,49 +222,57 @@ private:
     io::task<bool> publish_snapshot(shard& s, std::uint64_t next_gen, std::string tmp, int jfd,
                                     std::string new_journal);
     std::string new_upload_id();
-    io::task<base::result<std::string>> shard_create_upload(unsigned shard_id, upload_record upload);
-    io::task<base::result<upload_record>> shard_get_upload(unsigned shard_id, std::string bucket, std::string key,
-                                                           std::string upload_id);
-    io::task<base::result<std::optional<part_record>>> shard_commit_part(unsigned shard_id, std::string upload_id,
-                                                                          std::string bucket, std::string key,
-                                                                          part_record part);
-    io::task<base::result<std::optional<part_record>>> shard_commit_part_entered(shard& s, std::string upload_id,
-                                                                                  std::string bucket, std::string key,
-                                                                                  part_record part);
-    io::task<base::result<completed_upload>> shard_complete_upload(unsigned shard_id, std::string bucket,
-                                                                   std::string key, std::string upload_id,
-                                                                   upload_finalizer finalize,
-                                                                   write_conditions conditions);
+    io::task<base::result<std::string>> shard_create_upload(unsigned shard_id,
+                                                            upload_record upload);
+    io::task<base::result<upload_record>> shard_get_upload(unsigned shard_id, std::string bucket,
+                                                           std::string key, std::string upload_id);
+    io::task<base::result<std::optional<part_record>>> shard_commit_part(unsigned shard_id,
+                                                                         std::string upload_id,
+                                                                         std::string bucket,
+                                                                         std::string key,
+                                                                         part_record part);
+    io::task<base::result<std::optional<part_record>>> shard_commit_part_entered(
+        shard& s, std::string upload_id, std::string bucket, std::string key, part_record part);
+    io::task<base::result<completed_upload>> shard_complete_upload(
+        unsigned shard_id, std::string bucket, std::string key, std::string upload_id,
+        upload_finalizer finalize, write_conditions conditions);
     // The completion proper, once its upload's gate is closed (upload_gate in engine_internal.h).
-    io::task<base::result<completed_upload>> shard_complete_closing(shard& s, std::string bucket, std::string key,
-                                                                    std::string upload_id, upload_finalizer finalize,
+    io::task<base::result<completed_upload>> shard_complete_closing(shard& s, std::string bucket,
+                                                                    std::string key,
+                                                                    std::string upload_id,
+                                                                    upload_finalizer finalize,
                                                                     write_conditions conditions);
-    io::task<base::result<upload_record>> shard_abort_upload(unsigned shard_id, std::string bucket, std::string key,
+    io::task<base::result<upload_record>> shard_abort_upload(unsigned shard_id, std::string bucket,
+                                                             std::string key,
                                                              std::string upload_id);
-    io::task<base::result<std::vector<upload_record>>> core_list_uploads(std::string bucket, std::string prefix,
-                                                                         std::string key_marker,
-                                                                         std::string upload_id_marker,
-                                                                         std::uint32_t max_uploads);
+    io::task<base::result<std::vector<upload_record>>> core_list_uploads(
+        std::string bucket, std::string prefix, std::string key_marker,
+        std::string upload_id_marker, std::uint32_t max_uploads);
 
     // The write protocol (transfers.cc): a new data file from `source`, `before_seal` once every byte is
     // written, then durable; nothing is left behind on failure.
     using seal_check = std::function<base::result<void>(const written_data&)>;
-    io::task<base::result<segment>> write_data(byte_source& source, std::optional<std::uint64_t> size_bytes,
-                                               std::uint64_t max_size_bytes, const seal_check& before_seal);
+    io::task<base::result<segment>> write_data(byte_source& source,
+                                               std::optional<std::uint64_t> size_bytes,
+                                               std::uint64_t max_size_bytes,
+                                               const seal_check& before_seal);
     // Copies [range) of an object into a new durable data file, showing each chunk to `observe`.
-    io::task<base::result<segment>> copy_data(const object_record& source, byte_range range,
-                                              const std::function<void(std::span<const std::byte>)>& observe,
-                                              const seal_check& before_seal);
+    io::task<base::result<segment>> copy_data(
+        const object_record& source, byte_range range,
+        const std::function<void(std::span<const std::byte>)>& observe,
+        const seal_check& before_seal);
     // The end of both: the front end's check once every byte is written, then the data made durable; a
     // failure (`so_far`'s, the check's or the seal's) discards the file.
     io::task<base::result<segment>> seal_checked(object_writer& writer, base::result<void> so_far,
                                                  const seal_check& before_seal);
     // Commits a record whose data this request wrote: reclaims what it replaced, or its own data when the
     // commit surely failed.
-    io::task<base::result<object_record>> commit_written(std::string bucket, std::string key, object_record record,
+    io::task<base::result<object_record>> commit_written(std::string bucket, std::string key,
+                                                         object_record record,
                                                          write_conditions conditions);
     io::task<base::result<part_record>> commit_written_part(std::string bucket, std::string key,
-                                                            std::string upload_id, part_record part);
+                                                            std::string upload_id,
+                                                            part_record part);
     // Space spares hold is given back when a write found a drive full, so that a retry finds it.
     io::task<void> free_space_after(const base::error& err);
 

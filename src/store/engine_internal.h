@@ -38,11 +38,13 @@ struct key_lock_table {
 // durable first, and the old data would be reclaimed as "replaced" while the object used it.)
 struct upload_gate {
     unsigned parts_in_flight = 0;
-    bool closing = false;             // a completion or abort holds the upload: at most one, under the key lock
-    std::coroutine_handle<> closer;   // waiting for parts_in_flight to reach zero
+    bool closing =
+        false;  // a completion or abort holds the upload: at most one, under the key lock
+    std::coroutine_handle<> closer;  // waiting for parts_in_flight to reach zero
     std::deque<std::coroutine_handle<>> parts_waiting;
 };
-using upload_gates = std::unordered_map<std::string, upload_gate>;  // by upload id; idle gates are erased
+using upload_gates =
+    std::unordered_map<std::string, upload_gate>;  // by upload id; idle gates are erased
 
 struct engine::shard {
     unsigned id = 0;
@@ -61,12 +63,12 @@ struct engine::shard {
 struct engine::core_state {
     std::unique_ptr<io::buffer_pool> pool;
     std::unique_ptr<write_scheduler> writes;  // this core's share of every drive's write budget
-    std::unique_ptr<io::semaphore> copies;    // copies that read and rewrite data at once (see copy_admission)
+    std::unique_ptr<io::semaphore>
+        copies;  // copies that read and rewrite data at once (see copy_admission)
     std::map<std::string, bucket_info> buckets;
     std::set<std::string> closing;  // buckets being deleted: no new commits
     std::uint64_t next_id = 1;
 };
-
 
 struct lock_awaiter {
     std::deque<std::coroutine_handle<>>* queue;
@@ -96,7 +98,6 @@ inline void unlock_key(key_lock_table& table, const std::string& key) {
     io::reactor::current().schedule(next);
 }
 
-
 struct handle_awaiter {
     std::coroutine_handle<>* slot;
     bool await_ready() const noexcept { return false; }
@@ -107,7 +108,8 @@ struct handle_awaiter {
 // A part commit enters the gate of its upload, waiting while a completion or abort holds it.
 inline io::task<void> enter_part(upload_gates& gates, std::string upload_id) {
     for (;;) {
-        upload_gate& g = gates[upload_id];  // looked up again after each wait: an idle gate may be erased
+        upload_gate& g =
+            gates[upload_id];  // looked up again after each wait: an idle gate may be erased
         if (!g.closing) {
             ++g.parts_in_flight;
             co_return;
@@ -125,7 +127,8 @@ inline void leave_part(upload_gates& gates, const std::string& upload_id) {
     auto it = gates.find(upload_id);
     FJORD_ASSERT(it != gates.end() && it->second.parts_in_flight > 0);
     upload_gate& g = it->second;
-    if (--g.parts_in_flight == 0 && g.closer) io::reactor::current().schedule(std::exchange(g.closer, nullptr));
+    if (--g.parts_in_flight == 0 && g.closer)
+        io::reactor::current().schedule(std::exchange(g.closer, nullptr));
     erase_if_idle(gates, it);
 }
 
@@ -150,7 +153,8 @@ inline void leave_close(upload_gates& gates, const std::string& upload_id) {
 // start, so its in-memory state cannot vouch for any answer: every mutator checks this after taking its
 // key lock (a commit that failed while it waited may have broken the journal) and answers this error.
 inline base::result<void> journal_usable(const journal& log) {
-    if (log.broken()) return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
+    if (log.broken())
+        return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
     return {};
 }
 

@@ -24,7 +24,8 @@ base::result<std::string> file_system::read_file_blocking(const std::string& pat
         std::int64_t n = pread_blocking(fd, image.data() + got, image.size() - got, got);
         if (n < 0) {
             close_blocking(fd);
-            return base::fail(base::errc::io_error, "read " + path + ": " + strerror(static_cast<int>(-n)));
+            return base::fail(base::errc::io_error,
+                              "read " + path + ": " + strerror(static_cast<int>(-n)));
         }
         if (n == 0) break;
         got += static_cast<std::size_t>(n);
@@ -42,11 +43,13 @@ int file_system::fsync_path_blocking(const std::string& path) {
     return rc;
 }
 
-base::result<void> file_system::replace_file_blocking(const std::string& path, const std::string& content) {
+base::result<void> file_system::replace_file_blocking(const std::string& path,
+                                                      const std::string& content) {
     std::string tmp = path + ".tmp";
     auto failed = [&](const std::string& what, int rc) {
-        return base::fail(rc == -ENOSPC || rc == -EDQUOT ? base::errc::storage_full : base::errc::io_error,
-                          what + ": " + strerror(-rc));
+        return base::fail(
+            rc == -ENOSPC || rc == -EDQUOT ? base::errc::storage_full : base::errc::io_error,
+            what + ": " + strerror(-rc));
     };
     int fd = open_blocking(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return failed("create " + tmp, fd);
@@ -78,13 +81,17 @@ public:
         co_return co_await io::openat(dir_fd, name.c_str(), flags, mode);
     }
     io::task<int> close(int fd) override { co_return co_await io::close(fd); }
-    io::task<int> read(int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index) override {
+    io::task<int> read(int fd, void* buf, unsigned len, std::uint64_t offset,
+                       int buf_index) override {
         co_return co_await io::read(fd, buf, len, offset, buf_index);
     }
-    io::task<int> write(int fd, const void* buf, unsigned len, std::uint64_t offset, int buf_index) override {
+    io::task<int> write(int fd, const void* buf, unsigned len, std::uint64_t offset,
+                        int buf_index) override {
         co_return co_await io::write(fd, buf, len, offset, buf_index);
     }
-    io::task<int> fsync(int fd, bool datasync) override { co_return co_await io::fsync(fd, datasync); }
+    io::task<int> fsync(int fd, bool datasync) override {
+        co_return co_await io::fsync(fd, datasync);
+    }
     io::task<int> allocate(int fd, std::uint64_t offset, std::uint64_t len) override {
         co_return co_await io::fallocate(fd, 0, offset, len);
     }
@@ -98,20 +105,23 @@ public:
     io::task<int> unlinkat(int dir_fd, std::string name) override {
         co_return co_await io::unlinkat(dir_fd, name.c_str());
     }
-    io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override {
+    io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd,
+                           std::string new_name) override {
         co_return co_await io::renameat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str());
     }
     io::task<int> rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
                                    std::string new_name) override {
-        co_return co_await io::renameat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str(), RENAME_NOREPLACE);
+        co_return co_await io::renameat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str(),
+                                        RENAME_NOREPLACE);
     }
-    io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override {
+    io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd,
+                         std::string new_name) override {
         co_return co_await io::linkat(old_dir_fd, old_name.c_str(), new_dir_fd, new_name.c_str());
     }
     io::task<int> stat(int dir_fd, std::string name, file_stat& out) override {
         struct statx st{};
-        int rc = co_await io::statx(dir_fd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_NLINK | STATX_SIZE,
-                                    &st);
+        int rc = co_await io::statx(dir_fd, name.c_str(), AT_SYMLINK_NOFOLLOW,
+                                    STATX_INO | STATX_NLINK | STATX_SIZE, &st);
         if (rc < 0) co_return rc;
         out.inode = st.stx_ino;
         out.links = st.stx_nlink;
@@ -121,19 +131,25 @@ public:
     void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset,
                     int buf_index) override {
         op.start([&](io_uring_sqe* s) {
-            if (buf_index >= 0) io_uring_prep_read_fixed(s, fd, buf, len, offset, buf_index);
-            else io_uring_prep_read(s, fd, buf, len, offset);
+            if (buf_index >= 0)
+                io_uring_prep_read_fixed(s, fd, buf, len, offset, buf_index);
+            else
+                io_uring_prep_read(s, fd, buf, len, offset);
         });
     }
     void start_write(io::async_op& op, int fd, const void* buf, unsigned len, std::uint64_t offset,
                      int buf_index) override {
         op.start([&](io_uring_sqe* s) {
-            if (buf_index >= 0) io_uring_prep_write_fixed(s, fd, buf, len, offset, buf_index);
-            else io_uring_prep_write(s, fd, buf, len, offset);
+            if (buf_index >= 0)
+                io_uring_prep_write_fixed(s, fd, buf, len, offset, buf_index);
+            else
+                io_uring_prep_write(s, fd, buf, len, offset);
         });
     }
     void start_fsync(io::async_op& op, int fd, bool datasync) override {
-        op.start([&](io_uring_sqe* s) { io_uring_prep_fsync(s, fd, datasync ? IORING_FSYNC_DATASYNC : 0); });
+        op.start([&](io_uring_sqe* s) {
+            io_uring_prep_fsync(s, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
+        });
     }
 
     int open_blocking(const std::string& path, int flags, mode_t mode) override {
@@ -144,7 +160,8 @@ public:
         ssize_t n = ::pread(fd, buf, len, static_cast<off_t>(offset));
         return n < 0 ? -errno : n;
     }
-    std::int64_t pwrite_blocking(int fd, const void* buf, std::size_t len, std::uint64_t offset) override {
+    std::int64_t pwrite_blocking(int fd, const void* buf, std::size_t len,
+                                 std::uint64_t offset) override {
         ssize_t n = ::pwrite(fd, buf, len, static_cast<off_t>(offset));
         return n < 0 ? -errno : n;
     }
@@ -157,18 +174,23 @@ public:
         if (::fstat(fd, &st) < 0) return -errno;
         return st.st_size;
     }
-    int mkdir_blocking(const std::string& path) override { return result_of(::mkdir(path.c_str(), 0755)); }
+    int mkdir_blocking(const std::string& path) override {
+        return result_of(::mkdir(path.c_str(), 0755));
+    }
     int rename_blocking(const std::string& from, const std::string& to) override {
         return result_of(::rename(from.c_str(), to.c_str()));
     }
-    int unlink_blocking(const std::string& path) override { return result_of(::unlink(path.c_str())); }
+    int unlink_blocking(const std::string& path) override {
+        return result_of(::unlink(path.c_str()));
+    }
     int unlinkat_blocking(int dir_fd, const std::string& name) override {
         return result_of(::unlinkat(dir_fd, name.c_str(), 0));
     }
     int lock_blocking(int fd) override { return result_of(::flock(fd, LOCK_EX | LOCK_NB)); }
     base::result<std::vector<std::string>> list_blocking(const std::string& dir_path) override {
         DIR* d = ::opendir(dir_path.c_str());
-        if (!d) return base::fail(base::errc::io_error, "list " + dir_path + ": " + strerror(errno));
+        if (!d)
+            return base::fail(base::errc::io_error, "list " + dir_path + ": " + strerror(errno));
         std::vector<std::string> names;
         while (dirent* e = ::readdir(d)) {
             std::string name = e->d_name;

@@ -45,27 +45,31 @@ public:
     virtual io::task<int> openat(int dir_fd, std::string name, int flags, mode_t mode = 0) = 0;
     virtual io::task<int> close(int fd) = 0;
     // buf_index >= 0: buf lies in the registered buffer with that index (the fixed-buffer variant).
-    virtual io::task<int> read(int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index = -1) = 0;
-    virtual io::task<int> write(int fd, const void* buf, unsigned len, std::uint64_t offset, int buf_index = -1) = 0;
+    virtual io::task<int> read(int fd, void* buf, unsigned len, std::uint64_t offset,
+                               int buf_index = -1) = 0;
+    virtual io::task<int> write(int fd, const void* buf, unsigned len, std::uint64_t offset,
+                                int buf_index = -1) = 0;
     virtual io::task<int> fsync(int fd, bool datasync) = 0;
     // Reserves [offset, offset + len) (mode 0 fallocate): a full drive fails here rather than in the middle
     // of a write.
     virtual io::task<int> allocate(int fd, std::uint64_t offset, std::uint64_t len) = 0;
     virtual io::task<int> unlinkat(int dir_fd, std::string name) = 0;
-    virtual io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
+    virtual io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd,
+                                   std::string new_name) = 0;
     // Like renameat, but fails with -EEXIST instead of replacing an existing target (RENAME_NOREPLACE).
     virtual io::task<int> rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
                                            std::string new_name) = 0;
     // A second name for an existing file (a hard link): server-side copies share data this way.
-    virtual io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) = 0;
+    virtual io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd,
+                                 std::string new_name) = 0;
     // Identity and link count of a named file (spare data files are reused only when nothing else names them).
     virtual io::task<int> stat(int dir_fd, std::string name, file_stat& out) = 0;
     // Pipelined variants: start the operation now, the caller awaits `op` later. `op` and the buffer must
     // stay alive and in place until then.
     virtual void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset,
                             int buf_index) = 0;
-    virtual void start_write(io::async_op& op, int fd, const void* buf, unsigned len, std::uint64_t offset,
-                             int buf_index) = 0;
+    virtual void start_write(io::async_op& op, int fd, const void* buf, unsigned len,
+                             std::uint64_t offset, int buf_index) = 0;
     virtual void start_fsync(io::async_op& op, int fd, bool datasync) = 0;
     // Free and total space of the file system holding `fd` (fstatvfs: the file system's counters, no I/O,
     // so it may run on a reactor thread).
@@ -74,8 +78,10 @@ public:
     // ---- blocking: startup, recovery and rare failure paths ----
     virtual int open_blocking(const std::string& path, int flags, mode_t mode = 0) = 0;
     virtual int close_blocking(int fd) = 0;
-    virtual std::int64_t pread_blocking(int fd, void* buf, std::size_t len, std::uint64_t offset) = 0;
-    virtual std::int64_t pwrite_blocking(int fd, const void* buf, std::size_t len, std::uint64_t offset) = 0;
+    virtual std::int64_t pread_blocking(int fd, void* buf, std::size_t len,
+                                        std::uint64_t offset) = 0;
+    virtual std::int64_t pwrite_blocking(int fd, const void* buf, std::size_t len,
+                                         std::uint64_t offset) = 0;
     virtual int fsync_blocking(int fd) = 0;
     virtual int truncate_blocking(int fd, std::uint64_t size_bytes) = 0;
     virtual std::int64_t size_blocking(int fd) = 0;

@@ -15,7 +15,8 @@
 
 namespace fjord::store {
 
-void frame_record(std::string& out, std::uint64_t seq, std::uint8_t type, std::string_view payload) {
+void frame_record(std::string& out, std::uint64_t seq, std::uint8_t type,
+                  std::string_view payload) {
     FJORD_ASSERT(payload.size() <= journal_max_payload_bytes);
     std::size_t start = out.size();
     out.resize(start + journal_record_header_bytes);
@@ -29,8 +30,9 @@ void frame_record(std::string& out, std::uint64_t seq, std::uint8_t type, std::s
     std::memcpy(h + 4, &crc, 4);
 }
 
-journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
-                          const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit) {
+journal_scan scan_journal(
+    std::string_view image, std::uint64_t first_seq,
+    const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit) {
     journal_scan scan;
     std::uint64_t expected = first_seq;
     std::size_t pos = 0;
@@ -41,7 +43,9 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
         std::memcpy(&len, h, 4);
         std::memcpy(&crc, h + 4, 4);
         std::memcpy(&seq, h + 8, 8);
-        if (len > journal_max_payload_bytes || len > image.size() - pos - journal_record_header_bytes) break;
+        if (len > journal_max_payload_bytes ||
+            len > image.size() - pos - journal_record_header_bytes)
+            break;
         if (base::crc32c(base::as_bytes(h + 8, 9 + len)) != crc) break;
         if (expected != 0 && seq != expected) {
             // A torn write cannot make a whole record with a valid CRC, but a crash can expose old bytes
@@ -51,7 +55,8 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
             scan.sequence_break = pos == 0 || image.size() - pos > max_batch_bytes;
             break;
         }
-        visit(seq, static_cast<std::uint8_t>(h[16]), image.substr(pos + journal_record_header_bytes, len));
+        visit(seq, static_cast<std::uint8_t>(h[16]),
+              image.substr(pos + journal_record_header_bytes, len));
         expected = seq + 1;
         scan.last_seq = seq;
         ++scan.records;
@@ -63,7 +68,8 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
         // A torn write damages at most the last batch (max_batch_bytes). A well-formed record with a later
         // sequence number beyond that is proof of damage in the middle. Cheap filters first (length in
         // bounds, plausible sequence) so a long garbage tail costs little.
-        for (std::size_t at = pos + max_batch_bytes; at + journal_record_header_bytes <= image.size(); ++at) {
+        for (std::size_t at = pos + max_batch_bytes;
+             at + journal_record_header_bytes <= image.size(); ++at) {
             const char* h = image.data() + at;
             std::uint32_t len, crc;
             std::uint64_t seq;
@@ -81,35 +87,47 @@ journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
     return scan;
 }
 
-base::result<journal_scan> read_journal(file_system& fs, const std::string& path, std::uint64_t first_seq,
-                                        const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit,
-                                        bool last) {
+base::result<journal_scan> read_journal(
+    file_system& fs, const std::string& path, std::uint64_t first_seq,
+    const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit, bool last) {
     auto image = fs.read_file_blocking(path);
     if (!image) return image.as_failure();
     journal_scan scan = scan_journal(*image, first_seq, visit);
     const char* damage = nullptr;
-    if (scan.corrupt_before_valid_records) damage = "valid records follow";
-    else if (scan.sequence_break) damage = "the record there has a valid checksum but an unexpected sequence number";
-    else if (scan.torn_tail && !last) damage = "a later journal holds records, so this one was complete";
+    if (scan.corrupt_before_valid_records)
+        damage = "valid records follow";
+    else if (scan.sequence_break)
+        damage = "the record there has a valid checksum but an unexpected sequence number";
+    else if (scan.torn_tail && !last)
+        damage = "a later journal holds records, so this one was complete";
     if (damage)
-        return base::fail(base::errc::data_corrupted,
-                          path + " is damaged at offset " + std::to_string(scan.valid_bytes) + " (" + damage +
-                              "): refusing to start rather than drop acknowledged writes (restore the file from "
-                              "a backup, or move it away to accept the loss)");
+        return base::fail(
+            base::errc::data_corrupted,
+            path + " is damaged at offset " + std::to_string(scan.valid_bytes) + " (" + damage +
+                "): refusing to start rather than drop acknowledged writes (restore the file from "
+                "a backup, or move it away to accept the loss)");
     if (scan.torn_tail) {
-        LOG_WARN("journal %s: dropping %zu bytes of torn or corrupt tail after %llu records", path.c_str(),
-                 image->size() - scan.valid_bytes, static_cast<unsigned long long>(scan.records));
+        LOG_WARN("journal %s: dropping %zu bytes of torn or corrupt tail after %llu records",
+                 path.c_str(), image->size() - scan.valid_bytes,
+                 static_cast<unsigned long long>(scan.records));
         int fd = fs.open_blocking(path, O_RDWR);
         int rc = fd < 0 ? fd : fs.truncate_blocking(fd, scan.valid_bytes);
         if (rc >= 0) rc = fs.fsync_blocking(fd);
         if (fd >= 0) fs.close_blocking(fd);
-        if (rc < 0) return base::fail(base::errc::io_error, "truncate " + path + ": " + strerror(-rc));
+        if (rc < 0)
+            return base::fail(base::errc::io_error, "truncate " + path + ": " + strerror(-rc));
     }
     return scan;
 }
 
-journal::journal(file_system& fs, int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq)
-    : _fs(fs), _fd(fd), _path(std::move(path)), _offset(offset), _next_seq(next_seq), _durable_seq(next_seq - 1) {
+journal::journal(file_system& fs, int fd, std::string path, std::uint64_t offset,
+                 std::uint64_t next_seq)
+    : _fs(fs),
+      _fd(fd),
+      _path(std::move(path)),
+      _offset(offset),
+      _next_seq(next_seq),
+      _durable_seq(next_seq - 1) {
     FJORD_ASSERT(next_seq >= 1);
 }
 
@@ -141,14 +159,17 @@ io::task<void> journal::rotate_now() {
     co_await flush_loop();
 }
 
-io::task<base::result<void>> journal::append(std::uint8_t type, std::string payload, std::vector<int> sync_dir_fds,
+io::task<base::result<void>> journal::append(std::uint8_t type, std::string payload,
+                                             std::vector<int> sync_dir_fds,
                                              std::function<void()> on_durable) {
-    if (_broken) co_return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
+    if (_broken)
+        co_return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
     if (payload.size() > journal_max_payload_bytes)
         co_return base::fail(base::errc::metadata_too_large, "metadata record too large");
     // A batch is one write and one fdatasync; it is capped so that a torn write can only damage the
     // last max_batch_bytes of the file (see scan_journal).
-    if (_queue.empty() || _queue.back().bytes.size() + journal_record_header_bytes + payload.size() > max_batch_bytes)
+    if (_queue.empty() ||
+        _queue.back().bytes.size() + journal_record_header_bytes + payload.size() > max_batch_bytes)
         _queue.push_back(batch{{}, {}, {}, _next_seq});
     batch& b = _queue.back();
     b.last_seq = _next_seq;
@@ -174,7 +195,8 @@ io::task<base::result<void>> journal::append(std::uint8_t type, std::string payl
     co_return std::move(w.outcome);
 }
 
-io::task<base::result<void>> journal::write_batch(const std::string& bytes, const std::vector<int>& dirs) {
+io::task<base::result<void>> journal::write_batch(const std::string& bytes,
+                                                  const std::vector<int>& dirs) {
     // Directory entries of new data files first: a durable record must never name a file that a crash
     // could make disappear.
     std::vector<std::unique_ptr<io::async_op>> syncs;
@@ -188,20 +210,25 @@ io::task<base::result<void>> journal::write_batch(const std::string& bytes, cons
         int rc = co_await pending;
         if (rc < 0) dir_error = rc;
     }
-    if (dir_error < 0) co_return base::fail(base::errc::io_error, std::string("fsync data directory: ") + strerror(-dir_error));
+    if (dir_error < 0)
+        co_return base::fail(base::errc::io_error,
+                             std::string("fsync data directory: ") + strerror(-dir_error));
     std::size_t done = 0;
     while (done < bytes.size()) {
         unsigned len = static_cast<unsigned>(std::min<std::size_t>(bytes.size() - done, 1 << 30));
         int rc = co_await _fs.write(_fd, bytes.data() + done, len, _offset + done);
         if (rc <= 0) {
             int err = rc < 0 ? -rc : EIO;
-            co_return base::fail(err == ENOSPC || err == EDQUOT ? base::errc::storage_full : base::errc::io_error,
-                                 std::string("write journal: ") + strerror(err));
+            co_return base::fail(
+                err == ENOSPC || err == EDQUOT ? base::errc::storage_full : base::errc::io_error,
+                std::string("write journal: ") + strerror(err));
         }
         done += static_cast<std::size_t>(rc);
     }
     int rc = co_await _fs.fsync(_fd, true);
-    if (rc < 0) co_return base::fail(base::errc::io_error, std::string("fdatasync journal: ") + strerror(-rc));
+    if (rc < 0)
+        co_return base::fail(base::errc::io_error,
+                             std::string("fdatasync journal: ") + strerror(-rc));
     co_return base::result<void>{};
 }
 
@@ -237,8 +264,9 @@ io::task<void> journal::flush_loop() {
                 // must not remove the data its records name.
                 _broken = true;
                 outcome = base::fail(base::errc::commit_outcome_unknown,
-                                     outcome.err().message + "; the journal could not be cut back, so the "
-                                                             "change may still appear after a restart");
+                                     outcome.err().message +
+                                         "; the journal could not be cut back, so the "
+                                         "change may still appear after a restart");
             }
         }
         for (waiter* w : b.waiters) finish(w, outcome);

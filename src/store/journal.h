@@ -42,7 +42,7 @@ struct journal_scan {
     std::uint64_t valid_bytes = 0;  // offset just past the last valid record
     std::uint64_t last_seq = 0;     // 0 when no record was found
     std::uint64_t records = 0;
-    bool torn_tail = false;         // bytes after valid_bytes were dropped
+    bool torn_tail = false;  // bytes after valid_bytes were dropped
     // A valid later record follows the first invalid one: that is damage in the middle of the journal,
     // not a torn tail, and dropping the rest would lose acknowledged writes.
     bool corrupt_before_valid_records = false;
@@ -53,28 +53,32 @@ struct journal_scan {
 
 // Decodes records from an in-memory image of a journal; calls visit(seq, type, payload) for each valid one.
 // first_seq is the sequence number the first record must carry (0 = accept any start).
-journal_scan scan_journal(std::string_view image, std::uint64_t first_seq,
-                          const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit);
+journal_scan scan_journal(
+    std::string_view image, std::uint64_t first_seq,
+    const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit);
 
 // Reads a journal file, visits its valid records, and truncates a torn tail (startup only). A file that later
 // journals follow (`last` false) was complete when its successor was started, so anything but valid
 // records in it is damage. Damage is refused with data_corrupted, before anything is truncated.
-base::result<journal_scan> read_journal(file_system& fs, const std::string& path, std::uint64_t first_seq,
-                                        const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit,
-                                        bool last = true);
+base::result<journal_scan> read_journal(
+    file_system& fs, const std::string& path, std::uint64_t first_seq,
+    const std::function<void(std::uint64_t, std::uint8_t, std::string_view)>& visit,
+    bool last = true);
 
 class journal {
 public:
     // fd: the journal file opened for writing (through fs); offset: where valid data ends; next_seq: the
     // next seq.
-    journal(file_system& fs, int fd, std::string path, std::uint64_t offset, std::uint64_t next_seq);
+    journal(file_system& fs, int fd, std::string path, std::uint64_t offset,
+            std::uint64_t next_seq);
     ~journal();
     journal(const journal&) = delete;
     journal& operator=(const journal&) = delete;
 
     // Appends a record and returns once it is durable. sync_dir_fds: directories whose entries must be
     // durable first (new data files). on_durable runs in journal order before this returns.
-    io::task<base::result<void>> append(std::uint8_t type, std::string payload, std::vector<int> sync_dir_fds,
+    io::task<base::result<void>> append(std::uint8_t type, std::string payload,
+                                        std::vector<int> sync_dir_fds,
                                         std::function<void()> on_durable);
 
     std::uint64_t size_bytes() const { return _offset; }
@@ -106,7 +110,8 @@ private:
     };
     static void finish(waiter* w, const base::result<void>& outcome);
     io::task<void> flush_loop();
-    io::task<base::result<void>> write_batch(const std::string& bytes, const std::vector<int>& dirs);
+    io::task<base::result<void>> write_batch(const std::string& bytes,
+                                             const std::vector<int>& dirs);
 
     file_system& _fs;
     int _fd;

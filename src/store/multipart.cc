@@ -57,10 +57,7 @@ bool decode_upload_header(decoder& d, upload_record& u) {
 }
 
 namespace {
-base::failure no_such_upload() {
-    return base::fail(base::errc::no_such_upload,
-                      "no such upload");
-}
+base::failure no_such_upload() { return base::fail(base::errc::no_such_upload, "no such upload"); }
 
 // Finds an upload and checks that it belongs to (bucket, key): an upload id is not a capability for
 // another key.
@@ -78,7 +75,8 @@ std::string engine::new_upload_id() {
 }
 
 io::task<base::result<std::string>> engine::create_upload(std::string bucket, std::string key,
-                                                          object_record metadata, std::string checksum_type) {
+                                                          object_record metadata,
+                                                          std::string checksum_type) {
     upload_record u;
     u.bucket = std::move(bucket);
     u.key = std::move(key);
@@ -94,7 +92,8 @@ io::task<base::result<std::string>> engine::create_upload(std::string bucket, st
     co_return created;
 }
 
-io::task<base::result<std::string>> engine::shard_create_upload(unsigned shard_id, upload_record upload) {
+io::task<base::result<std::string>> engine::shard_create_upload(unsigned shard_id,
+                                                                upload_record upload) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(upload.bucket))
         co_return base::fail(base::errc::no_such_bucket, "no such bucket");
@@ -106,20 +105,23 @@ io::task<base::result<std::string>> engine::shard_create_upload(unsigned shard_i
     encoder e(payload);
     encode_upload_header(e, upload);
     std::string id = upload.upload_id;
-    auto appended = co_await s.log->append(record_create_upload, std::move(payload), {},
-                                           [&] { s.uploads[upload.upload_id] = std::move(upload); });
+    auto appended = co_await s.log->append(record_create_upload, std::move(payload), {}, [&] {
+        s.uploads[upload.upload_id] = std::move(upload);
+    });
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     if (!appended) co_return appended.as_failure();
     co_return id;
 }
 
-io::task<base::result<upload_record>> engine::get_upload(std::string bucket, std::string key, std::string upload_id) {
+io::task<base::result<upload_record>> engine::get_upload(std::string bucket, std::string key,
+                                                         std::string upload_id) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_get_upload(shard_id, bucket, key, upload_id); };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<upload_record>> engine::shard_get_upload(unsigned shard_id, std::string bucket, std::string key,
+io::task<base::result<upload_record>> engine::shard_get_upload(unsigned shard_id,
+                                                               std::string bucket, std::string key,
                                                                std::string upload_id) {
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     upload_record* u = find_upload(_shards[shard_id]->uploads, upload_id, bucket, key);
@@ -127,15 +129,19 @@ io::task<base::result<upload_record>> engine::shard_get_upload(unsigned shard_id
     co_return *u;
 }
 
-io::task<base::result<std::optional<part_record>>> engine::commit_part(std::string bucket, std::string key,
-                                                                       std::string upload_id, part_record part) {
+io::task<base::result<std::optional<part_record>>> engine::commit_part(std::string bucket,
+                                                                       std::string key,
+                                                                       std::string upload_id,
+                                                                       part_record part) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_commit_part(shard_id, upload_id, bucket, key, part); };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<std::optional<part_record>>> engine::shard_commit_part(unsigned shard_id, std::string upload_id,
-                                                                             std::string bucket, std::string key,
+io::task<base::result<std::optional<part_record>>> engine::shard_commit_part(unsigned shard_id,
+                                                                             std::string upload_id,
+                                                                             std::string bucket,
+                                                                             std::string key,
                                                                              part_record part) {
     shard& s = *_shards[shard_id];
     co_await enter_part(s.gates, upload_id);
@@ -144,10 +150,8 @@ io::task<base::result<std::optional<part_record>>> engine::shard_commit_part(uns
     co_return outcome;
 }
 
-io::task<base::result<std::optional<part_record>>> engine::shard_commit_part_entered(shard& s, std::string upload_id,
-                                                                                     std::string bucket,
-                                                                                     std::string key,
-                                                                                     part_record part) {
+io::task<base::result<std::optional<part_record>>> engine::shard_commit_part_entered(
+    shard& s, std::string upload_id, std::string bucket, std::string key, part_record part) {
     FJORD_CO_TRY(journal_usable(*s.log));
     if (!find_upload(s.uploads, upload_id, bucket, key)) co_return no_such_upload();
     std::string payload;
@@ -157,34 +161,38 @@ io::task<base::result<std::optional<part_record>>> engine::shard_commit_part_ent
     std::vector<int> dirs{_drives.dir_fd_for(part.data.drive, part.data.id)};
     std::optional<part_record> replaced;
     bool upload_gone = false;
-    auto appended = co_await s.log->append(record_put_part, std::move(payload), std::move(dirs), [&] {
-        // A completion or abort may have been journaled while this part was in flight.
-        upload_record* u = find_upload(s.uploads, upload_id, bucket, key);
-        if (!u) {
-            upload_gone = true;
-            return;
-        }
-        auto it = u->parts.find(part.number);
-        if (it != u->parts.end()) replaced = std::move(it->second);
-        u->parts[part.number] = part;
-    });
+    auto appended =
+        co_await s.log->append(record_put_part, std::move(payload), std::move(dirs), [&] {
+            // A completion or abort may have been journaled while this part was in flight.
+            upload_record* u = find_upload(s.uploads, upload_id, bucket, key);
+            if (!u) {
+                upload_gone = true;
+                return;
+            }
+            auto it = u->parts.find(part.number);
+            if (it != u->parts.end()) replaced = std::move(it->second);
+            u->parts[part.number] = part;
+        });
     if (!appended) co_return appended.as_failure();
     if (upload_gone) co_return no_such_upload();
     co_return replaced;
 }
 
-io::task<base::result<completed_upload>> engine::commit_complete(std::string bucket, std::string key,
-                                                                 std::string upload_id, upload_finalizer finalize,
+io::task<base::result<completed_upload>> engine::commit_complete(std::string bucket,
+                                                                 std::string key,
+                                                                 std::string upload_id,
+                                                                 upload_finalizer finalize,
                                                                  write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
-    auto call = [=, this] { return shard_complete_upload(shard_id, bucket, key, upload_id, finalize, conditions); };
+    auto call = [=, this] {
+        return shard_complete_upload(shard_id, bucket, key, upload_id, finalize, conditions);
+    };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned shard_id, std::string bucket,
-                                                                       std::string key, std::string upload_id,
-                                                                       upload_finalizer finalize,
-                                                                       write_conditions conditions) {
+io::task<base::result<completed_upload>> engine::shard_complete_upload(
+    unsigned shard_id, std::string bucket, std::string key, std::string upload_id,
+    upload_finalizer finalize, write_conditions conditions) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
@@ -198,7 +206,8 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned 
         // key's lock and there is never more than one. The parts are chosen once no part commit of this
         // upload is in flight, and none starts until the completion is durable (or failed).
         co_await enter_close(s.gates, upload_id);
-        outcome = co_await shard_complete_closing(s, bucket, key, upload_id, std::move(finalize), conditions);
+        outcome = co_await shard_complete_closing(s, bucket, key, upload_id, std::move(finalize),
+                                                  conditions);
         leave_close(s.gates, upload_id);
     }
     unlock_key(s.locks, lock);
@@ -206,16 +215,17 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(unsigned 
     co_return outcome;
 }
 
-io::task<base::result<completed_upload>> engine::shard_complete_closing(shard& s, std::string bucket, std::string key,
-                                                                        std::string upload_id,
-                                                                        upload_finalizer finalize,
-                                                                        write_conditions conditions) {
+io::task<base::result<completed_upload>> engine::shard_complete_closing(
+    shard& s, std::string bucket, std::string key, std::string upload_id, upload_finalizer finalize,
+    write_conditions conditions) {
     upload_record* u = find_upload(s.uploads, upload_id, bucket, key);
-    if (!u) co_return no_such_upload();  // (not reached: only its own key's lock holder completes or aborts it)
+    if (!u)
+        co_return no_such_upload();  // (not reached: only its own key's lock holder completes or aborts it)
     const object_record* existing = nullptr;
     if (auto b = s.index.find(bucket); b != s.index.end())
         if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
-    FJORD_CO_TRY(journal_usable(*s.log));  // a part commit that failed while this waited may have broken it
+    FJORD_CO_TRY(
+        journal_usable(*s.log));  // a part commit that failed while this waited may have broken it
     FJORD_CO_TRY(check_conditions(existing, conditions));
     base::result<object_record> built = finalize(*u);
     if (!built) co_return built.as_failure();
@@ -250,13 +260,16 @@ io::task<base::result<completed_upload>> engine::shard_complete_closing(shard& s
     co_return done;
 }
 
-io::task<base::result<upload_record>> engine::commit_abort(std::string bucket, std::string key, std::string upload_id) {
+io::task<base::result<upload_record>> engine::commit_abort(std::string bucket, std::string key,
+                                                           std::string upload_id) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_abort_upload(shard_id, bucket, key, upload_id); };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_id, std::string bucket, std::string key,
+io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_id,
+                                                                 std::string bucket,
+                                                                 std::string key,
                                                                  std::string upload_id) {
     shard& s = *_shards[shard_id];
     FJORD_CO_TRY(journal_usable(*s.log));
@@ -289,13 +302,14 @@ io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_
     co_return std::move(*removed);
 }
 
-io::task<base::result<std::vector<upload_record>>> engine::list_uploads(std::string bucket, std::string prefix,
-                                                                        std::string key_marker,
-                                                                        std::string upload_id_marker,
-                                                                        std::uint32_t max_uploads) {
+io::task<base::result<std::vector<upload_record>>> engine::list_uploads(
+    std::string bucket, std::string prefix, std::string key_marker, std::string upload_id_marker,
+    std::uint32_t max_uploads) {
     std::vector<upload_record> all;
     for (unsigned c = 0; c < _options.cores; ++c) {
-        auto call = [=, this] { return core_list_uploads(bucket, prefix, key_marker, upload_id_marker, max_uploads); };
+        auto call = [=, this] {
+            return core_list_uploads(bucket, prefix, key_marker, upload_id_marker, max_uploads);
+        };
         auto part = co_await io::invoke_on(c, std::move(call));
         if (!part) co_return part.as_failure();
         for (auto& u : *part) all.push_back(std::move(u));
@@ -303,14 +317,14 @@ io::task<base::result<std::vector<upload_record>>> engine::list_uploads(std::str
     std::sort(all.begin(), all.end(), [](const upload_record& a, const upload_record& b) {
         return a.key != b.key ? a.key < b.key : a.upload_id < b.upload_id;
     });
-    if (all.size() > static_cast<std::size_t>(max_uploads) + 1) all.resize(static_cast<std::size_t>(max_uploads) + 1);
+    if (all.size() > static_cast<std::size_t>(max_uploads) + 1)
+        all.resize(static_cast<std::size_t>(max_uploads) + 1);
     co_return all;
 }
 
-io::task<base::result<std::vector<upload_record>>> engine::core_list_uploads(std::string bucket, std::string prefix,
-                                                                             std::string key_marker,
-                                                                             std::string upload_id_marker,
-                                                                             std::uint32_t max_uploads) {
+io::task<base::result<std::vector<upload_record>>> engine::core_list_uploads(
+    std::string bucket, std::string prefix, std::string key_marker, std::string upload_id_marker,
+    std::uint32_t max_uploads) {
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     unsigned core = io::reactor::current().core();
     std::vector<upload_record> out;
@@ -318,7 +332,8 @@ io::task<base::result<std::vector<upload_record>>> engine::core_list_uploads(std
         if (owner_of(s->id) != core) continue;
         for (const auto& [id, u] : s->uploads) {
             if (u.bucket != bucket || !u.key.starts_with(prefix)) continue;
-            if (!key_marker.empty() && (u.key < key_marker || (u.key == key_marker && u.upload_id <= upload_id_marker)))
+            if (!key_marker.empty() &&
+                (u.key < key_marker || (u.key == key_marker && u.upload_id <= upload_id_marker)))
                 continue;
             upload_record summary = u;
             summary.parts.clear();  // listing needs no parts
@@ -328,7 +343,8 @@ io::task<base::result<std::vector<upload_record>>> engine::core_list_uploads(std
     std::sort(out.begin(), out.end(), [](const upload_record& a, const upload_record& b) {
         return a.key != b.key ? a.key < b.key : a.upload_id < b.upload_id;
     });
-    if (out.size() > static_cast<std::size_t>(max_uploads) + 1) out.resize(static_cast<std::size_t>(max_uploads) + 1);
+    if (out.size() > static_cast<std::size_t>(max_uploads) + 1)
+        out.resize(static_cast<std::size_t>(max_uploads) + 1);
     co_return out;
 }
 
@@ -338,7 +354,8 @@ io::task<std::uint64_t> engine::expire_local_uploads(std::int64_t initiated_befo
     for (auto& s : _shards) {
         if (owner_of(s->id) != core) continue;
         for (const auto& [id, u] : s->uploads)
-            if (u.initiated_ms < initiated_before_ms) stale.emplace_back(s->id, u.bucket, u.key, id);
+            if (u.initiated_ms < initiated_before_ms)
+                stale.emplace_back(s->id, u.bucket, u.key, id);
     }
     std::uint64_t expired = 0;
     for (auto& [shard_id, bucket, key, id] : stale) {
@@ -349,7 +366,8 @@ io::task<std::uint64_t> engine::expire_local_uploads(std::int64_t initiated_befo
         co_await reclaim_segments(std::move(data));
         ++expired;
     }
-    if (expired) LOG_INFO("expired %llu stale multipart uploads", static_cast<unsigned long long>(expired));
+    if (expired)
+        LOG_INFO("expired %llu stale multipart uploads", static_cast<unsigned long long>(expired));
     co_return expired;
 }
 

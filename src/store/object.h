@@ -33,7 +33,7 @@ struct segment {
 struct object_record {
     std::uint64_t size_bytes = 0;
     std::int64_t modified_ms = 0;
-    std::string etag;          // without quotes
+    std::string etag;  // without quotes
     std::string content_type;
     // Response headers stored with the object (x-amz-meta-*, content-encoding, ...), names lower-case.
     std::vector<std::pair<std::string, std::string>> headers;

@@ -100,8 +100,9 @@ using part_finisher = std::function<base::result<part_record>(const written_data
 struct put_request {
     std::string bucket;
     std::string key;
-    std::optional<std::uint64_t> size_bytes;  // declared: a body that ends sooner fails (incomplete_body)
-    std::uint64_t max_size_bytes = 0;         // more fails with entity_too_large
+    std::optional<std::uint64_t>
+        size_bytes;                    // declared: a body that ends sooner fails (incomplete_body)
+    std::uint64_t max_size_bytes = 0;  // more fails with entity_too_large
     write_conditions conditions;
 };
 
@@ -127,11 +128,13 @@ using read_planner = std::function<base::result<std::optional<byte_range>>(const
 
 // A server-side copy, as the front end wants it once it has seen the source's record.
 struct copy_plan {
-    object_record record;  // the copy's metadata (size, entity tag and checksum are the source's if shared)
+    object_record
+        record;  // the copy's metadata (size, entity tag and checksum are the source's if shared)
     // The copy may share the source's data files (hard links: no bytes move). Where it cannot (or must
     // not: a copy that needs a checksum only its bytes give), the bytes are read, verified and written anew.
     bool may_share = true;
-    std::function<void(std::span<const std::byte>)> observe;  // sees the bytes when they are rewritten
+    std::function<void(std::span<const std::byte>)>
+        observe;             // sees the bytes when they are rewritten
     record_finisher finish;  // completes `record` after a rewrite (entity tag, checksum)
 };
 using copy_planner = std::function<base::result<copy_plan>(const object_record& source)>;
@@ -191,34 +194,39 @@ public:
                                                       record_finisher finish) = 0;
     virtual io::task<base::result<object_record>> head(std::string bucket, std::string key) = 0;
     // Streams what `plan` chooses into `sink`; returns the record read.
-    virtual io::task<base::result<object_record>> get(std::string bucket, std::string key, read_planner plan,
-                                                      byte_sink& sink) = 0;
-    virtual io::task<base::result<object_record>> update(std::string bucket, std::string key, record_editor edit,
+    virtual io::task<base::result<object_record>> get(std::string bucket, std::string key,
+                                                      read_planner plan, byte_sink& sink) = 0;
+    virtual io::task<base::result<object_record>> update(std::string bucket, std::string key,
+                                                         record_editor edit,
                                                          write_conditions conditions) = 0;
     // Removes a key (a missing key succeeds with nullopt); returns the removed record, whose data is gone.
-    virtual io::task<base::result<std::optional<object_record>>> remove(std::string bucket, std::string key,
-                                                                        write_conditions conditions) = 0;
+    virtual io::task<base::result<std::optional<object_record>>> remove(
+        std::string bucket, std::string key, write_conditions conditions) = 0;
     virtual io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) = 0;
     virtual io::task<base::result<list_page>> list(list_request request) = 0;
 
     // Multipart uploads. A part uploaded again under the same number replaces the earlier one.
     virtual io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
-                                                              object_record metadata, std::string checksum_type) = 0;
+                                                              object_record metadata,
+                                                              std::string checksum_type) = 0;
     virtual io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key,
                                                              std::string upload_id) = 0;
     virtual io::task<base::result<part_record>> upload_part(part_request request, byte_source& body,
                                                             part_finisher finish) = 0;
-    virtual io::task<base::result<part_record>> copy_part(part_copy_request request, part_copy_planner plan) = 0;
+    virtual io::task<base::result<part_record>> copy_part(part_copy_request request,
+                                                          part_copy_planner plan) = 0;
     // Commits the object `finalize` builds; parts it does not use are removed.
-    virtual io::task<base::result<object_record>> complete_upload(std::string bucket, std::string key,
-                                                                  std::string upload_id, upload_finalizer finalize,
+    virtual io::task<base::result<object_record>> complete_upload(std::string bucket,
+                                                                  std::string key,
+                                                                  std::string upload_id,
+                                                                  upload_finalizer finalize,
                                                                   write_conditions conditions) = 0;
-    virtual io::task<base::result<void>> abort_upload(std::string bucket, std::string key, std::string upload_id) = 0;
+    virtual io::task<base::result<void>> abort_upload(std::string bucket, std::string key,
+                                                      std::string upload_id) = 0;
     // Uploads of a bucket in (key, upload id) order after the markers, at most max_uploads + 1.
-    virtual io::task<base::result<std::vector<upload_record>>> list_uploads(std::string bucket, std::string prefix,
-                                                                            std::string key_marker,
-                                                                            std::string upload_id_marker,
-                                                                            std::uint32_t max_uploads) = 0;
+    virtual io::task<base::result<std::vector<upload_record>>> list_uploads(
+        std::string bucket, std::string prefix, std::string key_marker,
+        std::string upload_id_marker, std::uint32_t max_uploads) = 0;
 
     virtual storage_stats stats() const = 0;
 };

@@ -54,12 +54,12 @@ struct sim_file_system::node {
 
     static void apply_entry(entry_map& map, const entry_change& c) {
         switch (c.what) {
-        case entry_change::kind::link: map[c.name] = c.target; break;
-        case entry_change::kind::unlink: map.erase(c.name); break;
-        case entry_change::kind::rename:
-            map.erase(c.name);
-            map[c.to] = c.target;
-            break;
+            case entry_change::kind::link: map[c.name] = c.target; break;
+            case entry_change::kind::unlink: map.erase(c.name); break;
+            case entry_change::kind::rename:
+                map.erase(c.name);
+                map[c.to] = c.target;
+                break;
         }
     }
 };
@@ -73,8 +73,10 @@ sim_file_system::sim_file_system(std::uint64_t seed) : _rng(seed), _root(std::ma
 sim_file_system::~sim_file_system() = default;
 
 void sim_file_system::power_off_after(std::uint64_t operations) {
-    if (operations == 0) _powered = false;
-    else _power_off_at = _stats.operations + operations;
+    if (operations == 0)
+        _powered = false;
+    else
+        _power_off_at = _stats.operations + operations;
 }
 
 bool sim_file_system::begin() {
@@ -89,24 +91,26 @@ bool sim_file_system::begin() {
 bool sim_file_system::inject(fault f) {
     double p = 0;
     switch (f) {
-    case fault::eio: p = _faults.eio; break;
-    case fault::enospc: p = _faults.enospc; break;
-    case fault::short_io: p = _faults.short_io; break;
-    case fault::bit_flip: p = _faults.read_bit_flip; break;
+        case fault::eio: p = _faults.eio; break;
+        case fault::enospc: p = _faults.enospc; break;
+        case fault::short_io: p = _faults.short_io; break;
+        case fault::bit_flip: p = _faults.read_bit_flip; break;
     }
     if (p <= 0) return false;
     if (std::uniform_real_distribution<double>(0, 1)(_rng) >= p) return false;
     switch (f) {
-    case fault::eio: ++_stats.injected_eio; break;
-    case fault::enospc: ++_stats.injected_enospc; break;
-    case fault::short_io: ++_stats.injected_short; break;
-    case fault::bit_flip: ++_stats.injected_bit_flips; break;
+        case fault::eio: ++_stats.injected_eio; break;
+        case fault::enospc: ++_stats.injected_enospc; break;
+        case fault::short_io: ++_stats.injected_short; break;
+        case fault::bit_flip: ++_stats.injected_bit_flips; break;
     }
     return true;
 }
 
 io::task<void> sim_file_system::maybe_delay() {
-    if (_faults.latency <= 0 || std::uniform_real_distribution<double>(0, 1)(_rng) >= _faults.latency) co_return;
+    if (_faults.latency <= 0 ||
+        std::uniform_real_distribution<double>(0, 1)(_rng) >= _faults.latency)
+        co_return;
     int times = 1 + static_cast<int>(_rng() % 3);
     for (int i = 0; i < times; ++i) co_await io::yield_now{};
 }
@@ -139,7 +143,8 @@ std::shared_ptr<sim_file_system::node> sim_file_system::lookup(const std::string
     return current;
 }
 
-std::pair<std::shared_ptr<sim_file_system::node>, std::string> sim_file_system::parent_of(const std::string& path) const {
+std::pair<std::shared_ptr<sim_file_system::node>, std::string> sim_file_system::parent_of(
+    const std::string& path) const {
     std::size_t slash = path.find_last_of('/');
     if (slash == std::string::npos || slash + 1 >= path.size()) return {nullptr, {}};
     std::shared_ptr<node> parent = lookup(slash == 0 ? "/" : path.substr(0, slash));
@@ -189,7 +194,8 @@ bool misaligned(int flags, const void* buf, std::size_t len, std::uint64_t offse
 }
 }  // namespace
 
-std::int64_t sim_file_system::do_read(int fd, void* buf, std::size_t len, std::uint64_t offset, bool with_faults) {
+std::int64_t sim_file_system::do_read(int fd, void* buf, std::size_t len, std::uint64_t offset,
+                                      bool with_faults) {
     open_file* f = file(fd);
     if (!f || (f->flags & O_ACCMODE) == O_WRONLY) return -EBADF;
     if (f->target->directory) return -EISDIR;
@@ -206,8 +212,8 @@ std::int64_t sim_file_system::do_read(int fd, void* buf, std::size_t len, std::u
     return static_cast<std::int64_t>(n);
 }
 
-std::int64_t sim_file_system::do_write(int fd, const void* buf, std::size_t len, std::uint64_t offset,
-                                       bool with_faults) {
+std::int64_t sim_file_system::do_write(int fd, const void* buf, std::size_t len,
+                                       std::uint64_t offset, bool with_faults) {
     open_file* f = file(fd);
     if (!f || (f->flags & O_ACCMODE) == O_RDONLY) return -EBADF;
     if (f->target->directory) return -EISDIR;
@@ -222,7 +228,8 @@ std::int64_t sim_file_system::do_write(int fd, const void* buf, std::size_t len,
         n = (_rng() % len) / sector_bytes * sector_bytes;
     }
     if (n > 0) {
-        file_change c{file_change::kind::write, offset, std::string(static_cast<const char*>(buf), n)};
+        file_change c{file_change::kind::write, offset,
+                      std::string(static_cast<const char*>(buf), n)};
         apply(f->target->bytes, c, n);
         f->target->unsynced.push_back(std::move(c));
     }
@@ -238,13 +245,16 @@ int sim_file_system::do_fsync(int fd) {
         // although reads still see them until the next crash.
         if (n.directory) {
             std::size_t keep = _rng() % (n.unsynced_entries.size() + 1);
-            for (std::size_t i = 0; i < keep; ++i) node::apply_entry(n.durable_entries, n.unsynced_entries[i]);
+            for (std::size_t i = 0; i < keep; ++i)
+                node::apply_entry(n.durable_entries, n.unsynced_entries[i]);
             _stats.dropped_changes += n.unsynced_entries.size() - keep;
             n.unsynced_entries.clear();
         } else {
             for (const auto& c : n.unsynced) {
-                if (_rng() % 2) apply(n.durable_bytes, c, c.bytes.size());
-                else ++_stats.dropped_changes;
+                if (_rng() % 2)
+                    apply(n.durable_bytes, c, c.bytes.size());
+                else
+                    ++_stats.dropped_changes;
             }
             n.unsynced.clear();
         }
@@ -332,7 +342,8 @@ io::task<int> sim_file_system::read(int fd, void* buf, unsigned len, std::uint64
     co_return static_cast<int>(do_read(fd, buf, len, offset, true));
 }
 
-io::task<int> sim_file_system::write(int fd, const void* buf, unsigned len, std::uint64_t offset, int) {
+io::task<int> sim_file_system::write(int fd, const void* buf, unsigned len, std::uint64_t offset,
+                                     int) {
     co_await maybe_delay();
     if (!begin()) co_return -EIO;
     co_return static_cast<int>(do_write(fd, buf, len, offset, true));
@@ -373,7 +384,8 @@ io::task<int> sim_file_system::unlinkat(int dir_fd, std::string name) {
     co_return path.empty() ? -EBADF : do_unlink(path);
 }
 
-io::task<int> sim_file_system::renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) {
+io::task<int> sim_file_system::renameat(int old_dir_fd, std::string old_name, int new_dir_fd,
+                                        std::string new_name) {
     co_await maybe_delay();
     if (!begin()) co_return -EIO;
     std::string from = resolve(old_dir_fd, old_name), to = resolve(new_dir_fd, new_name);
@@ -381,8 +393,8 @@ io::task<int> sim_file_system::renameat(int old_dir_fd, std::string old_name, in
     co_return do_rename(from, to);
 }
 
-io::task<int> sim_file_system::rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
-                                                std::string new_name) {
+io::task<int> sim_file_system::rename_noreplace(int old_dir_fd, std::string old_name,
+                                                int new_dir_fd, std::string new_name) {
     co_await maybe_delay();
     if (!begin()) co_return -EIO;
     std::string from = resolve(old_dir_fd, old_name), to = resolve(new_dir_fd, new_name);
@@ -390,7 +402,8 @@ io::task<int> sim_file_system::rename_noreplace(int old_dir_fd, std::string old_
     co_return do_rename(from, to, false);
 }
 
-io::task<int> sim_file_system::linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) {
+io::task<int> sim_file_system::linkat(int old_dir_fd, std::string old_name, int new_dir_fd,
+                                      std::string new_name) {
     co_await maybe_delay();
     if (!begin()) co_return -EIO;
     std::string from = resolve(old_dir_fd, old_name), to = resolve(new_dir_fd, new_name);
@@ -422,16 +435,21 @@ io::task<int> sim_file_system::stat(int dir_fd, std::string name, file_stat& out
     co_return 0;
 }
 
-void sim_file_system::start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset, int) {
-    op.complete_now(begin() ? static_cast<std::int32_t>(do_read(fd, buf, len, offset, true)) : -EIO);
+void sim_file_system::start_read(io::async_op& op, int fd, void* buf, unsigned len,
+                                 std::uint64_t offset, int) {
+    op.complete_now(begin() ? static_cast<std::int32_t>(do_read(fd, buf, len, offset, true))
+                            : -EIO);
 }
 
-void sim_file_system::start_write(io::async_op& op, int fd, const void* buf, unsigned len, std::uint64_t offset,
-                                  int) {
-    op.complete_now(begin() ? static_cast<std::int32_t>(do_write(fd, buf, len, offset, true)) : -EIO);
+void sim_file_system::start_write(io::async_op& op, int fd, const void* buf, unsigned len,
+                                  std::uint64_t offset, int) {
+    op.complete_now(begin() ? static_cast<std::int32_t>(do_write(fd, buf, len, offset, true))
+                            : -EIO);
 }
 
-void sim_file_system::start_fsync(io::async_op& op, int fd, bool) { op.complete_now(begin() ? do_fsync(fd) : -EIO); }
+void sim_file_system::start_fsync(io::async_op& op, int fd, bool) {
+    op.complete_now(begin() ? do_fsync(fd) : -EIO);
+}
 
 // ---- blocking operations ----
 
@@ -446,12 +464,14 @@ int sim_file_system::close_blocking(int fd) {
     return _fds.erase(fd) ? 0 : -EBADF;
 }
 
-std::int64_t sim_file_system::pread_blocking(int fd, void* buf, std::size_t len, std::uint64_t offset) {
+std::int64_t sim_file_system::pread_blocking(int fd, void* buf, std::size_t len,
+                                             std::uint64_t offset) {
     if (!begin()) return -EIO;
     return do_read(fd, buf, len, offset, true);
 }
 
-std::int64_t sim_file_system::pwrite_blocking(int fd, const void* buf, std::size_t len, std::uint64_t offset) {
+std::int64_t sim_file_system::pwrite_blocking(int fd, const void* buf, std::size_t len,
+                                              std::uint64_t offset) {
     if (!begin()) return -EIO;
     return do_write(fd, buf, len, offset, true);
 }
@@ -495,7 +515,9 @@ int sim_file_system::rename_blocking(const std::string& from, const std::string&
     return begin() ? do_rename(from, to) : -EIO;
 }
 
-int sim_file_system::unlink_blocking(const std::string& path) { return begin() ? do_unlink(path) : -EIO; }
+int sim_file_system::unlink_blocking(const std::string& path) {
+    return begin() ? do_unlink(path) : -EIO;
+}
 
 int sim_file_system::unlinkat_blocking(int dir_fd, const std::string& name) {
     if (!begin()) return -EIO;
@@ -509,9 +531,11 @@ int sim_file_system::lock_blocking(int fd) {
 }
 
 base::result<std::vector<std::string>> sim_file_system::list_blocking(const std::string& dir_path) {
-    if (!begin() || inject(fault::eio)) return base::fail(base::errc::io_error, "list " + dir_path + ": I/O error");
+    if (!begin() || inject(fault::eio))
+        return base::fail(base::errc::io_error, "list " + dir_path + ": I/O error");
     std::shared_ptr<node> dir = lookup(dir_path);
-    if (!dir || !dir->directory) return base::fail(base::errc::io_error, "list " + dir_path + ": no such directory");
+    if (!dir || !dir->directory)
+        return base::fail(base::errc::io_error, "list " + dir_path + ": no such directory");
     std::vector<std::string> names;
     for (const auto& [name, child] : dir->entries) names.push_back(name);
     return names;
@@ -523,16 +547,16 @@ void sim_file_system::crash_file(node& f) {
     std::string bytes = f.durable_bytes;
     for (const auto& c : f.unsynced) {
         switch (_rng() % 3) {
-        case 0: ++_stats.dropped_changes; break;
-        case 1: apply(bytes, c, c.bytes.size()); break;
-        default:
-            if (c.what == file_change::kind::write && c.bytes.size() > sector_bytes) {
-                std::uint64_t sectors = (c.bytes.size() + sector_bytes - 1) / sector_bytes;
-                apply(bytes, c, static_cast<std::size_t>((_rng() % sectors) * sector_bytes));
-                ++_stats.torn_writes;
-            } else {
-                apply(bytes, c, c.bytes.size());
-            }
+            case 0: ++_stats.dropped_changes; break;
+            case 1: apply(bytes, c, c.bytes.size()); break;
+            default:
+                if (c.what == file_change::kind::write && c.bytes.size() > sector_bytes) {
+                    std::uint64_t sectors = (c.bytes.size() + sector_bytes - 1) / sector_bytes;
+                    apply(bytes, c, static_cast<std::size_t>((_rng() % sectors) * sector_bytes));
+                    ++_stats.torn_writes;
+                } else {
+                    apply(bytes, c, c.bytes.size());
+                }
         }
     }
     f.bytes = f.durable_bytes = std::move(bytes);
@@ -541,13 +565,16 @@ void sim_file_system::crash_file(node& f) {
 
 void sim_file_system::crash_directory(node& dir) {
     std::size_t keep = _rng() % (dir.unsynced_entries.size() + 1);
-    for (std::size_t i = 0; i < keep; ++i) node::apply_entry(dir.durable_entries, dir.unsynced_entries[i]);
+    for (std::size_t i = 0; i < keep; ++i)
+        node::apply_entry(dir.durable_entries, dir.unsynced_entries[i]);
     _stats.dropped_changes += dir.unsynced_entries.size() - keep;
     dir.unsynced_entries.clear();
     dir.entries = dir.durable_entries;
     for (auto& [name, child] : dir.entries) {
-        if (child->directory) crash_directory(*child);
-        else crash_file(*child);
+        if (child->directory)
+            crash_directory(*child);
+        else
+            crash_file(*child);
     }
 }
 
@@ -569,14 +596,17 @@ std::optional<std::string> sim_file_system::flip_bit_at_rest(const std::string& 
     auto& [name, f] = candidates[_rng() % candidates.size()];
     std::uint64_t bit = _rng() % (f->bytes.size() * 8);
     auto flip = [&](std::string& bytes) {
-        if (bit / 8 < bytes.size()) bytes[bit / 8] = static_cast<char>(bytes[bit / 8] ^ (1 << (bit % 8)));
+        if (bit / 8 < bytes.size())
+            bytes[bit / 8] = static_cast<char>(bytes[bit / 8] ^ (1 << (bit % 8)));
     };
     flip(f->bytes);
     flip(f->durable_bytes);
     f->damaged = true;
     for (auto& c : f->unsynced)
-        if (c.what == file_change::kind::write && bit / 8 >= c.offset && bit / 8 < c.offset + c.bytes.size())
-            c.bytes[bit / 8 - c.offset] = static_cast<char>(c.bytes[bit / 8 - c.offset] ^ (1 << (bit % 8)));
+        if (c.what == file_change::kind::write && bit / 8 >= c.offset &&
+            bit / 8 < c.offset + c.bytes.size())
+            c.bytes[bit / 8 - c.offset] =
+                static_cast<char>(c.bytes[bit / 8 - c.offset] ^ (1 << (bit % 8)));
     return name;
 }
 

@@ -79,17 +79,22 @@ public:
 
     io::task<int> openat(int dir_fd, std::string name, int flags, mode_t mode) override;
     io::task<int> close(int fd) override;
-    io::task<int> read(int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index) override;
-    io::task<int> write(int fd, const void* buf, unsigned len, std::uint64_t offset, int buf_index) override;
+    io::task<int> read(int fd, void* buf, unsigned len, std::uint64_t offset,
+                       int buf_index) override;
+    io::task<int> write(int fd, const void* buf, unsigned len, std::uint64_t offset,
+                        int buf_index) override;
     io::task<int> fsync(int fd, bool datasync) override;
     io::task<int> allocate(int fd, std::uint64_t offset, std::uint64_t len) override;
     io::task<int> unlinkat(int dir_fd, std::string name) override;
-    io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
+    io::task<int> renameat(int old_dir_fd, std::string old_name, int new_dir_fd,
+                           std::string new_name) override;
     io::task<int> rename_noreplace(int old_dir_fd, std::string old_name, int new_dir_fd,
                                    std::string new_name) override;
-    io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd, std::string new_name) override;
+    io::task<int> linkat(int old_dir_fd, std::string old_name, int new_dir_fd,
+                         std::string new_name) override;
     io::task<int> stat(int dir_fd, std::string name, file_stat& out) override;
-    void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset, int buf_index) override;
+    void start_read(io::async_op& op, int fd, void* buf, unsigned len, std::uint64_t offset,
+                    int buf_index) override;
     void start_write(io::async_op& op, int fd, const void* buf, unsigned len, std::uint64_t offset,
                      int buf_index) override;
     void start_fsync(io::async_op& op, int fd, bool datasync) override;
@@ -100,7 +105,8 @@ public:
     int open_blocking(const std::string& path, int flags, mode_t mode) override;
     int close_blocking(int fd) override;
     std::int64_t pread_blocking(int fd, void* buf, std::size_t len, std::uint64_t offset) override;
-    std::int64_t pwrite_blocking(int fd, const void* buf, std::size_t len, std::uint64_t offset) override;
+    std::int64_t pwrite_blocking(int fd, const void* buf, std::size_t len,
+                                 std::uint64_t offset) override;
     int fsync_blocking(int fd) override;
     int truncate_blocking(int fd, std::uint64_t size_bytes) override;
     std::int64_t size_blocking(int fd) override;
@@ -131,8 +137,10 @@ private:
     std::pair<std::shared_ptr<node>, std::string> parent_of(const std::string& path) const;
     open_file* file(int fd);
     int do_open(const std::string& path, int flags);
-    std::int64_t do_read(int fd, void* buf, std::size_t len, std::uint64_t offset, bool direct_checks);
-    std::int64_t do_write(int fd, const void* buf, std::size_t len, std::uint64_t offset, bool direct_checks);
+    std::int64_t do_read(int fd, void* buf, std::size_t len, std::uint64_t offset,
+                         bool direct_checks);
+    std::int64_t do_write(int fd, const void* buf, std::size_t len, std::uint64_t offset,
+                          bool direct_checks);
     int do_fsync(int fd);
     int do_unlink(const std::string& path);
     int do_rename(const std::string& from, const std::string& to, bool replace = true);

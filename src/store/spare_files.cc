@@ -11,7 +11,8 @@ namespace fjord::store {
 
 namespace {
 std::int64_t steady_now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
         .count();
 }
 }  // namespace
@@ -29,7 +30,8 @@ spare_file_stats spare_files::stats() const {
     return _stats;
 }
 
-io::task<bool> spare_files::take(std::uint32_t drive, std::uint64_t bytes, int dir_fd, std::string name) {
+io::task<bool> spare_files::take(std::uint32_t drive, std::uint64_t bytes, int dir_fd,
+                                 std::string name) {
     spare s;
     {
         std::lock_guard lock(_mutex);
@@ -47,8 +49,10 @@ io::task<bool> spare_files::take(std::uint32_t drive, std::uint64_t bytes, int d
     }
     // Never over an existing file, as the O_EXCL create of a fresh file would not. A file system without
     // RENAME_NOREPLACE (EINVAL) gets a plain rename: the target is a new object id.
-    int rc = co_await _drives.fs().rename_noreplace(_drives.at(drive).spare_fd, s.name, dir_fd, name);
-    if (rc == -EINVAL) rc = co_await _drives.fs().renameat(_drives.at(drive).spare_fd, s.name, dir_fd, name);
+    int rc =
+        co_await _drives.fs().rename_noreplace(_drives.at(drive).spare_fd, s.name, dir_fd, name);
+    if (rc == -EINVAL)
+        rc = co_await _drives.fs().renameat(_drives.at(drive).spare_fd, s.name, dir_fd, name);
     if (rc < 0) {
         LOG_WARN("cannot reuse spare data file %s: %s", s.name.c_str(), strerror(-rc));
         co_await remove(_drives.at(drive).spare_fd, std::move(s.name));
@@ -67,11 +71,13 @@ io::task<void> spare_files::give(const segment& seg) {
     std::string spare_name;
     if (enabled() && seg.size_bytes >= _drives.spare_min_segment_bytes()) {
         std::lock_guard lock(_mutex);
-        if (steady_now_ms() >= _drives_state.at(seg.drive).full_until_ms) spare_name = std::to_string(_next_name++);
+        if (steady_now_ms() >= _drives_state.at(seg.drive).full_until_ms)
+            spare_name = std::to_string(_next_name++);
     }
     // Rename first: from then on no reader can open the file by this name, and no copy can link it.
     int rc = spare_name.empty() ? -EXDEV : co_await fs.renameat(dir_fd, name, spare_fd, spare_name);
-    if (rc < 0) {  // not a candidate, or the rename failed: remove it as before (gone already is fine)
+    if (rc <
+        0) {  // not a candidate, or the rename failed: remove it as before (gone already is fine)
         co_await remove(dir_fd, std::move(name));
         co_return;
     }
@@ -84,9 +90,11 @@ io::task<void> spare_files::give(const segment& seg) {
         std::lock_guard lock(_mutex);
         per_drive& d = _drives_state.at(seg.drive);
         const std::int64_t now = steady_now_ms();
-        if (keep && now >= d.full_until_ms) {  // the drive may have been found full during the rename
+        if (keep &&
+            now >= d.full_until_ms) {  // the drive may have been found full during the rename
             const std::uint64_t limit = _options.bytes_per_drive;  // the oldest make room
-            pop_oldest_while(d, evicted, [&](const spare&) { return d.bytes + st.size_bytes > limit; });
+            pop_oldest_while(d, evicted,
+                             [&](const spare&) { return d.bytes + st.size_bytes > limit; });
             d.files.push_back({std::move(spare_name), st.size_bytes, now});
             d.bytes += st.size_bytes;
             ++_stats.kept;
@@ -137,8 +145,8 @@ io::task<void> spare_files::remove(int dir_fd, std::string name) {
     }
     int rc = co_await _drives.fs().unlinkat(dir_fd, name);
     if (rc < 0 && rc != -ENOENT)
-        LOG_WARN("cannot remove data file %s: %s (it will be removed at the next start)", name.c_str(),
-                 strerror(-rc));
+        LOG_WARN("cannot remove data file %s: %s (it will be removed at the next start)",
+                 name.c_str(), strerror(-rc));
 }
 
 }  // namespace fjord::store

@@ -45,7 +45,8 @@
 namespace fjord::store {
 
 struct spare_file_options {
-    std::uint64_t bytes_per_drive = 1024ULL * 1024 * 1024;  // below min_segment_bytes: remove freed files at once
+    std::uint64_t bytes_per_drive =
+        1024ULL * 1024 * 1024;  // below min_segment_bytes: remove freed files at once
     // Data files of smaller segments are never kept (they gain little), so their readers need not pin them.
     // The engine hands this to its drive_set (drive_set::spare_min_segment_bytes), which readers consult.
     std::uint64_t min_segment_bytes = 1024ULL * 1024;
@@ -56,9 +57,10 @@ struct spare_file_options {
 };
 
 struct spare_file_stats {
-    std::uint64_t kept = 0;     // freed files kept as spares
-    std::uint64_t reused = 0;   // spares taken by a write (renamed to its object id)
-    std::uint64_t removed = 0;  // freed files removed (too small, shared, being read, over the bound, or evicted)
+    std::uint64_t kept = 0;    // freed files kept as spares
+    std::uint64_t reused = 0;  // spares taken by a write (renamed to its object id)
+    std::uint64_t removed =
+        0;  // freed files removed (too small, shared, being read, over the bound, or evicted)
 };
 
 class spare_files {

@@ -54,13 +54,17 @@ io::task<void> engine::free_space_after(const base::error& err) {
     if (err.code == base::errc::storage_full) co_await _spares->release_all();
 }
 
-io::task<base::result<segment>> engine::seal_checked(object_writer& writer, base::result<void> so_far,
+io::task<base::result<segment>> engine::seal_checked(object_writer& writer,
+                                                     base::result<void> so_far,
                                                      const seal_check& before_seal) {
     base::result<segment> sealed = base::fail(base::errc::internal);
-    if (!so_far) sealed = so_far.as_failure();
-    else if (auto checked = before_seal(written_data{writer.size_bytes(), writer.block_crcs()}); !checked)
+    if (!so_far)
+        sealed = so_far.as_failure();
+    else if (auto checked = before_seal(written_data{writer.size_bytes(), writer.block_crcs()});
+             !checked)
         sealed = checked.as_failure();
-    else sealed = co_await writer.seal();
+    else
+        sealed = co_await writer.seal();
     if (!sealed) {
         co_await writer.discard();
         co_await free_space_after(sealed.err());
@@ -68,39 +72,49 @@ io::task<base::result<segment>> engine::seal_checked(object_writer& writer, base
     co_return sealed;
 }
 
-io::task<base::result<segment>> engine::write_data(byte_source& source, std::optional<std::uint64_t> size_bytes,
-                                                   std::uint64_t max_size_bytes, const seal_check& before_seal) {
+io::task<base::result<segment>> engine::write_data(byte_source& source,
+                                                   std::optional<std::uint64_t> size_bytes,
+                                                   std::uint64_t max_size_bytes,
+                                                   const seal_check& before_seal) {
     if (size_bytes && *size_bytes > max_size_bytes)
-        co_return base::fail(base::errc::entity_too_large, "the declared size is larger than the maximum");
-    object_writer writer(_drives, pool(), new_object_id(), _options.data_files, &writes(), _spares.get());
+        co_return base::fail(base::errc::entity_too_large,
+                             "the declared size is larger than the maximum");
+    object_writer writer(_drives, pool(), new_object_id(), _options.data_files, &writes(),
+                         _spares.get());
     base::result<void> written = co_await writer.open(size_bytes);
     if (written) {
         auto bytes = co_await writer.write_from(source, size_bytes.value_or(max_size_bytes));
-        if (!bytes) written = bytes.as_failure();
+        if (!bytes)
+            written = bytes.as_failure();
         else if (size_bytes && *bytes != *size_bytes)
-            written = base::fail(base::errc::incomplete_body, "the body ended after " + std::to_string(*bytes) + " of " +
-                                                                  std::to_string(*size_bytes) + " bytes");
+            written = base::fail(base::errc::incomplete_body,
+                                 "the body ended after " + std::to_string(*bytes) + " of " +
+                                     std::to_string(*size_bytes) + " bytes");
     }
     co_return co_await seal_checked(writer, std::move(written), before_seal);
 }
 
-io::task<base::result<segment>> engine::copy_data(const object_record& source, byte_range range,
-                                                  const std::function<void(std::span<const std::byte>)>& observe,
-                                                  const seal_check& before_seal) {
+io::task<base::result<segment>> engine::copy_data(
+    const object_record& source, byte_range range,
+    const std::function<void(std::span<const std::byte>)>& observe, const seal_check& before_seal) {
     co_await copy_admission().acquire();
     io::semaphore::permit admitted(copy_admission());
-    object_writer writer(_drives, pool(), new_object_id(), _options.data_files, &writes(), _spares.get());
+    object_writer writer(_drives, pool(), new_object_id(), _options.data_files, &writes(),
+                         _spares.get());
     copy_sink sink(writer, observe);
     base::result<void> copied = co_await writer.open(range.length);
     if (copied) {
-        copied = co_await read_object(_drives, pool(), source, range.first, range.length, sink, _options.data_files);
-        auto finished = co_await writer.finish_appends();  // waits for the writes in flight either way
+        copied = co_await read_object(_drives, pool(), source, range.first, range.length, sink,
+                                      _options.data_files);
+        auto finished =
+            co_await writer.finish_appends();  // waits for the writes in flight either way
         if (copied && !finished) copied = finished.as_failure();
     }
     co_return co_await seal_checked(writer, std::move(copied), before_seal);
 }
 
-io::task<base::result<object_record>> engine::commit_written(std::string bucket, std::string key, object_record record,
+io::task<base::result<object_record>> engine::commit_written(std::string bucket, std::string key,
+                                                             object_record record,
                                                              write_conditions conditions) {
     auto committed = co_await commit_put(bucket, key, record, conditions);
     if (!committed) {
@@ -113,7 +127,8 @@ io::task<base::result<object_record>> engine::commit_written(std::string bucket,
 }
 
 io::task<base::result<part_record>> engine::commit_written_part(std::string bucket, std::string key,
-                                                                std::string upload_id, part_record part) {
+                                                                std::string upload_id,
+                                                                part_record part) {
     auto committed = co_await commit_part(bucket, key, upload_id, part);
     if (!committed) {
         std::vector<segment> written{part.data};
@@ -130,7 +145,8 @@ io::task<base::result<part_record>> engine::commit_written_part(std::string buck
 
 // ---- objects ----
 
-io::task<base::result<object_record>> engine::put(put_request request, byte_source& body, record_finisher finish) {
+io::task<base::result<object_record>> engine::put(put_request request, byte_source& body,
+                                                  record_finisher finish) {
     if (!bucket_exists(request.bucket)) co_return no_bucket(request.bucket);
     object_record record;
     seal_check build = [&](const written_data& written) -> base::result<void> {
@@ -143,11 +159,12 @@ io::task<base::result<object_record>> engine::put(put_request request, byte_sour
     if (!data) co_return data.as_failure();
     record.size_bytes = data->size_bytes;
     record.segments = {*data};
-    co_return co_await commit_written(request.bucket, request.key, std::move(record), request.conditions);
+    co_return co_await commit_written(request.bucket, request.key, std::move(record),
+                                      request.conditions);
 }
 
-io::task<base::result<object_record>> engine::get(std::string bucket, std::string key, read_planner plan,
-                                                  byte_sink& sink) {
+io::task<base::result<object_record>> engine::get(std::string bucket, std::string key,
+                                                  read_planner plan, byte_sink& sink) {
     // A data file can vanish between the lookup and its open when the key is replaced meanwhile (every
     // file is opened before the first byte goes out): then the read starts again from the lookup.
     for (int attempt = 0;; ++attempt) {
@@ -157,19 +174,22 @@ io::task<base::result<object_record>> engine::get(std::string bucket, std::strin
         if (!range) co_return range.as_failure();
         if (!*range || (*range)->length == 0) co_return found;
         counting_sink counted(sink);
-        auto sent = co_await read_object(_drives, pool(), *found, (*range)->first, (*range)->length, counted,
-                                         _options.data_files);
+        auto sent = co_await read_object(_drives, pool(), *found, (*range)->first, (*range)->length,
+                                         counted, _options.data_files);
         if (sent) co_return found;
         if (sent.code() == base::errc::not_found && counted.bytes() == 0 && attempt < 2) continue;
         co_return sent.as_failure();
     }
 }
 
-io::task<base::result<std::optional<object_record>>> engine::remove(std::string bucket, std::string key,
+io::task<base::result<std::optional<object_record>>> engine::remove(std::string bucket,
+                                                                    std::string key,
                                                                     write_conditions conditions) {
     auto removed = co_await commit_remove(bucket, key, conditions);
-    if (!removed) co_await free_space_after(removed.err());
-    else if (*removed) co_await reclaim(**removed);
+    if (!removed)
+        co_await free_space_after(removed.err());
+    else if (*removed)
+        co_await reclaim(**removed);
     co_return removed;
 }
 
@@ -182,7 +202,8 @@ io::task<base::result<object_record>> engine::copy(copy_request request, copy_pl
         if (!planned) co_return planned.as_failure();
         object_record record = std::move(planned->record);
         auto shared = base::result<std::vector<segment>>(base::fail(base::errc::not_implemented));
-        if (planned->may_share && found->size_bytes > 0) shared = co_await share_segments(found->segments);
+        if (planned->may_share && found->size_bytes > 0)
+            shared = co_await share_segments(found->segments);
         if (!shared && shared.code() == base::errc::not_found && attempt < 2) continue;
         if (shared) {
             record.size_bytes = found->size_bytes;
@@ -196,19 +217,22 @@ io::task<base::result<object_record>> engine::copy(copy_request request, copy_pl
                 record = std::move(*built);
                 return {};
             };
-            auto copied = co_await copy_data(*found, byte_range{0, found->size_bytes}, planned->observe, finish);
+            auto copied = co_await copy_data(*found, byte_range{0, found->size_bytes},
+                                             planned->observe, finish);
             if (!copied && copied.code() == base::errc::not_found && attempt < 2) continue;
             if (!copied) co_return copied.as_failure();
             record.size_bytes = copied->size_bytes;
             record.segments = {*copied};
         }
-        co_return co_await commit_written(request.bucket, request.key, std::move(record), request.conditions);
+        co_return co_await commit_written(request.bucket, request.key, std::move(record),
+                                          request.conditions);
     }
 }
 
 // ---- multipart uploads ----
 
-io::task<base::result<part_record>> engine::upload_part(part_request request, byte_source& body, part_finisher finish) {
+io::task<base::result<part_record>> engine::upload_part(part_request request, byte_source& body,
+                                                        part_finisher finish) {
     part_record part;
     seal_check build = [&](const written_data& written) -> base::result<void> {
         auto built = finish(written);
@@ -220,10 +244,12 @@ io::task<base::result<part_record>> engine::upload_part(part_request request, by
     if (!data) co_return data.as_failure();
     part.number = request.number;
     part.data = *data;
-    co_return co_await commit_written_part(request.bucket, request.key, request.upload_id, std::move(part));
+    co_return co_await commit_written_part(request.bucket, request.key, request.upload_id,
+                                           std::move(part));
 }
 
-io::task<base::result<part_record>> engine::copy_part(part_copy_request request, part_copy_planner plan) {
+io::task<base::result<part_record>> engine::copy_part(part_copy_request request,
+                                                      part_copy_planner plan) {
     for (int attempt = 0;; ++attempt) {
         auto found = co_await head(request.source_bucket, request.source_key);
         if (!found) co_return found.as_failure();
@@ -241,15 +267,17 @@ io::task<base::result<part_record>> engine::copy_part(part_copy_request request,
         if (!copied) co_return copied.as_failure();
         part.number = request.number;
         part.data = *copied;
-        co_return co_await commit_written_part(request.bucket, request.key, request.upload_id, std::move(part));
+        co_return co_await commit_written_part(request.bucket, request.key, request.upload_id,
+                                               std::move(part));
     }
 }
 
 io::task<base::result<object_record>> engine::complete_upload(std::string bucket, std::string key,
-                                                              std::string upload_id, upload_finalizer finalize,
+                                                              std::string upload_id,
+                                                              upload_finalizer finalize,
                                                               write_conditions conditions) {
-    auto done = co_await commit_complete(std::move(bucket), std::move(key), std::move(upload_id), std::move(finalize),
-                                         conditions);
+    auto done = co_await commit_complete(std::move(bucket), std::move(key), std::move(upload_id),
+                                         std::move(finalize), conditions);
     if (!done) {
         co_await free_space_after(done.err());
         co_return done.as_failure();
@@ -259,7 +287,8 @@ io::task<base::result<object_record>> engine::complete_upload(std::string bucket
     co_return std::move(done->object);
 }
 
-io::task<base::result<void>> engine::abort_upload(std::string bucket, std::string key, std::string upload_id) {
+io::task<base::result<void>> engine::abort_upload(std::string bucket, std::string key,
+                                                  std::string upload_id) {
     auto removed = co_await commit_abort(std::move(bucket), std::move(key), std::move(upload_id));
     if (!removed) co_return removed.as_failure();
     std::vector<segment> data;
@@ -270,7 +299,8 @@ io::task<base::result<void>> engine::abort_upload(std::string bucket, std::strin
 
 storage_stats engine::stats() const {
     spare_file_stats spares = _spares->stats();
-    storage_stats out{spares.kept, spares.reused, spares.removed, 0, _drives.space().reserved_ahead_bytes()};
+    storage_stats out{spares.kept, spares.reused, spares.removed, 0,
+                      _drives.space().reserved_ahead_bytes()};
     for (std::uint32_t d = 0; d < _drives.size(); ++d) out.spare_bytes += _spares->bytes_held(d);
     return out;
 }

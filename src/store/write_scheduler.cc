@@ -8,25 +8,29 @@
 
 namespace fjord::store {
 
-write_scheduler::write_scheduler(file_system& fs, std::size_t drive_count, std::size_t slots_per_drive,
-                                 std::size_t write_bytes)
+write_scheduler::write_scheduler(file_system& fs, std::size_t drive_count,
+                                 std::size_t slots_per_drive, std::size_t write_bytes)
     : _fs(fs), _slots_per_drive(slots_per_drive), _write_bytes(write_bytes), _drives(drive_count) {
     FJORD_ASSERT(drive_count >= 1 && slots_per_drive >= 1);
-    FJORD_ASSERT(write_bytes >= base::direct_io_alignment_bytes && write_bytes % base::direct_io_alignment_bytes == 0);
+    FJORD_ASSERT(write_bytes >= base::direct_io_alignment_bytes &&
+                 write_bytes % base::direct_io_alignment_bytes == 0);
 }
 
 write_scheduler::~write_scheduler() {
     for (const auto& d : _drives)
-        FJORD_ASSERT(d.in_flight == 0 && d.waiting.empty(), "write_scheduler destroyed with writes pending");
+        FJORD_ASSERT(d.in_flight == 0 && d.waiting.empty(),
+                     "write_scheduler destroyed with writes pending");
 }
 
-std::size_t write_scheduler::slots_per_core(const write_scheduler_options& options, unsigned cores) {
+std::size_t write_scheduler::slots_per_core(const write_scheduler_options& options,
+                                            unsigned cores) {
     FJORD_ASSERT(cores >= 1);
     return std::max<std::size_t>(1, options.writes_in_flight_per_drive / cores);
 }
 
-void write_scheduler::start_write(scheduled_write& w, std::uint32_t drive, int fd, const std::byte* buf,
-                                  unsigned len, std::uint64_t offset, int buf_index) {
+void write_scheduler::start_write(scheduled_write& w, std::uint32_t drive, int fd,
+                                  const std::byte* buf, unsigned len, std::uint64_t offset,
+                                  int buf_index) {
     FJORD_ASSERT(!w._in_flight && len > 0);
     FJORD_ASSERT(drive < _drives.size());
     w._result = 0;

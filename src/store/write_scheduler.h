@@ -73,7 +73,8 @@ struct write_scheduler_stats {
 
 class write_scheduler {
 public:
-    write_scheduler(file_system& fs, std::size_t drive_count, std::size_t slots_per_drive, std::size_t write_bytes);
+    write_scheduler(file_system& fs, std::size_t drive_count, std::size_t slots_per_drive,
+                    std::size_t write_bytes);
     write_scheduler(const write_scheduler&) = delete;
     write_scheduler& operator=(const write_scheduler&) = delete;
     ~write_scheduler();
@@ -83,8 +84,8 @@ public:
 
     // Queues [buf, buf + len) for writing at `offset` of fd on `drive`; `w` completes when every piece has.
     // buf, len and offset must be 4 KiB aligned (O_DIRECT); the buffer must stay in place until then.
-    void start_write(scheduled_write& w, std::uint32_t drive, int fd, const std::byte* buf, unsigned len,
-                     std::uint64_t offset, int buf_index);
+    void start_write(scheduled_write& w, std::uint32_t drive, int fd, const std::byte* buf,
+                     unsigned len, std::uint64_t offset, int buf_index);
 
     std::size_t in_flight(std::uint32_t drive) const { return _drives.at(drive).in_flight; }
     std::size_t queued(std::uint32_t drive) const { return _drives.at(drive).waiting.size(); }

@@ -48,8 +48,8 @@ struct outcome {
 // Feeds `body` to a decoder in pieces of at most `piece_bytes` (the last piece may be cut at
 // `split`), keeping unconsumed bytes for the next call as a connection does. With in_place, the
 // output goes into the input buffer itself.
-outcome decode(chunked_decoder::format format, std::string_view body,
-               std::vector<std::size_t> cuts, std::size_t out_capacity, bool in_place) {
+outcome decode(chunked_decoder::format format, std::string_view body, std::vector<std::size_t> cuts,
+               std::size_t out_capacity, bool in_place) {
     chunked_decoder decoder(format, fuzz_limits());
     outcome result;
     std::string pending;  // received, not yet consumed
@@ -95,8 +95,7 @@ outcome decode(chunked_decoder::format format, std::string_view body,
                 return result;
             }
             // A step that stopped for no reason must have used all of its input.
-            if (!step->chunk_finished && step->produced < capacity)
-                FUZZ_CHECK(pending.empty());
+            if (!step->chunk_finished && step->produced < capacity) FUZZ_CHECK(pending.empty());
             if (step->consumed == 0 && step->produced == 0 && !step->chunk_finished) break;
         }
     }

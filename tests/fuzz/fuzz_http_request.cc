@@ -23,7 +23,8 @@ using fjord::http::request_head;
 
 bool inside(std::string_view part, std::string_view buffer) {
     if (part.empty()) return true;  // an empty view may point anywhere, including nowhere
-    return part.data() >= buffer.data() && part.data() + part.size() <= buffer.data() + buffer.size();
+    return part.data() >= buffer.data() &&
+           part.data() + part.size() <= buffer.data() + buffer.size();
 }
 
 void check_views(const request_head& head, std::string_view buffer) {

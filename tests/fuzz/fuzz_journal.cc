@@ -47,7 +47,8 @@ void check_object_record(std::string_view payload, int prefix_strings) {
     encode(e, record);
     // Older records end early: before the tag list, or before the part checksum list. They re-encode
     // with empty lists (zero counts) appended.
-    bool before_part_checksums = record.part_checksums.empty() && again == std::string(payload) + std::string(4, '\0');
+    bool before_part_checksums =
+        record.part_checksums.empty() && again == std::string(payload) + std::string(4, '\0');
     bool before_tags = record.tags.empty() && record.part_checksums.empty() &&
                        again == std::string(payload) + std::string(8, '\0');
     FUZZ_CHECK(again == payload || before_part_checksums || before_tags);
@@ -70,16 +71,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     std::string reframed;
     std::uint64_t visited = 0, previous_seq = 0;
-    journal_scan scan = scan_journal(image, first_seq,
-                                     [&](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
-        FUZZ_CHECK(payload.size() <= journal_max_payload_bytes);
-        if (visited == 0 && first_seq != 0) FUZZ_CHECK(seq == first_seq);
-        if (visited > 0) FUZZ_CHECK(seq == previous_seq + 1);
-        frame_record(reframed, seq, type, payload);
-        if (type == record_put_object) check_object_record(payload, 2);
-        previous_seq = seq;
-        ++visited;
-    });
+    journal_scan scan = scan_journal(
+        image, first_seq, [&](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
+            FUZZ_CHECK(payload.size() <= journal_max_payload_bytes);
+            if (visited == 0 && first_seq != 0) FUZZ_CHECK(seq == first_seq);
+            if (visited > 0) FUZZ_CHECK(seq == previous_seq + 1);
+            frame_record(reframed, seq, type, payload);
+            if (type == record_put_object) check_object_record(payload, 2);
+            previous_seq = seq;
+            ++visited;
+        });
     FUZZ_CHECK(scan.valid_bytes <= image.size());
     FUZZ_CHECK(scan.torn_tail == (scan.valid_bytes != image.size()));
     FUZZ_CHECK(scan.records == visited);

@@ -101,7 +101,8 @@ bool refusal_expected(const auth::request_view& req) {
         query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
         std::string_view name = piece.substr(0, piece.find('='));
         auto decoded_name = base::uri_decode(name, false);
-        auto decoded_value = base::uri_decode(piece.substr(std::min(piece.size(), name.size() + 1)), false);
+        auto decoded_value =
+            base::uri_decode(piece.substr(std::min(piece.size(), name.size() + 1)), false);
         if (!decoded_name || !decoded_value) return true;
         if (*decoded_name == "X-Amz-Signature" || *decoded_name == "X-Amz-Algorithm") return true;
     }
@@ -120,8 +121,8 @@ void check_sign_then_verify(const fuzzed_request& fuzzed, std::uint8_t choice,
     // The verifier reads the first host, x-amz-date and x-amz-content-sha256, so ours go first;
     // the fuzzed headers follow, all of them signed (as a client signs every header it sends).
     std::vector<auth::header_view> headers = {{"Host", "bucket.s3.example.com"},
-                                            {"X-Amz-Date", amz_date},
-                                            {"x-amz-content-sha256", payload}};
+                                              {"X-Amz-Date", amz_date},
+                                              {"x-amz-content-sha256", payload}};
     for (const auto& header : fuzzed.headers)
         if (deliverable(header) && !base::iequals(header.name, "authorization"))
             headers.push_back(header);
@@ -169,11 +170,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     // The head as the client sent it: any claim, any time.
     auto verified = auth::verify_request(raw, store, now_s);
-    if (verified) FUZZ_CHECK(verified->access_key == access_key && verified->seed_signature.size() == 64);
+    if (verified)
+        FUZZ_CHECK(verified->access_key == access_key && verified->seed_signature.size() == 64);
     std::vector<std::string> names;
     for (const auto& header : fuzzed.headers) names.push_back(base::to_lower(header.name));
     for (bool presigned : {false, true}) {
-        std::string canonical = auth::canonical_request(raw, names, auth::unsigned_payload_value, presigned);
+        std::string canonical =
+            auth::canonical_request(raw, names, auth::unsigned_payload_value, presigned);
         FUZZ_CHECK(canonical.starts_with(fuzzed.method));
     }
 

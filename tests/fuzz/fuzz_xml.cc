@@ -30,7 +30,8 @@ void check_tree(const pugi::xml_document& doc) {
         pugi::xml_node node = pending.back();
         pending.pop_back();
         FUZZ_CHECK(fjord::s3::xml_representable(node.name()));
-        if (node.type() == pugi::node_element) FUZZ_CHECK(fjord::s3::xml_representable(fjord::s3::xml_text(node)));
+        if (node.type() == pugi::node_element)
+            FUZZ_CHECK(fjord::s3::xml_representable(fjord::s3::xml_text(node)));
         for (const pugi::xml_attribute& a : node.attributes()) {
             FUZZ_CHECK(fjord::s3::xml_representable(a.name()));
             FUZZ_CHECK(fjord::s3::xml_representable(a.value()));
@@ -45,8 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string body(reinterpret_cast<const char*>(data), size);
     pugi::xml_document doc;
     auto loaded = fjord::s3::load_request_xml(doc, body);
-    if (loaded) check_tree(doc);
-    else FUZZ_CHECK(loaded.code() == fjord::base::errc::malformed_xml);
+    if (loaded)
+        check_tree(doc);
+    else
+        FUZZ_CHECK(loaded.code() == fjord::base::errc::malformed_xml);
     auto parts = fjord::s3::parse_complete_body(body);
     if (!parts) {
         FUZZ_CHECK(parts.code() == fjord::base::errc::malformed_xml);
@@ -57,7 +60,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(part.number >= 1 && part.number <= max_part_number);
         FUZZ_CHECK(part.etag.size() <= body.size());
         FUZZ_CHECK(part.checksum.size() <= body.size());
-        FUZZ_CHECK(fjord::s3::xml_representable(part.etag) && fjord::s3::xml_representable(part.checksum));
+        FUZZ_CHECK(fjord::s3::xml_representable(part.etag) &&
+                   fjord::s3::xml_representable(part.checksum));
     }
     auto again = fjord::s3::parse_complete_body(body);
     FUZZ_CHECK(again && again->size() == parts->size());

@@ -64,28 +64,32 @@ constexpr std::size_t max_value_bytes = 600 * 1024;
 
 struct key_state {
     std::set<std::uint32_t> candidates{0};  // value ids the key may hold; 0 = absent
-    bool busy = false;                      // one request per key at a time, so outcomes are unambiguous
-    std::uint64_t changes = 0;              // bumped by every request on the key (for listing checks)
+    bool busy = false;          // one request per key at a time, so outcomes are unambiguous
+    std::uint64_t changes = 0;  // bumped by every request on the key (for listing checks)
     std::string name;
 };
 
 struct simulation {
-    simulation(std::uint64_t s, const run_options& o) : seed(s), options(o), rng(s * 0x9E3779B97F4A7C15ULL + 1), fs(s) {}
+    simulation(std::uint64_t s, const run_options& o)
+        : seed(s), options(o), rng(s * 0x9E3779B97F4A7C15ULL + 1), fs(s) {}
 
     std::uint64_t seed;
     run_options options;
     std::mt19937_64 rng;
     sim_file_system fs;
-    std::deque<std::string> values{std::string()};  // value id -> bytes (stable references); 0 is "absent"
+    std::deque<std::string> values{
+        std::string()};  // value id -> bytes (stable references); 0 is "absent"
     std::map<std::string, key_state> keys;
-    std::uint64_t damaged_files = 0;  // data files with a bit flipped at rest (the file system knows which)
+    std::uint64_t damaged_files =
+        0;  // data files with a bit flipped at rest (the file system knows which)
     std::vector<std::string> drive_paths;
     engine* store = nullptr;
     bool faults_on = false;
     std::string failure;
     unsigned life = 0;
     // Counters for the summary line.
-    std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads_checked = 0, recoveries = 0, spares_reused = 0;
+    std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads_checked = 0, recoveries = 0,
+                  spares_reused = 0;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
@@ -105,7 +109,8 @@ std::optional<std::uint32_t> value_of_etag(const std::string& etag) {
 }
 
 std::uint32_t new_value(simulation& sim) {
-    static constexpr std::size_t sizes[] = {0, 1, 4095, 4096, 65535, 65536, 65537, 131072, 200001, max_value_bytes};
+    static constexpr std::size_t sizes[] = {0,     1,     4095,   4096,   65535,
+                                            65536, 65537, 131072, 200001, max_value_bytes};
     std::size_t size = sizes[sim.draw(std::size(sizes))];
     if (sim.chance(0.3)) size = sim.draw(max_value_bytes);
     std::string bytes(size, '\0');
@@ -120,7 +125,8 @@ std::uint32_t new_value(simulation& sim) {
 
 std::string describe(const std::set<std::uint32_t>& candidates) {
     std::string out = "{";
-    for (auto v : candidates) out += (out.size() > 1 ? "," : "") + (v ? etag_of(v) : std::string("absent"));
+    for (auto v : candidates)
+        out += (out.size() > 1 ? "," : "") + (v ? etag_of(v) : std::string("absent"));
     return out + "}";
 }
 
@@ -130,7 +136,8 @@ class bytes_source final : public byte_source {
 public:
     bytes_source(const std::string& bytes, std::uint64_t seed) : _bytes(bytes), _rng(seed) {}
     io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
-        std::size_t n = std::min({max, _bytes.size() - _pos, 1 + static_cast<std::size_t>(_rng() % 150000)});
+        std::size_t n =
+            std::min({max, _bytes.size() - _pos, 1 + static_cast<std::size_t>(_rng() % 150000)});
         std::memcpy(dst, _bytes.data() + _pos, n);
         _pos += n;
         co_return n;
@@ -160,7 +167,8 @@ std::optional<std::uint64_t> declared_size(simulation& sim, const std::string& b
     return std::nullopt;
 }
 
-object_record record_for(std::uint32_t value_id, std::uint64_t size_bytes, std::vector<segment> segments) {
+object_record record_for(std::uint32_t value_id, std::uint64_t size_bytes,
+                         std::vector<segment> segments) {
     object_record r;
     r.size_bytes = size_bytes;
     r.modified_ms = 1700000000000;
@@ -172,12 +180,14 @@ object_record record_for(std::uint32_t value_id, std::uint64_t size_bytes, std::
 
 // Records the outcome of a write request on the model. `definite_no_change`: the answer means that the
 // write did not happen (the store promises that for every failure but commit_outcome_unknown).
-void settle_write(simulation& sim, key_state& k, std::uint32_t value_id, const base::result<void>& outcome,
-                  bool definite_no_change, const char* what) {
+void settle_write(simulation& sim, key_state& k, std::uint32_t value_id,
+                  const base::result<void>& outcome, bool definite_no_change, const char* what) {
     if (sim.options.verbose)
-        std::printf("  life %u op %llu: %s %s %s -> %s%s\n", sim.life, static_cast<unsigned long long>(sim.fs.stats().operations),
-                    k.name.c_str(), what, value_id ? etag_of(value_id).c_str() : "(delete)",
-                    outcome ? "ok" : outcome.err().message.c_str(), definite_no_change ? " (no change)" : "");
+        std::printf("  life %u op %llu: %s %s %s -> %s%s\n", sim.life,
+                    static_cast<unsigned long long>(sim.fs.stats().operations), k.name.c_str(),
+                    what, value_id ? etag_of(value_id).c_str() : "(delete)",
+                    outcome ? "ok" : outcome.err().message.c_str(),
+                    definite_no_change ? " (no change)" : "");
     if (outcome) {
         ++sim.acknowledged;
         k.candidates = {value_id};
@@ -185,7 +195,8 @@ void settle_write(simulation& sim, key_state& k, std::uint32_t value_id, const b
     }
     ++sim.failed;
     if (outcome.err().code != errc::precondition_failed && !sim.errors_expected())
-        sim.violation(std::string(what) + " failed without any injected fault: " + outcome.err().message);
+        sim.violation(std::string(what) +
+                      " failed without any injected fault: " + outcome.err().message);
     if (definite_no_change) return;
     k.candidates.insert(value_id);  // the outcome is unknown: it may or may not have happened
 }
@@ -207,11 +218,14 @@ io::task<void> put_op(simulation& sim, std::string key, bool if_none_match) {
     auto stored = co_await sim.store->put(request, source, finish);
     base::result<void> outcome;
     if (!stored) outcome = stored.as_failure();
-    if (!stored && stored.code() == errc::precondition_failed && k.candidates == std::set<std::uint32_t>{0})
+    if (!stored && stored.code() == errc::precondition_failed &&
+        k.candidates == std::set<std::uint32_t>{0})
         sim.violation("If-None-Match PUT of " + key + " refused although the key is absent");
     if (stored && (stored->size_bytes != bytes.size() || stored->etag != etag_of(value_id)))
-        sim.violation("PUT of " + key + " answered a record of " + std::to_string(stored->size_bytes) + " bytes");
-    settle_write(sim, k, value_id, outcome, surely_unchanged(outcome), if_none_match ? "conditional PUT" : "PUT");
+        sim.violation("PUT of " + key + " answered a record of " +
+                      std::to_string(stored->size_bytes) + " bytes");
+    settle_write(sim, k, value_id, outcome, surely_unchanged(outcome),
+                 if_none_match ? "conditional PUT" : "PUT");
 }
 
 io::task<void> delete_op(simulation& sim, std::string key) {
@@ -230,8 +244,10 @@ std::string segment_path(const simulation& sim, const segment& seg) {
 
 // Reads a key through the store (a whole object or a random range) and checks what comes back against
 // the model. Returns the value id seen, if it read.
-io::task<std::optional<std::uint32_t>> check_key(simulation& sim, const std::string& what, const std::string& key,
-                                                 const std::set<std::uint32_t>& candidates, bool whole) {
+io::task<std::optional<std::uint32_t>> check_key(simulation& sim, const std::string& what,
+                                                 const std::string& key,
+                                                 const std::set<std::uint32_t>& candidates,
+                                                 bool whole) {
     std::optional<object_record> seen;
     std::optional<std::uint32_t> value_id;
     byte_range range;
@@ -239,11 +255,13 @@ io::task<std::optional<std::uint32_t>> check_key(simulation& sim, const std::str
         seen = r;
         value_id = value_of_etag(r.etag);
         if (!value_id || !candidates.count(*value_id))
-            return base::fail(errc::internal, "holds " + r.etag + ", which it cannot hold: possible " + describe(candidates));
+            return base::fail(
+                errc::internal,
+                "holds " + r.etag + ", which it cannot hold: possible " + describe(candidates));
         const std::string& expected = sim.values[*value_id];
         if (r.size_bytes != expected.size())
-            return base::fail(errc::internal, "record size " + std::to_string(r.size_bytes) + ", written " +
-                                                  std::to_string(expected.size()));
+            return base::fail(errc::internal, "record size " + std::to_string(r.size_bytes) +
+                                                  ", written " + std::to_string(expected.size()));
         range = byte_range{0, expected.size()};
         if (!whole && range.length > 0) {
             range.first = sim.draw(range.length);
@@ -256,7 +274,8 @@ io::task<std::optional<std::uint32_t>> check_key(simulation& sim, const std::str
     ++sim.reads_checked;
     if (!read) {
         if (read.code() == errc::no_such_key) {
-            if (!candidates.count(0)) sim.violation(what + ": missing, but it must hold " + describe(candidates));
+            if (!candidates.count(0))
+                sim.violation(what + ": missing, but it must hold " + describe(candidates));
             co_return std::nullopt;
         }
         if (read.code() == errc::internal) {
@@ -265,18 +284,22 @@ io::task<std::optional<std::uint32_t>> check_key(simulation& sim, const std::str
         }
         bool damaged = false;
         if (seen)
-            for (const auto& seg : seen->segments) damaged = damaged || sim.fs.damaged(segment_path(sim, seg));
+            for (const auto& seg : seen->segments)
+                damaged = damaged || sim.fs.damaged(segment_path(sim, seg));
         bool corrupt = read.code() == errc::data_corrupted;
         if (corrupt && !damaged && !sim.faults_on)
-            sim.violation(what + ": checksum error reported for undamaged data: " + read.err().message);
+            sim.violation(what +
+                          ": checksum error reported for undamaged data: " + read.err().message);
         else if (!corrupt && !sim.errors_expected())
             sim.violation(what + ": read failed without a fault: " + read.err().message);
         co_return std::nullopt;
     }
     const std::string& expected = sim.values[*value_id];
-    if (sink.out.size() != range.length || sink.out != std::string_view(expected).substr(range.first, range.length))
-        sim.violation(what + ": read returned wrong bytes (" + read->etag + ", offset " + std::to_string(range.first) +
-                      ", length " + std::to_string(range.length) + ")");
+    if (sink.out.size() != range.length ||
+        sink.out != std::string_view(expected).substr(range.first, range.length))
+        sim.violation(what + ": read returned wrong bytes (" + read->etag + ", offset " +
+                      std::to_string(range.first) + ", length " + std::to_string(range.length) +
+                      ")");
     co_return value_id;
 }
 
@@ -285,9 +308,11 @@ io::task<void> get_op(simulation& sim, std::string key) {
     (void)co_await check_key(sim, "GET " + key, key, k.candidates, sim.chance(0.5));
 }
 
-io::task<base::result<void>> upload_part(simulation& sim, const std::string& key, const std::string& upload_id,
-                                         std::uint32_t number, const std::string& bytes) {
-    part_request request{bucket, key, upload_id, number, declared_size(sim, bytes), max_data_file_bytes};
+io::task<base::result<void>> upload_part(simulation& sim, const std::string& key,
+                                         const std::string& upload_id, std::uint32_t number,
+                                         const std::string& bytes) {
+    part_request request{
+        bucket, key, upload_id, number, declared_size(sim, bytes), max_data_file_bytes};
     bytes_source source(bytes, sim.rng());
     part_finisher finish = [number](const written_data&) -> base::result<part_record> {
         part_record part;
@@ -320,12 +345,16 @@ io::task<void> multipart_op(simulation& sim, std::string key) {
     bool ok = true;
     unsigned uploads = count + (sim.chance(0.3) ? 1 : 0);  // one more: a part number uploaded twice
     for (std::uint32_t n = 1; n <= uploads && ok; ++n) {
-        std::uint32_t number = n > count ? 1 + static_cast<std::uint32_t>(sim.draw(count)) : n;  // a re-upload
+        std::uint32_t number =
+            n > count ? 1 + static_cast<std::uint32_t>(sim.draw(count)) : n;  // a re-upload
         std::string bytes = sim.values[new_value(sim)];
         auto uploaded = co_await upload_part(sim, key, upload_id, number, bytes);
-        if (uploaded) parts[number] = std::move(bytes);
-        else ok = false;
-        if (!uploaded && !sim.errors_expected()) sim.violation("upload part failed: " + uploaded.err().message);
+        if (uploaded)
+            parts[number] = std::move(bytes);
+        else
+            ok = false;
+        if (!uploaded && !sim.errors_expected())
+            sim.violation("upload part failed: " + uploaded.err().message);
     }
     if (!ok || sim.chance(0.2)) {
         co_await abort_upload(sim, key, upload_id);
@@ -345,7 +374,8 @@ io::task<void> multipart_op(simulation& sim, std::string key) {
         }
         return record_for(value_id, size, std::move(segments));
     };
-    auto done = co_await sim.store->complete_upload(bucket, key, upload_id, finalize, write_conditions{});
+    auto done =
+        co_await sim.store->complete_upload(bucket, key, upload_id, finalize, write_conditions{});
     base::result<void> outcome;
     if (!done) {
         outcome = done.as_failure();
@@ -370,11 +400,14 @@ io::task<void> copy_op(simulation& sim, std::string key) {
         value_id = value_of_etag(found.etag);
         source_data = found.segments;
         if (!value_id || !source.candidates.count(*value_id))
-            sim.violation("copy source " + source.name + " holds " + found.etag + ", possible " + describe(source.candidates));
+            sim.violation("copy source " + source.name + " holds " + found.etag + ", possible " +
+                          describe(source.candidates));
         copy_plan planned;
         planned.record = record_for(value_id.value_or(0), 0, {});
         planned.may_share = share;
-        planned.finish = [r = planned.record](const written_data&) -> base::result<object_record> { return r; };
+        planned.finish = [r = planned.record](const written_data&) -> base::result<object_record> {
+            return r;
+        };
         return planned;
     };
     copy_request request{bucket, source.name, bucket, key, {}};
@@ -382,13 +415,15 @@ io::task<void> copy_op(simulation& sim, std::string key) {
     base::result<void> outcome;
     if (!copied) outcome = copied.as_failure();
     bool source_damaged = false;
-    for (const auto& seg : source_data) source_damaged = source_damaged || sim.fs.damaged(segment_path(sim, seg));
+    for (const auto& seg : source_data)
+        source_damaged = source_damaged || sim.fs.damaged(segment_path(sim, seg));
     if (!copied && copied.code() == errc::no_such_key) {
         // The source is absent: nothing was planned or done.
     } else if (!copied && copied.code() == errc::data_corrupted && source_damaged) {
         ++sim.failed;  // a rewrite read the source's damaged bytes and refused them: nothing was done
     } else if (value_id) {
-        settle_write(sim, target, *value_id, outcome, surely_unchanged(outcome), share ? "copy" : "copy (rewrite)");
+        settle_write(sim, target, *value_id, outcome, surely_unchanged(outcome),
+                     share ? "copy" : "copy (rewrite)");
     } else if (!copied && !sim.errors_expected()) {
         sim.violation("copy: lookup failed: " + copied.err().message);
     }
@@ -419,11 +454,13 @@ io::task<void> list_op(simulation& sim) {
         if (k.busy || k.changes != changes) continue;
         auto it = listed.find(key);
         if (it == listed.end()) {
-            if (!k.candidates.count(0)) sim.violation("list: " + key + " missing, it must hold " + describe(k.candidates));
+            if (!k.candidates.count(0))
+                sim.violation("list: " + key + " missing, it must hold " + describe(k.candidates));
         } else {
             auto v = value_of_etag(it->second);
             if (!v || !k.candidates.count(*v))
-                sim.violation("list: " + key + " shows " + it->second + ", possible " + describe(k.candidates));
+                sim.violation("list: " + key + " shows " + it->second + ", possible " +
+                              describe(k.candidates));
         }
     }
 }
@@ -448,15 +485,24 @@ io::task<void> one_request(simulation& sim, std::string key) {
     ++k.changes;
     ++sim.requests;
     std::uint64_t pick = sim.draw(100);
-    if (pick < 30) co_await put_op(sim, key, false);
-    else if (pick < 36) co_await put_op(sim, key, true);
-    else if (pick < 56) co_await get_op(sim, key);
-    else if (pick < 68) co_await delete_op(sim, key);
-    else if (pick < 80) co_await multipart_op(sim, key);
-    else if (pick < 87) co_await copy_op(sim, key);
-    else if (pick < 93) co_await list_op(sim);
-    else if (pick < 96) co_await sim.store->snapshot_local_shards();
-    else if (sim.faults_on) damage_a_data_file(sim);
+    if (pick < 30)
+        co_await put_op(sim, key, false);
+    else if (pick < 36)
+        co_await put_op(sim, key, true);
+    else if (pick < 56)
+        co_await get_op(sim, key);
+    else if (pick < 68)
+        co_await delete_op(sim, key);
+    else if (pick < 80)
+        co_await multipart_op(sim, key);
+    else if (pick < 87)
+        co_await copy_op(sim, key);
+    else if (pick < 93)
+        co_await list_op(sim);
+    else if (pick < 96)
+        co_await sim.store->snapshot_local_shards();
+    else if (sim.faults_on)
+        damage_a_data_file(sim);
     ++k.changes;
     k.busy = false;
 }
@@ -482,7 +528,8 @@ io::task<void> verify_after_recovery(simulation& sim) {
     for (auto& [key, k] : sim.keys) {
         auto found = co_await sim.store->head(bucket, key);
         if (!found) {
-            if (found.err().code != errc::no_such_key) sim.violation("lookup " + key + ": " + found.err().message);
+            if (found.err().code != errc::no_such_key)
+                sim.violation("lookup " + key + ": " + found.err().message);
             else if (!k.candidates.count(0))
                 sim.violation(key + " lost after recovery: it must hold " + describe(k.candidates));
             k.candidates = {0};
@@ -498,7 +545,8 @@ io::task<void> verify_after_recovery(simulation& sim) {
         co_return;
     }
     for (const auto& listed : *uploads) {
-        auto full = co_await sim.store->get_upload(bucket, listed.key, listed.upload_id);  // listings omit parts
+        auto full = co_await sim.store->get_upload(bucket, listed.key,
+                                                   listed.upload_id);  // listings omit parts
         if (!full) {
             sim.violation("get upload after recovery: " + full.err().message);
             co_return;
@@ -507,11 +555,11 @@ io::task<void> verify_after_recovery(simulation& sim) {
         for (const auto& [number, part] : u.parts) {
             object_record r = record_for(0, part.data.size_bytes, {part.data});
             bytes_sink sink;
-            auto read = co_await read_object(sim.store->drives(), sim.store->pool(), r, 0, r.size_bytes, sink,
-                                             sim.store->data_file_settings());
+            auto read = co_await read_object(sim.store->drives(), sim.store->pool(), r, 0,
+                                             r.size_bytes, sink, sim.store->data_file_settings());
             if (!read && !sim.fs.damaged(segment_path(sim, part.data)))
-                sim.violation("part " + std::to_string(number) + " of a surviving upload of " + u.key +
-                              " is unreadable: " + read.err().message);
+                sim.violation("part " + std::to_string(number) + " of a surviving upload of " +
+                              u.key + " is unreadable: " + read.err().message);
             referenced.insert(part.data.id.hex());
         }
     }
@@ -529,7 +577,8 @@ io::task<void> verify_after_recovery(simulation& sim) {
         }
     // Orphans whose removal failed (injected errors during recovery) are tried again at the next start.
     if (unreferenced > sim.store->recovery().orphans_kept)
-        sim.violation(std::to_string(unreferenced) + " data files (e.g. " + example + ") survive recovery unreferenced");
+        sim.violation(std::to_string(unreferenced) + " data files (e.g. " + example +
+                      ") survive recovery unreferenced");
     for (const auto& u : *uploads) co_await abort_upload(sim, u.key, u.upload_id);
 }
 
@@ -558,7 +607,8 @@ io::task<void> live(simulation& sim, bool first) {
     sim_faults faults = random_faults(sim);
     sim.fs.set_faults(faults);
     sim.faults_on = faults.eio > 0;
-    if (sim.chance(0.75)) sim.fs.power_off_after(1 + sim.draw(150 * sim.options.operations_per_life / 10));
+    if (sim.chance(0.75))
+        sim.fs.power_off_after(1 + sim.draw(150 * sim.options.operations_per_life / 10));
     unsigned budget = sim.options.operations_per_life;
     io::wait_group workers(sim.options.workers);
     for (unsigned w = 0; w < sim.options.workers; ++w) co_await workers.spawn(worker(sim, &budget));
@@ -578,10 +628,11 @@ engine_options options_for(simulation& sim) {
     o.data_dirs = sim.drive_paths;
     o.cores = 1;
     o.buffers = io::buffer_pool_options{128 * 1024, 12};
-    o.journal_rotate_bytes = 16 * 1024;  // rotate (snapshot) often
+    o.journal_rotate_bytes = 16 * 1024;      // rotate (snapshot) often
     o.spares.min_segment_bytes = 64 * 1024;  // reuse the data files of most values, and evict often
     o.spares.bytes_per_drive = 2 * 1024 * 1024;
-    o.spares.full_cooldown_ms = 0;  // an injected ENOSPC would otherwise end reuse for the rest of the life
+    o.spares.full_cooldown_ms =
+        0;  // an injected ENOSPC would otherwise end reuse for the rest of the life
     o.fs = &sim.fs;
     o.boot_nonce = sim.seed * 1000003 + sim.life + 1;
     return o;
@@ -609,26 +660,31 @@ std::unique_ptr<engine> recover(simulation& sim) {
 
 // What a run did, for one seed or summed over all.
 struct totals {
-    std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads = 0, recoveries = 0, fs_operations = 0,
-                  faults = 0, damaged = 0, torn = 0, dropped = 0, spares_reused = 0;
+    std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads = 0, recoveries = 0,
+                  fs_operations = 0, faults = 0, damaged = 0, torn = 0, dropped = 0,
+                  spares_reused = 0;
     totals& operator+=(const totals& o) {
-        requests += o.requests, acknowledged += o.acknowledged, failed += o.failed, reads += o.reads;
+        requests += o.requests, acknowledged += o.acknowledged, failed += o.failed,
+            reads += o.reads;
         recoveries += o.recoveries, fs_operations += o.fs_operations, faults += o.faults;
-        damaged += o.damaged, torn += o.torn, dropped += o.dropped, spares_reused += o.spares_reused;
+        damaged += o.damaged, torn += o.torn, dropped += o.dropped,
+            spares_reused += o.spares_reused;
         return *this;
     }
     std::string describe() const {
         char line[512];
-        std::snprintf(line, sizeof line,
-                      "%llu requests (%llu acknowledged, %llu failed), %llu reads checked, %llu recoveries, %llu "
-                      "file-system operations, %llu injected faults, %llu files damaged at rest, %llu torn writes, "
-                      "%llu unsynced changes lost, %llu data files reused",
-                      static_cast<unsigned long long>(requests), static_cast<unsigned long long>(acknowledged),
-                      static_cast<unsigned long long>(failed), static_cast<unsigned long long>(reads),
-                      static_cast<unsigned long long>(recoveries), static_cast<unsigned long long>(fs_operations),
-                      static_cast<unsigned long long>(faults), static_cast<unsigned long long>(damaged),
-                      static_cast<unsigned long long>(torn), static_cast<unsigned long long>(dropped),
-                      static_cast<unsigned long long>(spares_reused));
+        std::snprintf(
+            line, sizeof line,
+            "%llu requests (%llu acknowledged, %llu failed), %llu reads checked, %llu recoveries, %llu "
+            "file-system operations, %llu injected faults, %llu files damaged at rest, %llu torn writes, "
+            "%llu unsynced changes lost, %llu data files reused",
+            static_cast<unsigned long long>(requests),
+            static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(failed),
+            static_cast<unsigned long long>(reads), static_cast<unsigned long long>(recoveries),
+            static_cast<unsigned long long>(fs_operations), static_cast<unsigned long long>(faults),
+            static_cast<unsigned long long>(damaged), static_cast<unsigned long long>(torn),
+            static_cast<unsigned long long>(dropped),
+            static_cast<unsigned long long>(spares_reused));
         return line;
     }
 };
@@ -638,7 +694,8 @@ std::string run_seed(std::uint64_t seed, const run_options& options, totals* don
     simulation sim(seed, options);
     unsigned drives = 1 + static_cast<unsigned>(sim.draw(2));
     for (unsigned d = 0; d < drives; ++d) sim.drive_paths.push_back("/drive" + std::to_string(d));
-    for (unsigned i = 0; i < options.keys; ++i) sim.keys["key-" + std::to_string(i)].name = "key-" + std::to_string(i);
+    for (unsigned i = 0; i < options.keys; ++i)
+        sim.keys["key-" + std::to_string(i)].name = "key-" + std::to_string(i);
     for (sim.life = 0; sim.life <= options.lives && !sim.failed_already(); ++sim.life) {
         std::unique_ptr<engine> store = recover(sim);
         if (!store) break;
@@ -662,7 +719,8 @@ std::string run_seed(std::uint64_t seed, const run_options& options, totals* don
         }
         sim.store = nullptr;
         store.reset();
-        if (sim.fs.open_descriptors() > 0) sim.violation(std::to_string(sim.fs.open_descriptors()) + " descriptors left open");
+        if (sim.fs.open_descriptors() > 0)
+            sim.violation(std::to_string(sim.fs.open_descriptors()) + " descriptors left open");
         if (options.verbose) std::printf("  life %u ends: crash\n", sim.life);
         sim.fs.crash_and_restart();
     }
@@ -685,16 +743,19 @@ volatile std::uint64_t g_current_seed = 0;
 
 void on_alarm(int) {
     char msg[160];
-    int n = std::snprintf(msg, sizeof msg, "engine_sim: seed %llu hung (watchdog); replay with --seed %llu\n",
-                          static_cast<unsigned long long>(g_current_seed), static_cast<unsigned long long>(g_current_seed));
+    int n = std::snprintf(msg, sizeof msg,
+                          "engine_sim: seed %llu hung (watchdog); replay with --seed %llu\n",
+                          static_cast<unsigned long long>(g_current_seed),
+                          static_cast<unsigned long long>(g_current_seed));
     (void)!::write(2, msg, static_cast<std::size_t>(n));
     ::_exit(2);
 }
 
 int usage() {
-    std::fprintf(stderr,
-                 "usage: engine_sim [--seed N] [--seeds COUNT] [--lives N] [--ops N] [--workers N] [--verbose]\n"
-                 "  runs COUNT seeds starting at N (default: seed 1, 1 seed); a failure prints its seed\n");
+    std::fprintf(
+        stderr,
+        "usage: engine_sim [--seed N] [--seeds COUNT] [--lives N] [--ops N] [--workers N] [--verbose]\n"
+        "  runs COUNT seeds starting at N (default: seed 1, 1 seed); a failure prints its seed\n");
     return 64;
 }
 
@@ -708,21 +769,30 @@ int main(int argc, char** argv) {
         std::string a = argv[i];
         auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
         const char* v = nullptr;
-        if (a == "--verbose") options.verbose = true;
-        else if (a == "--seed" && (v = next())) options.first_seed = std::strtoull(v, nullptr, 0);
-        else if (a == "--seeds" && (v = next())) options.seeds = std::strtoull(v, nullptr, 0);
-        else if (a == "--lives" && (v = next())) options.lives = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else if (a == "--ops" && (v = next())) options.operations_per_life = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else if (a == "--workers" && (v = next())) options.workers = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else return usage();
+        if (a == "--verbose")
+            options.verbose = true;
+        else if (a == "--seed" && (v = next()))
+            options.first_seed = std::strtoull(v, nullptr, 0);
+        else if (a == "--seeds" && (v = next()))
+            options.seeds = std::strtoull(v, nullptr, 0);
+        else if (a == "--lives" && (v = next()))
+            options.lives = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
+        else if (a == "--ops" && (v = next()))
+            options.operations_per_life = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
+        else if (a == "--workers" && (v = next()))
+            options.workers = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
+        else
+            return usage();
     }
     if (options.workers == 0 || options.seeds == 0) return usage();
-    fjord::base::set_log_level(options.verbose ? fjord::base::log_level::info : fjord::base::log_level::off);
+    fjord::base::set_log_level(options.verbose ? fjord::base::log_level::info
+                                               : fjord::base::log_level::off);
     ::signal(SIGALRM, on_alarm);
     auto started = std::chrono::steady_clock::now();
     std::uint64_t failures = 0;
     totals sum;
-    for (std::uint64_t seed = options.first_seed; seed < options.first_seed + options.seeds; ++seed) {
+    for (std::uint64_t seed = options.first_seed; seed < options.first_seed + options.seeds;
+         ++seed) {
         g_current_seed = seed;
         ::alarm(120);
         totals done;
@@ -736,13 +806,17 @@ int main(int argc, char** argv) {
                         static_cast<unsigned long long>(seed), failure.c_str(), summary.c_str(),
                         static_cast<unsigned long long>(seed));
         } else if (options.verbose || options.seeds == 1) {
-            std::printf("ok seed %llu: %s\n", static_cast<unsigned long long>(seed), summary.c_str());
+            std::printf("ok seed %llu: %s\n", static_cast<unsigned long long>(seed),
+                        summary.c_str());
         }
         std::fflush(stdout);
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::printf("engine_sim: %llu seeds from %llu, %llu failed, %.1f s\n", static_cast<unsigned long long>(options.seeds),
-                static_cast<unsigned long long>(options.first_seed), static_cast<unsigned long long>(failures), seconds);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::printf("engine_sim: %llu seeds from %llu, %llu failed, %.1f s\n",
+                static_cast<unsigned long long>(options.seeds),
+                static_cast<unsigned long long>(options.first_seed),
+                static_cast<unsigned long long>(failures), seconds);
     std::printf("  in all: %s\n", sum.describe().c_str());
     return failures ? 1 : 0;
 }

@@ -15,14 +15,18 @@ std::span<const std::byte> bytes_of(const std::string& s) { return as_bytes(s.da
 
 TEST(checksum, crc32c_check_value) { EXPECT_EQ(crc32c(bytes_of("123456789")), 0xE3069283u); }
 TEST(checksum, crc32_check_value) { EXPECT_EQ(crc32(bytes_of("123456789")), 0xCBF43926u); }
-TEST(checksum, crc64nvme_check_value) { EXPECT_EQ(crc64nvme(bytes_of("123456789")), 0xAE8B14860A799888ull); }
+TEST(checksum, crc64nvme_check_value) {
+    EXPECT_EQ(crc64nvme(bytes_of("123456789")), 0xAE8B14860A799888ull);
+}
 
 TEST(checksum, crc64nvme_fast_paths_match_the_definition) {
     // Every length around the folding thresholds (256 bytes, 128-byte steps, 16-byte tail), several inits.
     std::string data(5000, '\0');
     std::uint64_t x = 0x9E3779B97F4A7C15ull;
     for (char& c : data) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
         c = static_cast<char>(x);
     }
     for (size_t len = 0; len <= 1200; ++len) {
@@ -66,7 +70,8 @@ TEST(checksum, crc_detects_single_bit_flip) {
 }
 
 TEST(digest, known_values) {
-    EXPECT_EQ(hex_encode(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(hex_encode(sha256("")),
+              "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     EXPECT_EQ(hex_encode(md5("")), "d41d8cd98f00b204e9800998ecf8427e");
     digest d(digest_kind::sha1);
     d.update(std::string_view("abc"));

@@ -15,7 +15,8 @@ TEST(encoding, hex_round_trip) {
 }
 
 TEST(encoding, base64_round_trip) {
-    for (std::string s : {"", "a", "ab", "abc", "abcd", "\xff\x00\x10"}) EXPECT_EQ(*base64_decode(base64_encode(s)), s);
+    for (std::string s : {"", "a", "ab", "abc", "abcd", "\xff\x00\x10"})
+        EXPECT_EQ(*base64_decode(base64_encode(s)), s);
     EXPECT_EQ(base64_encode("abc"), "YWJj");
     EXPECT_FALSE(base64_decode("YWJ").has_value());
     EXPECT_FALSE(base64_decode("Y!Jj").has_value());
@@ -42,9 +43,9 @@ TEST(encoding, parse_u64_is_strict) {
 TEST(encoding, utf8_validation) {
     EXPECT_TRUE(is_valid_utf8("plain"));
     EXPECT_TRUE(is_valid_utf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));
-    EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
-    EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
-    EXPECT_FALSE(is_valid_utf8("\xe2\x82"));          // truncated
+    EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));      // overlong '/'
+    EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));  // surrogate
+    EXPECT_FALSE(is_valid_utf8("\xe2\x82"));      // truncated
 }
 
 TEST(clock, http_date_round_trip) {

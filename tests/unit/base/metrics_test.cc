@@ -32,9 +32,12 @@ TEST(metrics, a_fresh_registry_renders_every_series_at_zero) {
     EXPECT_EQ(sample(text, "fjord_connections_open"), 0);
     EXPECT_EQ(sample(text, R"(fjord_request_timeouts_total{direction="receive"})"), 0);
     EXPECT_EQ(sample(text, R"(fjord_request_timeouts_total{direction="send"})"), 0);
-    for (const char* op : {"read", "write", "delete", "list", "multipart", "bucket", "admin", "other"})
+    for (const char* op :
+         {"read", "write", "delete", "list", "multipart", "bucket", "admin", "other"})
         for (const char* status : {"2xx", "3xx", "4xx", "5xx"})
-            EXPECT_EQ(sample(text, std::string("fjord_requests_total{operation=\"") + op + "\",status=\"" + status + "\"}"), 0)
+            EXPECT_EQ(sample(text, std::string("fjord_requests_total{operation=\"") + op +
+                                       "\",status=\"" + status + "\"}"),
+                      0)
                 << op << " " << status;
 }
 
@@ -53,7 +56,9 @@ TEST(metrics, every_metric_has_help_and_type_before_its_samples) {
             std::string type;
             fields >> typed >> type;
             EXPECT_TRUE(type == "counter" || type == "gauge") << line;
-            EXPECT_TRUE(type != "counter" || (typed.size() > 6 && typed.substr(typed.size() - 6) == "_total")) << line;
+            EXPECT_TRUE(type != "counter" ||
+                        (typed.size() > 6 && typed.substr(typed.size() - 6) == "_total"))
+                << line;
             continue;
         }
         // A sample: its name is the last TYPE line's metric, followed by labels or a space.

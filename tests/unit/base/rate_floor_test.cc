@@ -26,7 +26,7 @@ TEST(rate_floor, bytes_moved_buy_time_at_the_floor_rate) {
     f.start(t0);
     f.add(4096 * 100);  // 100 s worth
     EXPECT_EQ(f.deadline_ns(), t0 + 100 * s);
-    f.add(2048);        // half a second more
+    f.add(2048);  // half a second more
     EXPECT_EQ(f.deadline_ns(), t0 + 100 * s + 500 * ms);
     // The per-I/O cap still applies when the floor is far away.
     EXPECT_EQ(f.wait_limit_ms(t0 + 10 * s, 60'000), 60'000);

@@ -58,7 +58,8 @@ TEST(token_bucket, long_run_admits_rate_times_time_plus_burst) {
     token_bucket b(100, 20);
     int admitted = 0;
     // A client asking every 100 us for 10 s: 100,000 attempts.
-    for (std::int64_t t = 0; t < 10'000 * ms; t += ms / 10) admitted += b.try_take(start_ns + t) ? 1 : 0;
+    for (std::int64_t t = 0; t < 10'000 * ms; t += ms / 10)
+        admitted += b.try_take(start_ns + t) ? 1 : 0;
     EXPECT_GE(admitted, 100 * 10 + 20 - 1);
     EXPECT_LE(admitted, 100 * 10 + 20);
 }

@@ -11,13 +11,13 @@
 
 #include "client/fjord_client.h"
 
-#define CHECK(cond)                                                                                  \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-                    fjord_last_error());                                                             \
-            exit(1);                                                                                 \
-        }                                                                                            \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__,      \
+                    #cond, fjord_last_error());                                                    \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static const char* env_or(const char* name, const char* fallback) {
@@ -52,8 +52,9 @@ static void* round_trip(void* p) {
     snprintf(key, sizeof key, "threads/%d", a->index);
     fill(data, size, a->seed + (unsigned long long)a->index);
     a->failed = fjord_put(a->client, a->bucket, key, data, size, NULL) != 0 ||
-                fjord_get(a->client, a->bucket, key, 0, back, size, NULL, &info) != 0 || info.size_bytes != size ||
-                memcmp(data, back, size) != 0 || fjord_delete(a->client, a->bucket, key) != 0;
+                fjord_get(a->client, a->bucket, key, 0, back, size, NULL, &info) != 0 ||
+                info.size_bytes != size || memcmp(data, back, size) != 0 ||
+                fjord_delete(a->client, a->bucket, key) != 0;
     free(data);
     free(back);
     return NULL;
@@ -94,7 +95,8 @@ int main(void) {
     CHECK(info.size_bytes == small && memcmp(back, data, small) == 0);
     CHECK(fjord_get(client, bucket, "small", 100, back, 50, NULL, &info) == 0);
     CHECK(info.size_bytes == 50 && memcmp(back, data + 100, 50) == 0);
-    CHECK(fjord_get(client, bucket, "small", 990, back, 50, NULL, &info) == 0 && info.size_bytes == 10);
+    CHECK(fjord_get(client, bucket, "small", 990, back, 50, NULL, &info) == 0 &&
+          info.size_bytes == 10);
     CHECK(fjord_get(client, bucket, "small", small + 10, back, 50, NULL, &info) == -ERANGE);
 
     /* Multipart PUT with 5 MiB parts, read back in parallel 3 MiB ranges. */
@@ -105,20 +107,23 @@ int main(void) {
     fill(big_data, big, seed + 1);
     fjord_transfer_config parts = {5 * 1024 * 1024, 3};
     CHECK(fjord_multipart_put(client, bucket, "dir/big", big_data, big, &parts, &info) == 0);
-    CHECK(info.size_bytes == big && strchr(info.etag, '-') != NULL); /* a multipart ETag: "<hex>-3" */
+    CHECK(info.size_bytes == big &&
+          strchr(info.etag, '-') != NULL); /* a multipart ETag: "<hex>-3" */
     CHECK(fjord_head(client, bucket, "dir/big", &info) == 0 && info.size_bytes == big);
     fjord_transfer_config ranges = {3 * 1024 * 1024, 4};
     CHECK(fjord_get(client, bucket, "dir/big", 0, big_back, big + 100, &ranges, &info) == 0);
     CHECK(info.size_bytes == big && memcmp(big_back, big_data, big) == 0);
     /* A multipart part below the 5 MiB minimum fails, and the upload is aborted. */
     fjord_transfer_config tiny = {1024 * 1024, 2};
-    CHECK(fjord_multipart_put(client, bucket, "dir/tiny-parts", big_data, 3 * 1024 * 1024, &tiny, NULL) < 0);
+    CHECK(fjord_multipart_put(client, bucket, "dir/tiny-parts", big_data, 3 * 1024 * 1024, &tiny,
+                              NULL) < 0);
     CHECK(fjord_head(client, bucket, "dir/tiny-parts", &info) == -ENOENT);
 
     /* Missing keys and buckets. */
     CHECK(fjord_head(client, bucket, "missing", &info) == -ENOENT);
     CHECK(fjord_get(client, bucket, "missing", 0, back, sizeof back, NULL, &info) == -ENOENT);
-    CHECK(fjord_get(client, "no-such-bucket-c-abi", "k", 0, back, sizeof back, NULL, &info) == -ENOENT);
+    CHECK(fjord_get(client, "no-such-bucket-c-abi", "k", 0, back, sizeof back, NULL, &info) ==
+          -ENOENT);
     CHECK(fjord_put(client, bucket, "", data, 1, NULL) == -EINVAL);
 
     /* Four threads at once on one client. */

@@ -32,7 +32,8 @@ TEST(ResponseHead, NeedsMoreBytesUntilTheBlankLine) {
 
 TEST(ResponseHead, ConnectionCloseAndHttp10) {
     response_head head;
-    ASSERT_TRUE(parse_response_head("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n", 4096, head));
+    ASSERT_TRUE(
+        parse_response_head("HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n", 4096, head));
     EXPECT_EQ(head.status, 404);
     EXPECT_FALSE(head.keep_alive);
     EXPECT_FALSE(head.content_length.has_value());
@@ -42,14 +43,18 @@ TEST(ResponseHead, ConnectionCloseAndHttp10) {
 
 TEST(ResponseHead, RejectsMalformedAndOversizedHeads) {
     response_head head;
-    EXPECT_EQ(parse_response_head("HTTP/2 200 OK\r\n\r\n", 4096, head).code(), base::errc::bad_request);
-    EXPECT_EQ(parse_response_head("HTTP/1.1 2x0 OK\r\n\r\n", 4096, head).code(), base::errc::bad_request);
+    EXPECT_EQ(parse_response_head("HTTP/2 200 OK\r\n\r\n", 4096, head).code(),
+              base::errc::bad_request);
+    EXPECT_EQ(parse_response_head("HTTP/1.1 2x0 OK\r\n\r\n", 4096, head).code(),
+              base::errc::bad_request);
     EXPECT_EQ(parse_response_head("HTTP/1.1 200 OK\r\nno colon\r\n\r\n", 4096, head).code(),
               base::errc::bad_request);
-    EXPECT_EQ(parse_response_head("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 4096, head)
+    EXPECT_EQ(parse_response_head(
+                  "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 4096, head)
                   .code(),
               base::errc::bad_request);
-    EXPECT_EQ(parse_response_head(std::string(100, 'x'), 64, head).code(), base::errc::header_too_large);
+    EXPECT_EQ(parse_response_head(std::string(100, 'x'), 64, head).code(),
+              base::errc::header_too_large);
 }
 
 TEST(ResponseError, MapsTheS3CodeToTheErrorTable) {
@@ -60,7 +65,8 @@ TEST(ResponseError, MapsTheS3CodeToTheErrorTable) {
     EXPECT_NE(e.message.find("NoSuchKey"), std::string::npos);
     EXPECT_NE(e.message.find("The key does not exist."), std::string::npos);
     // Codes shared by several table entries pick the one with the response's status.
-    EXPECT_EQ(error_from_response(503, "<Error><Code>SlowDown</Code></Error>").code, base::errc::slow_down);
+    EXPECT_EQ(error_from_response(503, "<Error><Code>SlowDown</Code></Error>").code,
+              base::errc::slow_down);
     EXPECT_EQ(error_from_response(404, "").code, base::errc::not_found);
     EXPECT_EQ(error_from_response(500, "not xml").code, base::errc::internal);
 }

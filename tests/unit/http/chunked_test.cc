@@ -352,8 +352,8 @@ TEST(chunked_decoder, malformed_bodies_fail) {
          "3;chunk-signature=" + std::string(64, 'g') + "\r\nabc\r\n", errc::bad_request},
         {"unknown aws extension", format::aws, "3;foo=bar\r\nabc\r\n", errc::bad_request},
         {"two signatures", format::aws,
-         "3;chunk-signature=" + std::string(signature_1) + ";chunk-signature=" +
-             std::string(signature_1) + "\r\nabc\r\n",
+         "3;chunk-signature=" + std::string(signature_1) +
+             ";chunk-signature=" + std::string(signature_1) + "\r\nabc\r\n",
          errc::bad_request},
     };
     for (const malformed_case& c : cases) {
@@ -366,7 +366,12 @@ TEST(chunked_decoder, malformed_bodies_fail) {
 
 TEST(chunked_decoder, truncated_body_is_incomplete) {
     const std::string truncated[] = {
-        "", "5", "5\r\nhel", "5\r\nhello", "5\r\nhello\r\n", "5\r\nhello\r\n0\r\n",
+        "",
+        "5",
+        "5\r\nhel",
+        "5\r\nhello",
+        "5\r\nhello\r\n",
+        "5\r\nhello\r\n0\r\n",
         "5\r\nhello\r\n0\r\nA: 1\r\n",
     };
     for (const std::string& wire : truncated) {

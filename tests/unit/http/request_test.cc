@@ -59,9 +59,9 @@ TEST(request_head, simple_get) {
 
 TEST(request_head, methods_map_case_sensitively) {
     const std::pair<std::string_view, method> cases[] = {
-        {"GET", method::get},         {"HEAD", method::head},   {"PUT", method::put},
-        {"POST", method::post},       {"DELETE", method::delete_}, {"OPTIONS", method::options},
-        {"PATCH", method::other},     {"get", method::other},
+        {"GET", method::get},     {"HEAD", method::head},      {"PUT", method::put},
+        {"POST", method::post},   {"DELETE", method::delete_}, {"OPTIONS", method::options},
+        {"PATCH", method::other}, {"get", method::other},
     };
     for (const auto& [name, verb] : cases) {
         std::string text = std::string(name) + " / HTTP/1.1\r\nHost: h\r\n\r\n";
@@ -210,7 +210,8 @@ TEST(request_head, default_head_limit_applies_to_huge_header) {
 TEST(request_head, target_length_limit) {
     parse_limits limits;
     limits.max_target_bytes = 16;
-    EXPECT_EQ(parse_code("GET /" + std::string(15, 'k') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits), errc::ok);
+    EXPECT_EQ(parse_code("GET /" + std::string(15, 'k') + " HTTP/1.1\r\nHost: h\r\n\r\n", limits),
+              errc::ok);
     EXPECT_EQ(parse_code("GET /" + std::string(16, 'k') + " HTTP/1.1\r\n\r\n", limits),
               errc::invalid_uri);
 }
@@ -242,8 +243,10 @@ TEST(request_head, malformed_requests_fail_with_the_right_code) {
         {"host with a space", "GET / HTTP/1.1\r\nHost: h x\r\n\r\n", errc::bad_request},
         {"host bad ipv6", "GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", errc::bad_request},
         {"host empty with port", "GET / HTTP/1.1\r\nHost: :80\r\n\r\n", errc::bad_request},
-        {"absolute-form bad authority", "GET http://a@b/k HTTP/1.1\r\nHost: b\r\n\r\n", errc::bad_request},
-        {"absolute-form no authority", "GET http:///k HTTP/1.1\r\nHost: b\r\n\r\n", errc::bad_request},
+        {"absolute-form bad authority", "GET http://a@b/k HTTP/1.1\r\nHost: b\r\n\r\n",
+         errc::bad_request},
+        {"absolute-form no authority", "GET http:///k HTTP/1.1\r\nHost: b\r\n\r\n",
+         errc::bad_request},
         {"version 1.2", "GET / HTTP/1.2\r\n\r\n", errc::bad_request},
         {"lower-case version", "GET / http/1.1\r\n\r\n", errc::bad_request},
         {"no version", "GET /\r\n\r\n", errc::bad_request},
@@ -340,7 +343,8 @@ TEST(request_head, keep_alive_follows_version_and_connection) {
 }
 
 TEST(request_head, expect_100_continue) {
-    parsed p = parse("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nExpect: 100-Continue\r\n\r\n");
+    parsed p =
+        parse("PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nExpect: 100-Continue\r\n\r\n");
     ASSERT_TRUE(p.length);
     EXPECT_TRUE(p.head.expect_continue);
 
@@ -358,7 +362,6 @@ TEST(request_head, expect_100_continue) {
     EXPECT_FALSE(p.head.expect_continue);
 }
 
-
 TEST(request_head, later_http_1_minor_versions_are_served_as_1_1) {
     parsed p = parse("GET / HTTP/1.2\r\nHost: h\r\n\r\n");
     ASSERT_TRUE(p.length) << p.length.err().message;
@@ -366,8 +369,9 @@ TEST(request_head, later_http_1_minor_versions_are_served_as_1_1) {
 }
 
 TEST(request_head, valid_host_values_are_accepted) {
-    for (const char* host : {"h", "example.com", "example.com:9000", "127.0.0.1:1", "[::1]", "[::1]:9000",
-                             "bucket.localhost:65535", "a-b_c~d.e", "h:", "xn--caf-dma.example"}) {
+    for (const char* host :
+         {"h", "example.com", "example.com:9000", "127.0.0.1:1", "[::1]", "[::1]:9000",
+          "bucket.localhost:65535", "a-b_c~d.e", "h:", "xn--caf-dma.example"}) {
         SCOPED_TRACE(host);
         EXPECT_TRUE(valid_authority(host));
         EXPECT_EQ(parse_code("GET / HTTP/1.1\r\nHost: "s + host + "\r\n\r\n"), errc::ok);
@@ -379,7 +383,8 @@ TEST(request_head, valid_host_values_are_accepted) {
 }
 
 TEST(request_head, absolute_form_targets_take_their_host_from_the_authority) {
-    std::string text = "GET http://bucket.localhost:9000/key?uploads HTTP/1.1\r\nHost: other:1\r\n\r\n";
+    std::string text =
+        "GET http://bucket.localhost:9000/key?uploads HTTP/1.1\r\nHost: other:1\r\n\r\n";
     parsed p = parse(text);
     ASSERT_TRUE(p.length) << p.length.err().message;
     EXPECT_EQ(p.head.authority, "bucket.localhost:9000");

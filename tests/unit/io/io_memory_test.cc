@@ -28,17 +28,21 @@ std::string bracketed(const char* path) {
     std::string line;
     std::getline(f, line);
     auto open = line.find('['), close = line.find(']');
-    return open == std::string::npos || close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+    return open == std::string::npos || close == std::string::npos
+               ? ""
+               : line.substr(open + 1, close - open - 1);
 }
 
 // The mode that applies to 2 MiB pages: the per-size setting unless it inherits the global one; "never"
 // also when this process has THP disabled (prctl PR_SET_THP_DISABLE shows as "THP_enabled: 0").
 std::string thp_mode() {
     std::string mode = bracketed("/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled");
-    if (mode.empty() || mode == "inherit") mode = bracketed("/sys/kernel/mm/transparent_hugepage/enabled");
+    if (mode.empty() || mode == "inherit")
+        mode = bracketed("/sys/kernel/mm/transparent_hugepage/enabled");
     std::ifstream status("/proc/self/status");
     for (std::string line; std::getline(status, line);)
-        if (line.rfind("THP_enabled:", 0) == 0 && line.find('0') != std::string::npos) return "never";
+        if (line.rfind("THP_enabled:", 0) == 0 && line.find('0') != std::string::npos)
+            return "never";
     return mode;
 }
 
@@ -57,16 +61,21 @@ TEST(io_memory, is_aligned_to_a_huge_page_and_rounded_to_4_kib) {
 TEST(io_memory, gets_huge_pages_when_the_kernel_gives_them) {
     std::string mode = thp_mode();
     if (mode.empty()) GTEST_SKIP() << "no transparent huge page settings in /sys";
-    io_memory m(8 * MiB, true);  // allocated at once (MADV_POPULATE_WRITE) or when first touched here
+    io_memory m(8 * MiB,
+                true);  // allocated at once (MADV_POPULATE_WRITE) or when first touched here
     std::memset(m.data(), 1, m.size());
     std::size_t huge = m.huge_page_bytes();
     EXPECT_LE(huge, m.size());
-    if (mode == "never") EXPECT_EQ(huge, 0u);
-    else EXPECT_GT(huge, 0u) << "transparent huge pages are '" << mode << "' but none backs the advised memory";
+    if (mode == "never")
+        EXPECT_EQ(huge, 0u);
+    else
+        EXPECT_GT(huge, 0u) << "transparent huge pages are '" << mode
+                            << "' but none backs the advised memory";
 }
 
 TEST(io_memory, stays_on_small_pages_when_told) {
-    io_memory m(8 * MiB, false);  // MADV_NOHUGEPAGE: even the kernel's "always" mode leaves it alone
+    io_memory m(8 * MiB,
+                false);  // MADV_NOHUGEPAGE: even the kernel's "always" mode leaves it alone
     std::memset(m.data(), 1, m.size());
     EXPECT_EQ(m.huge_page_bytes(), 0u);
 }

@@ -31,7 +31,8 @@ TEST(reactor, cross_core_call_runs_on_target_and_returns_home) {
         if (core != 0) return;
         spawn([](reactor_group* g, std::atomic<int>* out, std::atomic<int>* home) -> task<void> {
             int sum = 0;
-            for (int i = 0; i < 100; ++i) sum += co_await invoke_on(1, [i] { return add_on_core(i, 1); });
+            for (int i = 0; i < 100; ++i)
+                sum += co_await invoke_on(1, [i] { return add_on_core(i, 1); });
             out->store(sum);
             home->store(static_cast<int>(reactor::current().core()));
             g->stop();
@@ -54,14 +55,17 @@ task<void> direct_io_round_trip(std::string path, buffer_pool* pool, bool* ok, r
     for (size_t i = 0; i < a.capacity(); ++i) a.data()[i] = static_cast<std::byte>(i * 31);
     async_op w1, w2;
     unsigned half = static_cast<unsigned>(a.capacity() / 2);
-    w1.start([&](io_uring_sqe* s) { io_uring_prep_write_fixed(s, fd, a.data(), half, 0, a.registered_index()); });
+    w1.start([&](io_uring_sqe* s) {
+        io_uring_prep_write_fixed(s, fd, a.data(), half, 0, a.registered_index());
+    });
     w2.start([&](io_uring_sqe* s) {
         io_uring_prep_write_fixed(s, fd, a.data() + half, half, half, a.registered_index());
     });
     int r1 = co_await w1;
     int r2 = co_await w2;
     int s = co_await fsync(fd, true);
-    int r = co_await read(fd, b.data(), static_cast<unsigned>(b.capacity()), 0, b.registered_index());
+    int r =
+        co_await read(fd, b.data(), static_cast<unsigned>(b.capacity()), 0, b.registered_index());
     *ok = r1 == static_cast<int>(half) && r2 == static_cast<int>(half) && s == 0 &&
           r == static_cast<int>(b.capacity()) && std::memcmp(a.data(), b.data(), a.capacity()) == 0;
     co_await close(fd);
@@ -92,7 +96,8 @@ TEST(reactor, buffer_pool_waiters_are_served_in_order) {
     std::string order;
     group.run([&](unsigned) {
         static buffer_pool pool(buffer_pool_options{4096, 1});
-        auto user = [](buffer_pool* p, std::string* log, char name, reactor_group* g) -> task<void> {
+        auto user = [](buffer_pool* p, std::string* log, char name,
+                       reactor_group* g) -> task<void> {
             buffer b = co_await p->acquire();
             log->push_back(name);
             co_await sleep_for(2);

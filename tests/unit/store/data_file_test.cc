@@ -46,7 +46,9 @@ struct data_file_env {
         drives = std::move(*opened);
     }
 
-    object_id make_id() { return object_id{0x5eed, next_id++ * 0x1003}; }  // spreads over fan-out dirs
+    object_id make_id() {
+        return object_id{0x5eed, next_id++ * 0x1003};
+    }  // spreads over fan-out dirs
 
     // Runs body(pool) on a single reactor until it returns.
     void run(const std::function<io::task<void>(io::buffer_pool*)>& body) {
@@ -57,7 +59,8 @@ struct data_file_env {
             pool->register_with(io::reactor::current().ring());
             io::spawn(testing::run_then_stop(body(pool.get()), &group));
         });
-        EXPECT_EQ(pool->available(), pool->buffer_count()) << "a buffer was not returned to the pool";
+        EXPECT_EQ(pool->available(), pool->buffer_count())
+            << "a buffer was not returned to the pool";
     }
 };
 
@@ -68,12 +71,14 @@ struct write_outcome {
 };
 
 // Writes `data` as a new object; on failure discards the file.
-io::task<void> write_object(const drive_set* drives, io::buffer_pool* pool, object_id id, data_file_options options,
-                            std::string data, std::uint64_t max_size_bytes, std::uint64_t seed,
-                            bool announce_size, write_outcome* out) {
+io::task<void> write_object(const drive_set* drives, io::buffer_pool* pool, object_id id,
+                            data_file_options options, std::string data,
+                            std::uint64_t max_size_bytes, std::uint64_t seed, bool announce_size,
+                            write_outcome* out) {
     object_writer writer(*drives, *pool, id, options);
     const std::uint64_t size = data.size();
-    auto opened = co_await writer.open(announce_size ? std::optional<std::uint64_t>(size) : std::nullopt);
+    auto opened =
+        co_await writer.open(announce_size ? std::optional<std::uint64_t>(size) : std::nullopt);
     if (!opened) {
         out->code = opened.code();
         co_await writer.discard();
@@ -103,8 +108,9 @@ struct read_outcome {
     std::string bytes;
 };
 
-io::task<void> read_range(const drive_set* drives, io::buffer_pool* pool, object_record record, std::uint64_t offset,
-                          std::uint64_t length, data_file_options options, read_outcome* out) {
+io::task<void> read_range(const drive_set* drives, io::buffer_pool* pool, object_record record,
+                          std::uint64_t offset, std::uint64_t length, data_file_options options,
+                          read_outcome* out) {
     string_sink sink;
     auto r = co_await read_object(*drives, *pool, std::move(record), offset, length, sink, options);
     out->code = r.code();
@@ -119,10 +125,11 @@ void round_trip(data_file_env& env, std::uint64_t size, std::uint64_t seed) {
     write_outcome w;
     read_outcome r;
     env.run([&](io::buffer_pool* pool) -> io::task<void> {
-        return [](data_file_env* e, io::buffer_pool* p, object_id oid, std::string bytes, std::uint64_t s,
-                  write_outcome* wo, read_outcome* ro) -> io::task<void> {
+        return [](data_file_env* e, io::buffer_pool* p, object_id oid, std::string bytes,
+                  std::uint64_t s, write_outcome* wo, read_outcome* ro) -> io::task<void> {
             std::uint64_t n = bytes.size();
-            co_await write_object(&e->drives, p, oid, e->options, std::move(bytes), max_data_file_bytes, s, true, wo);
+            co_await write_object(&e->drives, p, oid, e->options, std::move(bytes),
+                                  max_data_file_bytes, s, true, wo);
             if (wo->code != base::errc::ok) co_return;
             co_await read_range(&e->drives, p, wo->record, 0, n, e->options, ro);
         }(&env, pool, id, data, seed, &w, &r);
@@ -138,7 +145,8 @@ void round_trip(data_file_env& env, std::uint64_t size, std::uint64_t seed) {
     EXPECT_TRUE(r.bytes == data) << "object bytes differ after a round trip";
     // On disk: the data padded to 4 KiB, then the footer.
     EXPECT_EQ(testing::file_size(testing::data_file_path(env.dir.path(), id)),
-              base::align_up(size, base::direct_io_alignment_bytes) + footer_bytes(size, env.options.block_bytes));
+              base::align_up(size, base::direct_io_alignment_bytes) +
+                  footer_bytes(size, env.options.block_bytes));
 }
 
 TEST_P(data_file_round_trip, small_buffers_and_blocks) {
@@ -167,17 +175,17 @@ TEST(data_file, ranged_reads_cross_block_and_buffer_boundaries) {
     std::vector<range> ranges = {
         {0, 1},
         {1, 1},
-        {block - 1, 2},                      // straddles the first block boundary
-        {block + 3, block},                  // odd start, spans two blocks
-        {buffer - 7, 14},                    // straddles the first buffer boundary
-        {buffer - 1, 2 * buffer + 3},        // spans several buffers
+        {block - 1, 2},                // straddles the first block boundary
+        {block + 3, block},            // odd start, spans two blocks
+        {buffer - 7, 14},              // straddles the first buffer boundary
+        {buffer - 1, 2 * buffer + 3},  // spans several buffers
         {3 * buffer + block + 5, 5 * block + 11},
-        {size - 1, 1},                       // the very last byte
-        {size - block - 3, block + 3},       // the partial last block and the one before
-        {12345, size - 12345 - 6789},        // almost everything, odd both ends
+        {size - 1, 1},                  // the very last byte
+        {size - block - 3, block + 3},  // the partial last block and the one before
+        {12345, size - 12345 - 6789},   // almost everything, odd both ends
         {0, size},
-        {size, 0},                           // empty range at the end
-        {4097, 0},                           // empty range in the middle
+        {size, 0},  // empty range at the end
+        {4097, 0},  // empty range in the middle
     };
     std::mt19937_64 rng(seed);
     for (int i = 0; i < 20; ++i) {
@@ -188,18 +196,21 @@ TEST(data_file, ranged_reads_cross_block_and_buffer_boundaries) {
     std::vector<read_outcome> reads(ranges.size());
     object_id id = env.make_id();
     env.run([&](io::buffer_pool* pool) -> io::task<void> {
-        return [](data_file_env* e, io::buffer_pool* p, object_id oid, std::string bytes, std::uint64_t s,
-                  const std::vector<range>* rs, write_outcome* wo, std::vector<read_outcome>* ro) -> io::task<void> {
-            co_await write_object(&e->drives, p, oid, e->options, std::move(bytes), max_data_file_bytes, s, false, wo);
+        return [](data_file_env* e, io::buffer_pool* p, object_id oid, std::string bytes,
+                  std::uint64_t s, const std::vector<range>* rs, write_outcome* wo,
+                  std::vector<read_outcome>* ro) -> io::task<void> {
+            co_await write_object(&e->drives, p, oid, e->options, std::move(bytes),
+                                  max_data_file_bytes, s, false, wo);
             if (wo->code != base::errc::ok) co_return;
             for (std::size_t i = 0; i < rs->size(); ++i)
-                co_await read_range(&e->drives, p, wo->record, (*rs)[i].offset, (*rs)[i].length, e->options,
-                                    &(*ro)[i]);
+                co_await read_range(&e->drives, p, wo->record, (*rs)[i].offset, (*rs)[i].length,
+                                    e->options, &(*ro)[i]);
         }(&env, pool, id, data, seed, &ranges, &w, &reads);
     });
     ASSERT_EQ(w.code, base::errc::ok);
     for (std::size_t i = 0; i < ranges.size(); ++i) {
-        SCOPED_TRACE("range offset " + std::to_string(ranges[i].offset) + " length " + std::to_string(ranges[i].length));
+        SCOPED_TRACE("range offset " + std::to_string(ranges[i].offset) + " length " +
+                     std::to_string(ranges[i].length));
         EXPECT_EQ(reads[i].code, base::errc::ok);
         ASSERT_EQ(reads[i].bytes.size(), ranges[i].length);
         EXPECT_TRUE(reads[i].bytes == data.substr(ranges[i].offset, ranges[i].length));
@@ -209,16 +220,19 @@ TEST(data_file, ranged_reads_cross_block_and_buffer_boundaries) {
 TEST(data_file, multi_segment_record_reads_across_segments) {
     data_file_env env;
     const std::uint64_t seed = testing::test_seed(31);
-    std::string a = testing::pattern_bytes(100000, seed), b = testing::pattern_bytes(70001, seed + 1);
+    std::string a = testing::pattern_bytes(100000, seed),
+                b = testing::pattern_bytes(70001, seed + 1);
     write_outcome wa, wb;
     read_outcome whole, middle;
     object_id ia = env.make_id(), ib = env.make_id();
     env.run([&](io::buffer_pool* pool) -> io::task<void> {
-        return [](data_file_env* e, io::buffer_pool* p, object_id id_a, object_id id_b, std::string da,
-                  std::string db, write_outcome* oa, write_outcome* ob, read_outcome* r1,
-                  read_outcome* r2) -> io::task<void> {
-            co_await write_object(&e->drives, p, id_a, e->options, da, max_data_file_bytes, 1, true, oa);
-            co_await write_object(&e->drives, p, id_b, e->options, db, max_data_file_bytes, 2, true, ob);
+        return [](data_file_env* e, io::buffer_pool* p, object_id id_a, object_id id_b,
+                  std::string da, std::string db, write_outcome* oa, write_outcome* ob,
+                  read_outcome* r1, read_outcome* r2) -> io::task<void> {
+            co_await write_object(&e->drives, p, id_a, e->options, da, max_data_file_bytes, 1, true,
+                                  oa);
+            co_await write_object(&e->drives, p, id_b, e->options, db, max_data_file_bytes, 2, true,
+                                  ob);
             if (oa->code != base::errc::ok || ob->code != base::errc::ok) co_return;
             object_record rec;
             rec.size_bytes = da.size() + db.size();
@@ -242,19 +256,22 @@ struct damage_result {
     std::string data;
 };
 
-damage_result write_damage_read(data_file_env& env, std::uint64_t size, const std::function<void(const std::string&)>& damage,
+damage_result write_damage_read(data_file_env& env, std::uint64_t size,
+                                const std::function<void(const std::string&)>& damage,
                                 std::uint64_t offset, std::uint64_t length) {
     damage_result out;
     const std::uint64_t seed = testing::test_seed(size);
     out.data = testing::pattern_bytes(size, seed);
     object_id id = env.make_id();
     env.run([&](io::buffer_pool* pool) -> io::task<void> {
-        return write_object(&env.drives, pool, id, env.options, out.data, max_data_file_bytes, seed, true, &out.written);
+        return write_object(&env.drives, pool, id, env.options, out.data, max_data_file_bytes, seed,
+                            true, &out.written);
     });
     if (out.written.code != base::errc::ok) return out;
     damage(testing::data_file_path(env.dir.path(), id));
     env.run([&](io::buffer_pool* pool) -> io::task<void> {
-        return read_range(&env.drives, pool, out.written.record, offset, length, env.options, &out.read);
+        return read_range(&env.drives, pool, out.written.record, offset, length, env.options,
+                          &out.read);
     });
     return out;
 }
@@ -274,7 +291,8 @@ TEST(data_file, flipped_data_byte_is_detected_and_its_block_never_reaches_the_si
     data_file_env env;  // 16 KiB blocks, 64 KiB read chunks
     const std::uint64_t size = 1 * MiB;
     const std::uint64_t corrupt_at = 300001;
-    auto result = write_damage_read(env, size, [&](const std::string& p) { flip_byte_at(p, corrupt_at); }, 0, size);
+    auto result = write_damage_read(
+        env, size, [&](const std::string& p) { flip_byte_at(p, corrupt_at); }, 0, size);
     ASSERT_EQ(result.written.code, base::errc::ok);
     EXPECT_EQ(result.read.code, base::errc::data_corrupted);
     const std::uint64_t corrupt_block_start = base::align_down(corrupt_at, env.options.block_bytes);
@@ -289,12 +307,14 @@ TEST(data_file, ranged_read_beside_a_corrupted_block_still_succeeds_and_over_it_
     const std::uint64_t size = 512 * KiB;
     const std::uint64_t corrupt_at = 400000;
     read_outcome before, over;
-    auto result = write_damage_read(env, size, [&](const std::string& p) { flip_byte_at(p, corrupt_at); }, 1000, 100000);
+    auto result = write_damage_read(
+        env, size, [&](const std::string& p) { flip_byte_at(p, corrupt_at); }, 1000, 100000);
     ASSERT_EQ(result.written.code, base::errc::ok);
     EXPECT_EQ(result.read.code, base::errc::ok);
     EXPECT_TRUE(result.read.bytes == result.data.substr(1000, 100000));
     env.run([&](io::buffer_pool* pool) -> io::task<void> {
-        return read_range(&env.drives, pool, result.written.record, corrupt_at - 3, 10, env.options, &over);
+        return read_range(&env.drives, pool, result.written.record, corrupt_at - 3, 10, env.options,
+                          &over);
     });
     EXPECT_EQ(over.code, base::errc::data_corrupted);
     EXPECT_TRUE(over.bytes.empty());
@@ -304,7 +324,8 @@ TEST(data_file, corrupted_footer_header_is_detected) {
     data_file_env env;
     const std::uint64_t size = 200000;
     auto result = write_damage_read(
-        env, size, [&](const std::string& p) { flip_byte_at(p, base::align_up(size, 4096) + 20); }, 0, size);
+        env, size, [&](const std::string& p) { flip_byte_at(p, base::align_up(size, 4096) + 20); },
+        0, size);
     ASSERT_EQ(result.written.code, base::errc::ok);
     EXPECT_EQ(result.read.code, base::errc::data_corrupted);
     EXPECT_TRUE(result.read.bytes.empty());
@@ -314,7 +335,9 @@ TEST(data_file, corrupted_footer_checksum_table_is_detected) {
     data_file_env env;
     const std::uint64_t size = 200000;
     auto result = write_damage_read(
-        env, size, [&](const std::string& p) { flip_byte_at(p, base::align_up(size, 4096) + 64 + 5); }, 0, size);
+        env, size,
+        [&](const std::string& p) { flip_byte_at(p, base::align_up(size, 4096) + 64 + 5); }, 0,
+        size);
     ASSERT_EQ(result.written.code, base::errc::ok);
     EXPECT_EQ(result.read.code, base::errc::data_corrupted);
     EXPECT_TRUE(result.read.bytes.empty());
@@ -324,19 +347,23 @@ TEST(data_file, corrupted_footer_magic_is_detected) {
     data_file_env env;
     const std::uint64_t size = 5000;
     auto result = write_damage_read(
-        env, size, [&](const std::string& p) { flip_byte_at(p, base::align_up(size, 4096)); }, 0, size);
+        env, size, [&](const std::string& p) { flip_byte_at(p, base::align_up(size, 4096)); }, 0,
+        size);
     ASSERT_EQ(result.written.code, base::errc::ok);
     EXPECT_EQ(result.read.code, base::errc::data_corrupted);
 }
 
 TEST(data_file, truncated_file_is_detected) {
     const std::uint64_t size = 300000;
-    for (std::uint64_t keep : {std::uint64_t{0}, std::uint64_t{4096}, size / 2, base::align_up(size, 4096),
-                               base::align_up(size, 4096) + 100}) {
+    for (std::uint64_t keep : {std::uint64_t{0}, std::uint64_t{4096}, size / 2,
+                               base::align_up(size, 4096), base::align_up(size, 4096) + 100}) {
         SCOPED_TRACE("truncated to " + std::to_string(keep));
         data_file_env env;
         auto result = write_damage_read(
-            env, size, [&](const std::string& p) { ASSERT_EQ(::truncate(p.c_str(), static_cast<off_t>(keep)), 0); },
+            env, size,
+            [&](const std::string& p) {
+                ASSERT_EQ(::truncate(p.c_str(), static_cast<off_t>(keep)), 0);
+            },
             0, size);
         ASSERT_EQ(result.written.code, base::errc::ok);
         EXPECT_EQ(result.read.code, base::errc::data_corrupted);
@@ -369,7 +396,8 @@ TEST(data_file, record_that_does_not_match_the_footer_is_corrupted) {
 }
 
 TEST(data_file, source_larger_than_the_maximum_is_entity_too_large_and_leaves_no_file) {
-    for (std::uint64_t max : {std::uint64_t{0}, std::uint64_t{50000}, std::uint64_t{64 * KiB}, std::uint64_t{199999}}) {
+    for (std::uint64_t max :
+         {std::uint64_t{0}, std::uint64_t{50000}, std::uint64_t{64 * KiB}, std::uint64_t{199999}}) {
         SCOPED_TRACE("max " + std::to_string(max));
         data_file_env env;
         const std::uint64_t seed = testing::test_seed(max);
@@ -438,7 +466,8 @@ TEST(data_file, footer_bytes_covers_header_and_table) {
 // A source that stops (reports a failure) after `limit` bytes: an upload cut off midway.
 class cut_source final : public byte_source {
 public:
-    cut_source(std::string data, std::size_t limit, const drive_space* space, std::vector<std::uint64_t>* seen)
+    cut_source(std::string data, std::size_t limit, const drive_space* space,
+               std::vector<std::uint64_t>* seen)
         : _data(std::move(data)), _limit(limit), _space(space), _seen(seen) {}
     io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
         _seen->push_back(_space->reserved_ahead_bytes());
@@ -464,8 +493,9 @@ struct space_outcome {
     base::errc code = base::errc::ok;
 };
 
-io::task<void> write_with_budget(const drive_set* drives, io::buffer_pool* pool, object_id id, data_file_options options,
-                                 std::size_t size, std::size_t cut_at, space_outcome* out) {
+io::task<void> write_with_budget(const drive_set* drives, io::buffer_pool* pool, object_id id,
+                                 data_file_options options, std::size_t size, std::size_t cut_at,
+                                 space_outcome* out) {
     object_writer writer(*drives, *pool, id, options);
     auto opened = co_await writer.open(size);
     if (!opened) {
@@ -474,7 +504,8 @@ io::task<void> write_with_budget(const drive_set* drives, io::buffer_pool* pool,
         out->reserved_after = drives->space().reserved_ahead_bytes();
         co_return;
     }
-    cut_source source(testing::pattern_bytes(size, 11), cut_at, &drives->space(), &out->reserved_while_writing);
+    cut_source source(testing::pattern_bytes(size, 11), cut_at, &drives->space(),
+                      &out->reserved_while_writing);
     auto written = co_await writer.write_from(source, max_data_file_bytes);
     if (written) {
         auto sealed = co_await writer.seal();
@@ -503,13 +534,17 @@ TEST(drive_space, a_write_reserves_at_most_a_step_ahead_and_gives_all_of_it_back
         space_outcome out;
         const std::size_t size = 2 * MiB + 3;
         env.run([&](io::buffer_pool* pool) {
-            return write_with_budget(&env.drives, pool, env.make_id(), env.options, size, cut ? 700 * KiB : size, &out);
+            return write_with_budget(&env.drives, pool, env.make_id(), env.options, size,
+                                     cut ? 700 * KiB : size, &out);
         });
         SCOPED_TRACE(cut ? "cut off" : "whole");
         EXPECT_EQ(out.code, cut ? base::errc::incomplete_body : base::errc::ok);
         ASSERT_FALSE(out.reserved_while_writing.empty());
-        for (std::uint64_t r : out.reserved_while_writing) EXPECT_LE(r, 256 * KiB) << "more than one step ahead";
-        EXPECT_GT(*std::max_element(out.reserved_while_writing.begin(), out.reserved_while_writing.end()), 0u);
+        for (std::uint64_t r : out.reserved_while_writing)
+            EXPECT_LE(r, 256 * KiB) << "more than one step ahead";
+        EXPECT_GT(
+            *std::max_element(out.reserved_while_writing.begin(), out.reserved_while_writing.end()),
+            0u);
         EXPECT_EQ(out.reserved_after, 0u) << "reserve-ahead budget leaked";
     }
 }
@@ -524,9 +559,11 @@ TEST(drive_space, the_budget_bounds_every_writer_together_and_the_floor_refuses_
     ASSERT_TRUE(env.drives.space().try_claim(256 * KiB));  // another writer holds the whole budget
     space_outcome out;
     env.run([&](io::buffer_pool* pool) {
-        return write_with_budget(&env.drives, pool, env.make_id(), env.options, 1 * MiB, 1 * MiB, &out);
+        return write_with_budget(&env.drives, pool, env.make_id(), env.options, 1 * MiB, 1 * MiB,
+                                 &out);
     });
-    EXPECT_EQ(out.code, base::errc::ok) << "a writer without budget still writes, taking space as it lands";
+    EXPECT_EQ(out.code, base::errc::ok)
+        << "a writer without budget still writes, taking space as it lands";
     for (std::uint64_t r : out.reserved_while_writing) EXPECT_EQ(r, 256 * KiB);
     env.drives.space().release(256 * KiB);
     EXPECT_EQ(env.drives.space().reserved_ahead_bytes(), 0u);
@@ -536,7 +573,8 @@ TEST(drive_space, the_budget_bounds_every_writer_together_and_the_floor_refuses_
     ASSERT_TRUE(env.drives.space().configure(env.drives.fs(), root_fds(env.drives), options));
     space_outcome refused;
     env.run([&](io::buffer_pool* pool) {
-        return write_with_budget(&env.drives, pool, env.make_id(), env.options, 100 * KiB, 100 * KiB, &refused);
+        return write_with_budget(&env.drives, pool, env.make_id(), env.options, 100 * KiB,
+                                 100 * KiB, &refused);
     });
     EXPECT_EQ(refused.code, base::errc::storage_full);
     EXPECT_EQ(refused.reserved_after, 0u);

@@ -25,8 +25,8 @@ using testing::temp_dir;
 
 // Writes a durable data file holding `data` on this core, not committed anywhere.
 io::task<base::result<segment>> write_data(engine* e, std::string data) {
-    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings(), &e->writes(),
-                         &e->spares());
+    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings(),
+                         &e->writes(), &e->spares());
     auto opened = co_await writer.open(data.size());
     if (opened) {
         const std::uint64_t size = data.size();
@@ -72,8 +72,8 @@ struct part_outcome {
     std::optional<base::result<std::optional<part_record>>> result;
 };
 
-io::task<void> commit_part_into(engine* e, std::string upload_id, part_record part, part_outcome* out,
-                                testing::local_latch* done) {
+io::task<void> commit_part_into(engine* e, std::string upload_id, part_record part,
+                                part_outcome* out, testing::local_latch* done) {
     out->result = co_await e->commit_part("mp", "object", upload_id, part);
     done->count_down();
 }
@@ -84,7 +84,8 @@ io::task<void> complete_races_part_scenario(engine* e) {
     CO_ASSERT_TRUE(co_await e->create_bucket("mp"));
     auto upload = co_await e->create_upload("mp", "object", metadata_only("meta"), "");
     CO_ASSERT_TRUE(upload.has_value());
-    const std::string first_bytes = testing::pattern_bytes(300 * 1024, 1), second_bytes = testing::pattern_bytes(200 * 1024, 2);
+    const std::string first_bytes = testing::pattern_bytes(300 * 1024, 1),
+                      second_bytes = testing::pattern_bytes(200 * 1024, 2);
     auto first = co_await write_data(e, first_bytes);
     auto second = co_await write_data(e, second_bytes);
     CO_ASSERT_TRUE(first.has_value() && second.has_value());
@@ -97,7 +98,8 @@ io::task<void> complete_races_part_scenario(engine* e) {
     part_outcome retried;
     testing::local_latch latch(1);
     io::spawn(commit_part_into(e, *upload, p2, &retried, &latch));
-    auto completed = co_await e->commit_complete("mp", "object", *upload, assemble_all_parts, no_conditions);
+    auto completed =
+        co_await e->commit_complete("mp", "object", *upload, assemble_all_parts, no_conditions);
     co_await latch.wait();
     CO_ASSERT_TRUE(completed.has_value());
     CO_ASSERT_TRUE(retried.result.has_value());
@@ -107,7 +109,8 @@ io::task<void> complete_races_part_scenario(engine* e) {
     if (*retried.result && **retried.result) handed_back.push_back((**retried.result)->data);
     for (const segment& freed : handed_back)
         for (const segment& used : completed->object.segments)
-            EXPECT_FALSE(same_file(freed, used)) << "the object's own data was handed back for reclaiming";
+            EXPECT_FALSE(same_file(freed, used))
+                << "the object's own data was handed back for reclaiming";
     co_await e->reclaim_segments(handed_back);
 
     auto found = co_await e->head("mp", "object");
@@ -138,10 +141,12 @@ io::task<void> part_after_completion_scenario(engine* e) {
         std::optional<base::result<completed_upload>> result;
     } done;
     testing::local_latch latch(1);
-    io::spawn([](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
-        out->result = co_await en->commit_complete("mp", "object", id, assemble_all_parts, no_conditions);
-        l->count_down();
-    }(e, *upload, &done, &latch));
+    io::spawn(
+        [](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
+            out->result =
+                co_await en->commit_complete("mp", "object", id, assemble_all_parts, no_conditions);
+            l->count_down();
+        }(e, *upload, &done, &latch));
     auto part = co_await e->commit_part("mp", "object", *upload, p2);
     co_await latch.wait();
     CO_ASSERT_TRUE(done.result.has_value() && done.result->has_value());
@@ -185,11 +190,14 @@ io::task<void> mismatched_key_scenario(engine* e) {
         std::optional<base::result<completed_upload>> result;
     } done;
     testing::local_latch latch(1);
-    io::spawn([](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
-        out->result = co_await en->commit_complete("mp", "object", id, assemble_all_parts, no_conditions);
-        l->count_down();
-    }(e, *upload, &done, &latch));
-    auto elsewhere = co_await e->commit_complete("mp", "other-key", *upload, assemble_all_parts, no_conditions);
+    io::spawn(
+        [](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
+            out->result =
+                co_await en->commit_complete("mp", "object", id, assemble_all_parts, no_conditions);
+            l->count_down();
+        }(e, *upload, &done, &latch));
+    auto elsewhere =
+        co_await e->commit_complete("mp", "other-key", *upload, assemble_all_parts, no_conditions);
     EXPECT_EQ(elsewhere.code(), errc::no_such_upload);
     auto aborted_elsewhere = co_await e->commit_abort("mp", "other-key", *upload);
     EXPECT_EQ(aborted_elsewhere.code(), errc::no_such_upload);
@@ -243,11 +251,14 @@ TEST(engine_races, delete_bucket_does_not_delete_a_bucket_an_upload_is_being_cre
     // And after a restart the upload is still in a bucket that exists.
     auto e = open_engine(options);
     ASSERT_NE(e, nullptr);
-    run_engine(*e, [](engine* en) -> io::task<void> {
-        EXPECT_TRUE(en->bucket_exists("brief"));
-        auto listed = co_await en->list_uploads("brief", "", "", "", 10);
-        EXPECT_TRUE(listed.has_value() && listed->size() == 1u);
-    }, 1);
+    run_engine(
+        *e,
+        [](engine* en) -> io::task<void> {
+            EXPECT_TRUE(en->bucket_exists("brief"));
+            auto listed = co_await en->list_uploads("brief", "", "", "", 10);
+            EXPECT_TRUE(listed.has_value() && listed->size() == 1u);
+        },
+        1);
 }
 
 // ---- journal rotation under steady load ----
@@ -263,7 +274,8 @@ std::uint64_t active_journal_bytes(const std::string& shard_dir) {
     std::uint64_t bytes = 0;
     for (const auto& entry : std::filesystem::directory_iterator(shard_dir)) {
         std::string name = entry.path().filename();
-        if (name.starts_with("journal-") && name.ends_with(".log")) bytes = std::max<std::uint64_t>(bytes, entry.file_size());
+        if (name.starts_with("journal-") && name.ends_with(".log"))
+            bytes = std::max<std::uint64_t>(bytes, entry.file_size());
     }
     return bytes;
 }
@@ -275,7 +287,8 @@ io::task<void> committer(engine* e, int id, steady_load* load, testing::local_la
         auto r = co_await e->commit_put("steady", key, metadata_only(etag), no_conditions);
         EXPECT_TRUE(r.has_value());
         if (r) load->last_etag[key] = etag;
-        load->largest_journal_bytes = std::max(load->largest_journal_bytes, active_journal_bytes(load->journal_path));
+        load->largest_journal_bytes =
+            std::max(load->largest_journal_bytes, active_journal_bytes(load->journal_path));
     }
     done->count_down();
 }
@@ -310,17 +323,21 @@ TEST(engine_races, journal_rotation_is_not_starved_by_steady_load) {
     }
     // Some 1,800 records of ~100 bytes: several rotations' worth. The journal stays near the threshold
     // (plus the batches queued while a rotation runs) instead of holding every record.
-    EXPECT_FALSE(testing::file_exists(load.journal_path + "/journal-00000001.log")) << "never rotated";
+    EXPECT_FALSE(testing::file_exists(load.journal_path + "/journal-00000001.log"))
+        << "never rotated";
     EXPECT_LT(load.largest_journal_bytes, 2 * options.journal_rotate_bytes);
     auto e = open_engine(options);
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->recovery().objects, load.last_etag.size());
-    run_engine(*e, [&](engine* en) -> io::task<void> {
-        for (const auto& [key, etag] : load.last_etag) {
-            auto found = co_await en->head("steady", key);
-            EXPECT_TRUE(found.has_value() && found->etag == etag) << key;
-        }
-    }, 1);
+    run_engine(
+        *e,
+        [&](engine* en) -> io::task<void> {
+            for (const auto& [key, etag] : load.last_etag) {
+                auto found = co_await en->head("steady", key);
+                EXPECT_TRUE(found.has_value() && found->etag == etag) << key;
+            }
+        },
+        1);
 }
 
 }  // namespace

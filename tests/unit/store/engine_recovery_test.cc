@@ -30,16 +30,21 @@ std::size_t data_file_count(const std::string& drive) {
 
 // Objects in journal 1, a snapshot, more objects in journal 2.
 void objects_across_a_snapshot(engine& e) {
-    run_engine(e, [](engine* en) -> io::task<void> {
-        CO_ASSERT_TRUE(co_await en->create_bucket("kept"));
-        for (int i = 0; i < 4; ++i)
-            CO_ASSERT_TRUE(co_await put_object(en, "kept", "before-" + std::to_string(i), "data " + std::to_string(i),
-                                               "b" + std::to_string(i), no_conditions));
-        co_await en->snapshot_local_shards();
-        for (int i = 0; i < 4; ++i)
-            CO_ASSERT_TRUE(co_await put_object(en, "kept", "after-" + std::to_string(i), "more " + std::to_string(i),
-                                               "a" + std::to_string(i), no_conditions));
-    }, 1);
+    run_engine(
+        e,
+        [](engine* en) -> io::task<void> {
+            CO_ASSERT_TRUE(co_await en->create_bucket("kept"));
+            for (int i = 0; i < 4; ++i)
+                CO_ASSERT_TRUE(co_await put_object(en, "kept", "before-" + std::to_string(i),
+                                                   "data " + std::to_string(i),
+                                                   "b" + std::to_string(i), no_conditions));
+            co_await en->snapshot_local_shards();
+            for (int i = 0; i < 4; ++i)
+                CO_ASSERT_TRUE(co_await put_object(en, "kept", "after-" + std::to_string(i),
+                                                   "more " + std::to_string(i),
+                                                   "a" + std::to_string(i), no_conditions));
+        },
+        1);
 }
 
 engine_options one_core(const std::string& dir) {
@@ -68,7 +73,8 @@ TEST(engine_recovery, a_damaged_snapshot_header_is_refused_and_no_data_is_remove
     auto opened = engine::open(one_core(dir.path()));
     ASSERT_FALSE(opened.has_value()) << "opened with a damaged snapshot header";
     EXPECT_EQ(opened.code(), errc::data_corrupted);
-    EXPECT_NE(opened.err().message.find("snapshot-00000002.snap"), std::string::npos) << opened.err().message;
+    EXPECT_NE(opened.err().message.find("snapshot-00000002.snap"), std::string::npos)
+        << opened.err().message;
     EXPECT_EQ(data_file_count(dir.path()), files) << "data files were removed";
     EXPECT_EQ(testing::file_size(journal), journal_bytes) << "the journal was truncated";
 }
@@ -83,7 +89,8 @@ TEST(engine_recovery, a_journal_whose_first_record_has_the_wrong_sequence_number
     // A well-formed record numbered one past what the snapshot says comes next: not a torn write.
     const std::string journal = dir.path() + "/meta/shard-0/journal-00000002.log";
     std::string image = testing::read_file(journal);
-    journal_scan scan = scan_journal(image, 0, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    journal_scan scan =
+        scan_journal(image, 0, [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_GT(scan.records, 0u);
     std::string renumbered;
     std::uint64_t seq = scan.last_seq - scan.records + 2;
@@ -103,10 +110,13 @@ TEST(engine_recovery, a_journal_whose_first_record_has_the_wrong_sequence_number
 void one_object(const std::string& dir) {
     auto e = open_engine(one_core(dir));
     ASSERT_NE(e, nullptr);
-    run_engine(*e, [](engine* en) -> io::task<void> {
-        CO_ASSERT_TRUE(co_await en->create_bucket("kept"));
-        CO_ASSERT_TRUE(co_await put_object(en, "kept", "k", "data", "e", no_conditions));
-    }, 1);
+    run_engine(
+        *e,
+        [](engine* en) -> io::task<void> {
+            CO_ASSERT_TRUE(co_await en->create_bucket("kept"));
+            CO_ASSERT_TRUE(co_await put_object(en, "kept", "k", "data", "e", no_conditions));
+        },
+        1);
 }
 
 // Journal 1 with a damaged tail, then a journal 2 that continues the sequence: journal 1 was complete
@@ -114,7 +124,8 @@ void one_object(const std::string& dir) {
 void add_second_journal(const std::string& shard_dir, bool with_record) {
     const std::string first = shard_dir + "/journal-00000001.log";
     std::string image = testing::read_file(first);
-    journal_scan scan = scan_journal(image, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    journal_scan scan =
+        scan_journal(image, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_GT(scan.records, 0u);
     std::string second;
     if (with_record) {
@@ -135,7 +146,8 @@ TEST(engine_recovery, damage_in_a_journal_that_a_later_one_follows_is_refused) {
     add_second_journal(shard, true);
     const std::uint64_t first_bytes = testing::file_size(shard + "/journal-00000001.log");
     auto opened = engine::open(one_core(dir.path()));
-    ASSERT_FALSE(opened.has_value()) << "a damaged tail in a journal followed by another was dropped";
+    ASSERT_FALSE(opened.has_value())
+        << "a damaged tail in a journal followed by another was dropped";
     EXPECT_EQ(opened.code(), errc::data_corrupted);
     EXPECT_EQ(testing::file_size(shard + "/journal-00000001.log"), first_bytes);
 }

@@ -39,7 +39,8 @@ std::vector<std::string> bucket_names(const std::vector<bucket_info>& infos) {
 io::task<bool> work_on_core_one(engine* e, std::string expected_data) {
     bool ok = io::reactor::current().core() == 1;
     ok = ok && e->bucket_exists("alpha");
-    auto put = co_await put_object(e, "alpha", "from-core-1", "written on core one", "c1e", no_conditions);
+    auto put =
+        co_await put_object(e, "alpha", "from-core-1", "written on core one", "c1e", no_conditions);
     ok = ok && put.has_value() && !put->has_value();
     auto found = co_await e->head("alpha", "k1");
     ok = ok && found.has_value() && found->etag == "b1";
@@ -59,7 +60,8 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
 
     EXPECT_EQ((co_await e->head("alpha", "k1")).code(), errc::no_such_key);
     EXPECT_EQ((co_await e->head("beta", "k1")).code(), errc::no_such_bucket);
-    EXPECT_EQ((co_await put_object(e, "beta", "k1", "x", "x", no_conditions)).code(), errc::no_such_bucket);
+    EXPECT_EQ((co_await put_object(e, "beta", "k1", "x", "x", no_conditions)).code(),
+              errc::no_such_bucket);
 
     const std::string a = testing::pattern_bytes(100000, 1), b = testing::pattern_bytes(70000, 2);
     object_record first;
@@ -84,7 +86,8 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     EXPECT_EQ((*put_b)->size_bytes, a.size());
     CO_ASSERT_TRUE((*put_b)->segments.size() == 1);
     EXPECT_EQ((*put_b)->segments[0].id, first.segments[0].id);
-    EXPECT_FALSE(testing::file_exists(testing::data_file_path(e->drives().at(0).path, first.segments[0].id)));
+    EXPECT_FALSE(testing::file_exists(
+        testing::data_file_path(e->drives().at(0).path, first.segments[0].id)));
     found = co_await e->head("alpha", "k1");
     CO_ASSERT_TRUE(found.has_value());
     EXPECT_EQ(found->etag, "b1");
@@ -95,12 +98,15 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     // Conditional writes.
     write_conditions none_match;
     none_match.if_none_match_any = true;
-    EXPECT_EQ((co_await put_object(e, "alpha", "k1", "nope", "n1", none_match)).code(), errc::precondition_failed);
+    EXPECT_EQ((co_await put_object(e, "alpha", "k1", "nope", "n1", none_match)).code(),
+              errc::precondition_failed);
     EXPECT_EQ((co_await put_object(e, "alpha", "k2", "new", "k2e", none_match)).code(), errc::ok);
     write_conditions match_wrong;
     match_wrong.if_match_etag = "not-b1";
-    EXPECT_EQ((co_await put_object(e, "alpha", "k1", "nope", "n2", match_wrong)).code(), errc::precondition_failed);
-    EXPECT_EQ((co_await put_object(e, "alpha", "missing", "nope", "n3", match_wrong)).code(), errc::no_such_key);
+    EXPECT_EQ((co_await put_object(e, "alpha", "k1", "nope", "n2", match_wrong)).code(),
+              errc::precondition_failed);
+    EXPECT_EQ((co_await put_object(e, "alpha", "missing", "nope", "n3", match_wrong)).code(),
+              errc::no_such_key);
     found = co_await e->head("alpha", "k1");
     CO_ASSERT_TRUE(found.has_value());
     EXPECT_EQ(found->etag, "b1") << "a failed condition must not change the object";
@@ -116,7 +122,8 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
 
     write_conditions match_b1;
     match_b1.if_match_etag = "b1";
-    EXPECT_EQ((co_await e->commit_remove("alpha", "k1", match_wrong)).code(), errc::precondition_failed);
+    EXPECT_EQ((co_await e->commit_remove("alpha", "k1", match_wrong)).code(),
+              errc::precondition_failed);
     auto removed = co_await e->commit_remove("alpha", "k1", match_b1);
     CO_ASSERT_TRUE(removed.has_value());
     CO_ASSERT_TRUE(removed->has_value());
@@ -125,12 +132,15 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     EXPECT_EQ((co_await e->head("alpha", "k1")).code(), errc::no_such_key);
     auto removed_again = co_await e->commit_remove("alpha", "k1", no_conditions);
     CO_ASSERT_TRUE(removed_again.has_value());
-    EXPECT_FALSE(removed_again->has_value()) << "deleting a missing key succeeds with nothing removed";
+    EXPECT_FALSE(removed_again->has_value())
+        << "deleting a missing key succeeds with nothing removed";
 
     // A non-empty bucket cannot be deleted and stays usable; an empty one can.
     EXPECT_EQ((co_await e->delete_bucket("alpha")).code(), errc::bucket_not_empty);
     EXPECT_TRUE(e->bucket_exists("alpha"));
-    EXPECT_EQ((co_await put_object(e, "alpha", "after-failed-delete", "x", "x1", no_conditions)).code(), errc::ok);
+    EXPECT_EQ(
+        (co_await put_object(e, "alpha", "after-failed-delete", "x", "x1", no_conditions)).code(),
+        errc::ok);
     for (const char* key : {"k2", "from-core-1", "after-failed-delete"}) {
         auto r = co_await e->commit_remove("alpha", key, no_conditions);
         CO_ASSERT_TRUE(r.has_value() && r->has_value());
@@ -140,8 +150,9 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     EXPECT_FALSE(e->bucket_exists("alpha"));
     EXPECT_EQ((co_await e->delete_bucket("alpha")).code(), errc::no_such_bucket);
     EXPECT_EQ((co_await e->head("alpha", "k2")).code(), errc::no_such_bucket);
-    bool core_one_sees_it_gone =
-        co_await io::invoke_on(1, [e] { return [](engine* en) -> io::task<bool> { co_return !en->bucket_exists("alpha"); }(e); });
+    bool core_one_sees_it_gone = co_await io::invoke_on(1, [e] {
+        return [](engine* en) -> io::task<bool> { co_return !en->bucket_exists("alpha"); }(e);
+    });
     EXPECT_TRUE(core_one_sees_it_gone);
 }
 
@@ -162,10 +173,14 @@ struct race_state {
 io::task<void> try_create(engine* e, int i, race_state* st, testing::local_latch* latch) {
     write_conditions c;
     c.if_none_match_any = true;
-    auto r = co_await put_object(e, "race", "the-key", "attempt " + std::to_string(i), "e" + std::to_string(i), c);
-    if (r) ++st->won;
-    else if (r.code() == errc::precondition_failed) ++st->refused;
-    else ++st->other;
+    auto r = co_await put_object(e, "race", "the-key", "attempt " + std::to_string(i),
+                                 "e" + std::to_string(i), c);
+    if (r)
+        ++st->won;
+    else if (r.code() == errc::precondition_failed)
+        ++st->refused;
+    else
+        ++st->other;
     latch->count_down();
 }
 
@@ -207,7 +222,9 @@ std::string list_key(int i) {
         case 2: std::snprintf(buf, sizeof buf, "dir%d/sub%d/file-%03d", i % 4, i % 3, i); break;
         case 3: std::snprintf(buf, sizeof buf, "photos/2024/%02d/img-%03d", i % 12, i); break;
         case 4: std::snprintf(buf, sizeof buf, "a/b/c/d-%03d", i); break;
-        default: std::snprintf(buf, sizeof buf, "dir%d/%03d/", i % 4, i); break;  // keys ending in the delimiter
+        default:
+            std::snprintf(buf, sizeof buf, "dir%d/%03d/", i % 4, i);
+            break;  // keys ending in the delimiter
     }
     return buf;
 }
@@ -219,7 +236,8 @@ struct expected_entry {
 };
 
 // What a listing must return, computed from the full key set.
-std::vector<expected_entry> model_list(const std::set<std::string>& keys, const list_request& req, bool* truncated) {
+std::vector<expected_entry> model_list(const std::set<std::string>& keys, const list_request& req,
+                                       bool* truncated) {
     std::set<std::pair<std::string, bool>> names;
     for (const auto& k : keys) {
         if (!k.starts_with(req.prefix) || k <= req.start_after) continue;
@@ -244,7 +262,8 @@ std::vector<expected_entry> model_list(const std::set<std::string>& keys, const 
 io::task<int> commit_keys_here(engine* e, std::vector<std::string> keys) {
     int ok = 0;
     testing::local_latch latch(keys.size());
-    auto one = [](engine* en, std::string key, int* okp, testing::local_latch* l) -> io::task<void> {
+    auto one = [](engine* en, std::string key, int* okp,
+                  testing::local_latch* l) -> io::task<void> {
         auto r = co_await en->commit_put("list", key, metadata_only("e-" + key), no_conditions);
         if (r && !r->has_value()) ++*okp;
         l->count_down();
@@ -273,9 +292,10 @@ io::task<void> listing_scenario(engine* e, const std::set<std::string>* keys) {
     EXPECT_EQ((co_await e->list(missing)).code(), errc::no_such_bucket);
 
     const std::vector<list_case> cases = {
-        {"", ""},       {"", "/"},          {"dir", "/"},          {"dir1/", "/"},   {"dir1/", ""},
-        {"photos/", "/"}, {"photos/2024/", "/"}, {"a/", "/"},     {"a/b/c/", "/"},  {"nomatch", "/"},
-        {"top-1", ""},  {"", "-"},          {"dir2/", "sub"},      {"", "/2024/"},
+        {"", ""},         {"", "/"},        {"dir", "/"},          {"dir1/", "/"},
+        {"dir1/", ""},    {"photos/", "/"}, {"photos/2024/", "/"}, {"a/", "/"},
+        {"a/b/c/", "/"},  {"nomatch", "/"}, {"top-1", ""},         {"", "-"},
+        {"dir2/", "sub"}, {"", "/2024/"},
     };
     for (const auto& c : cases) {
         for (std::uint32_t max_keys : {1u, 7u, 64u, 1000u}) {
@@ -306,7 +326,8 @@ io::task<void> listing_scenario(engine* e, const std::set<std::string>* keys) {
                     }
                 }
                 if (got != expected || page->truncated != expected_truncated) {
-                    ADD_FAILURE() << "page after '" << req.start_after << "' differs from the model (" << got.size()
+                    ADD_FAILURE() << "page after '" << req.start_after
+                                  << "' differs from the model (" << got.size()
                                   << " entries, expected " << expected.size() << ")";
                     ok = false;
                     break;
@@ -375,12 +396,14 @@ io::task<void> populate_scenario(engine* e, recovery_model* m) {
     }
     // An overwrite (whose first data file is reclaimed) and a removal.
     object_record old;
-    CO_ASSERT_TRUE(co_await put_object(e, "b1", "rewritten", "version one", "v1", no_conditions, &old));
+    CO_ASSERT_TRUE(
+        co_await put_object(e, "b1", "rewritten", "version one", "v1", no_conditions, &old));
     CO_ASSERT_TRUE(co_await put_object(e, "b1", "rewritten", "version two!", "v2", no_conditions));
     m->reclaimed.push_back(old.segments[0].id);
     m->buckets["b1"]["rewritten"] = stored_object{"version two!", "v2"};
     object_record doomed;
-    CO_ASSERT_TRUE(co_await put_object(e, "b1", "removed", "short-lived", "r1", no_conditions, &doomed));
+    CO_ASSERT_TRUE(
+        co_await put_object(e, "b1", "removed", "short-lived", "r1", no_conditions, &doomed));
     auto removed = co_await e->commit_remove("b1", "removed", no_conditions);
     CO_ASSERT_TRUE(removed.has_value() && removed->has_value());
     co_await e->reclaim(**removed);
@@ -388,7 +411,8 @@ io::task<void> populate_scenario(engine* e, recovery_model* m) {
     for (int i = 0; i < 20; ++i) {
         std::string key = "dir/" + std::to_string(i);
         std::string data = "small object " + std::to_string(i);
-        CO_ASSERT_TRUE(co_await put_object(e, "b2", key, data, "s" + std::to_string(i), no_conditions));
+        CO_ASSERT_TRUE(
+            co_await put_object(e, "b2", key, data, "s" + std::to_string(i), no_conditions));
         m->buckets["b2"][key] = stored_object{data, "s" + std::to_string(i)};
     }
 }
@@ -401,7 +425,9 @@ io::task<void> verify_scenario(engine* e, const recovery_model* m) {
     std::vector<std::string> expected_buckets;
     for (const auto& [b, keys] : m->buckets) expected_buckets.push_back(b);
     EXPECT_EQ(bucket_names(e->list_buckets()), expected_buckets);
-    auto check_there = [e, expected_buckets] { return buckets_match_on_this_core(e, expected_buckets); };
+    auto check_there = [e, expected_buckets] {
+        return buckets_match_on_this_core(e, expected_buckets);
+    };
     bool match_there = co_await io::invoke_on(1, std::move(check_there));
     EXPECT_TRUE(match_there) << "core 1's bucket list differs";
     EXPECT_FALSE(e->bucket_exists("gone"));
@@ -452,7 +478,8 @@ TEST(engine, reopen_recovers_buckets_records_and_data) {
 }
 
 io::task<void> add_one_more(engine* e, recovery_model* m) {
-    std::string bucket = "b2", key = "after-torn-tail", data = "appended after recovery", etag = "att";
+    std::string bucket = "b2", key = "after-torn-tail", data = "appended after recovery",
+                etag = "att";
     auto put = co_await put_object(e, bucket, key, data, etag, no_conditions);
     CO_ASSERT_TRUE(put.has_value());
     m->buckets[bucket][key] = stored_object{data, etag};
@@ -471,8 +498,9 @@ TEST(engine, torn_journal_tail_is_dropped_at_reopen_and_objects_survive) {
     const std::uint64_t size0 = testing::file_size(journal0), size1 = testing::file_size(journal1);
     ASSERT_GT(size0, 0u);
     ASSERT_GT(size1, 0u);
-    testing::append_file(journal0, std::string("\x2a\x00\x00\x00\xde\xad\xbe", 7));  // shorter than a header
-    testing::append_file(journal1, testing::pattern_bytes(45, 3));                    // a whole bogus header
+    testing::append_file(journal0,
+                         std::string("\x2a\x00\x00\x00\xde\xad\xbe", 7));  // shorter than a header
+    testing::append_file(journal1, testing::pattern_bytes(45, 3));         // a whole bogus header
     {
         auto e = open_engine(test_options(dir.path()));
         ASSERT_NE(e, nullptr);
@@ -521,7 +549,8 @@ io::task<void> rotation_scenario(engine* e, rotation_model* m) {
         for (int i = 0; i < 100; ++i) {
             std::string key = "key-" + std::to_string(i);
             std::string etag = "r" + std::to_string(round) + "-" + std::to_string(i);
-            io::spawn([](engine* en, std::string k, std::string t, testing::local_latch* l) -> io::task<void> {
+            io::spawn([](engine* en, std::string k, std::string t,
+                         testing::local_latch* l) -> io::task<void> {
                 auto r = co_await en->commit_put("bkt-001", k, metadata_only(t), no_conditions);
                 EXPECT_TRUE(r.has_value());
                 l->count_down();
@@ -586,14 +615,18 @@ TEST(engine, journal_rotation_writes_snapshots_and_reopen_restores_everything) {
         EXPECT_FALSE(testing::file_exists(shard_dir + "/journal-00000001.log"));
         std::vector<std::string> journals, snapshots, others;
         for (const auto& n : names) {
-            if (n.starts_with("journal-") && n.ends_with(".log")) journals.push_back(n);
-            else if (n.starts_with("snapshot-") && n.ends_with(".snap")) snapshots.push_back(n);
-            else others.push_back(n);
+            if (n.starts_with("journal-") && n.ends_with(".log"))
+                journals.push_back(n);
+            else if (n.starts_with("snapshot-") && n.ends_with(".snap"))
+                snapshots.push_back(n);
+            else
+                others.push_back(n);
         }
         ASSERT_EQ(journals.size(), 1u);
         ASSERT_EQ(snapshots.size(), 1u);
         EXPECT_TRUE(others.empty()) << others.front();
-        EXPECT_EQ(journals[0].substr(8, 8), snapshots[0].substr(9, 8)) << "journal and snapshot generations differ";
+        EXPECT_EQ(journals[0].substr(8, 8), snapshots[0].substr(9, 8))
+            << "journal and snapshot generations differ";
         EXPECT_GT(journals[0], "journal-00000002.log") << "expected several rotations";
     }
     auto e = open_engine(options);
@@ -614,7 +647,8 @@ TEST(engine, explicit_snapshot_then_reopen) {
                 m->buckets.insert("bkt-001");
                 for (int i = 0; i < 10; ++i) {
                     CO_ASSERT_TRUE(co_await x->commit_put("bkt-001", "key-" + std::to_string(i),
-                                                          metadata_only("s" + std::to_string(i)), no_conditions));
+                                                          metadata_only("s" + std::to_string(i)),
+                                                          no_conditions));
                     m->keys["key-" + std::to_string(i)] = "s" + std::to_string(i);
                 }
                 co_await x->snapshot_local_shards();
@@ -625,7 +659,8 @@ TEST(engine, explicit_snapshot_then_reopen) {
                     }(x);
                 });
                 // Records after the snapshot land in the new journal.
-                CO_ASSERT_TRUE(co_await x->commit_put("bkt-001", "key-50", metadata_only("late"), no_conditions));
+                CO_ASSERT_TRUE(co_await x->commit_put("bkt-001", "key-50", metadata_only("late"),
+                                                      no_conditions));
                 m->keys["key-50"] = "late";
             }(en, &model);
         });
@@ -647,7 +682,7 @@ TEST(engine, explicit_snapshot_then_reopen) {
 // repair the state.
 struct bucket_rotation_state {
     std::string shard0_dir;
-    std::string stop_when_exists;  // journal file that proves the rotation happened
+    std::string stop_when_exists;   // journal file that proves the rotation happened
     std::set<std::string> buckets;  // expected after the run
     int next = 0;
     bool deleting = false;
@@ -781,8 +816,10 @@ TEST(spare_files, a_replaced_file_is_reused_by_a_write_of_its_size_and_reads_sta
     temp_dir dir;
     auto e = open_engine(test_options(dir.path()));
     ASSERT_NE(e, nullptr);
-    const std::string a = testing::pattern_bytes(3 * MiB + 5, 1), b = testing::pattern_bytes(3 * MiB + 5, 2),
-                      c = testing::pattern_bytes(3 * MiB, 3), small = testing::pattern_bytes(100 * KiB, 4);
+    const std::string a = testing::pattern_bytes(3 * MiB + 5, 1),
+                      b = testing::pattern_bytes(3 * MiB + 5, 2),
+                      c = testing::pattern_bytes(3 * MiB, 3),
+                      small = testing::pattern_bytes(100 * KiB, 4);
     run_engine(*e, [&](engine* en) -> io::task<void> {
         EXPECT_TRUE(co_await en->create_bucket("b"));
         object_record first = co_await put_and_get(en, "k", a);
@@ -799,7 +836,8 @@ TEST(spare_files, a_replaced_file_is_reused_by_a_write_of_its_size_and_reads_sta
         object_record third = co_await put_and_get(en, "k2", c);  // 5 bytes smaller: fits the spare
         EXPECT_EQ(en->spares().stats().reused, 1u);
         EXPECT_EQ(spare_count(dir.path()), 0u);
-        EXPECT_EQ(inode_of(data_path(dir.path(), third.segments[0])), first_inode) << "the same file, overwritten";
+        EXPECT_EQ(inode_of(data_path(dir.path(), third.segments[0])), first_inode)
+            << "the same file, overwritten";
         auto k = co_await en->head("b", "k");
         auto k2 = co_await en->head("b", "k2");
         auto small_record = co_await en->head("b", "small");
@@ -838,7 +876,8 @@ TEST(spare_files, a_file_being_read_is_not_reused) {
     auto e = open_engine(test_options(dir.path()));
     ASSERT_NE(e, nullptr);
     // Larger than the reader's read-ahead (4 buffers of 1 MiB), so it reads most of the file after the gate.
-    const std::string a = testing::pattern_bytes(9 * MiB, 1), b = testing::pattern_bytes(9 * MiB, 2);
+    const std::string a = testing::pattern_bytes(9 * MiB, 1),
+                      b = testing::pattern_bytes(9 * MiB, 2);
     run_engine(*e, [&](engine* en) -> io::task<void> {
         EXPECT_TRUE(co_await en->create_bucket("b"));
         object_record first = co_await put_and_get(en, "k", a);
@@ -850,7 +889,8 @@ TEST(spare_files, a_file_being_read_is_not_reused) {
             co_await read_into(x, std::move(r), s, ok);
             done->count_down();
         }(en, first, &sink, &read_ok, &read_done));
-        co_await sink.reached.wait();  // the reader has the file open and is sending its first chunk
+        co_await sink.reached
+            .wait();  // the reader has the file open and is sending its first chunk
         co_await put_and_get(en, "k", b);  // frees the file the reader has open: removed, not kept
         EXPECT_EQ(en->spares().stats().kept, 0u);
         co_await put_and_get(en, "k2", b);  // would have overwritten it
@@ -866,7 +906,8 @@ TEST(spare_files, a_file_another_object_shares_is_not_reused) {
     temp_dir dir;
     auto e = open_engine(test_options(dir.path()));
     ASSERT_NE(e, nullptr);
-    const std::string a = testing::pattern_bytes(3 * MiB, 1), b = testing::pattern_bytes(3 * MiB, 2);
+    const std::string a = testing::pattern_bytes(3 * MiB, 1),
+                      b = testing::pattern_bytes(3 * MiB, 2);
     run_engine(*e, [&](engine* en) -> io::task<void> {
         EXPECT_TRUE(co_await en->create_bucket("b"));
         object_record first = co_await put_and_get(en, "k", a);
@@ -882,7 +923,8 @@ TEST(spare_files, a_file_another_object_shares_is_not_reused) {
         auto found = co_await en->head("b", "copy");
         CO_ASSERT_TRUE(found.has_value());
         EXPECT_TRUE(*co_await read_back(en, *found) == a);
-        auto removed = co_await en->commit_remove("b", "copy", no_conditions);  // the last name: now it is kept
+        auto removed = co_await en->commit_remove("b", "copy",
+                                                  no_conditions);  // the last name: now it is kept
         CO_ASSERT_TRUE(removed.has_value() && removed->has_value());
         co_await en->reclaim(**removed);
         EXPECT_EQ(en->spares().stats().kept, 1u);
@@ -917,9 +959,11 @@ TEST(spare_files, spares_are_bounded_released_and_gone_after_a_restart) {
         run_engine(*e, [&](engine* en) -> io::task<void> {
             EXPECT_TRUE(co_await en->create_bucket("b"));
             for (int i = 0; i < 3; ++i)
-                co_await put_and_get(en, "k" + std::to_string(i), testing::pattern_bytes(3 * MiB, i));
+                co_await put_and_get(en, "k" + std::to_string(i),
+                                     testing::pattern_bytes(3 * MiB, i));
             for (int i = 0; i < 3; ++i)  // each frees a file: kept, the older ones evicted
-                co_await put_and_get(en, "k" + std::to_string(i), testing::pattern_bytes(3 * MiB + 400 * KiB, i));
+                co_await put_and_get(en, "k" + std::to_string(i),
+                                     testing::pattern_bytes(3 * MiB + 400 * KiB, i));
             EXPECT_EQ(en->spares().stats().kept, 3u);
             EXPECT_LE(en->spares().bytes_held(0), 4 * MiB);
             EXPECT_EQ(spare_count(dir.path()), 1u) << "the oldest spares make room for newer ones";
@@ -927,7 +971,8 @@ TEST(spare_files, spares_are_bounded_released_and_gone_after_a_restart) {
             EXPECT_EQ(spare_count(dir.path()), 0u);
             EXPECT_EQ(en->spares().bytes_held(0), 0u);
             co_await put_and_get(en, "k0", testing::pattern_bytes(3 * MiB, 7));
-            EXPECT_EQ(spare_count(dir.path()), 0u) << "a drive that was full keeps no spares for a while";
+            EXPECT_EQ(spare_count(dir.path()), 0u)
+                << "a drive that was full keeps no spares for a while";
             EXPECT_EQ(en->spares().stats().kept, 3u);
         });
     }

@@ -45,7 +45,8 @@ inline std::unique_ptr<engine> open_engine(const engine_options& options) {
 }
 
 // Runs body(engine) on core 0 of a fresh reactor group (every core attached first) until it returns.
-inline void run_engine(engine& e, const std::function<io::task<void>(engine*)>& body, unsigned cores = test_cores) {
+inline void run_engine(engine& e, const std::function<io::task<void>(engine*)>& body,
+                       unsigned cores = test_cores) {
     io::reactor_group group(cores);
     group.run([&](unsigned core) {
         e.attach_core(core, io::reactor::current().ring());
@@ -63,12 +64,11 @@ inline object_record metadata_only(const std::string& etag) {
 
 // Writes `data` into a new data file on this core and commits it under bucket/key. A failed commit removes
 // the new file; a replaced record's files are reclaimed. Returns the replaced record.
-inline io::task<base::result<std::optional<object_record>>> put_object(engine* e, std::string bucket, std::string key,
-                                                                std::string data, std::string etag,
-                                                                write_conditions conditions,
-                                                                object_record* committed = nullptr) {
-    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings(), &e->writes(),
-                         &e->spares());
+inline io::task<base::result<std::optional<object_record>>> put_object(
+    engine* e, std::string bucket, std::string key, std::string data, std::string etag,
+    write_conditions conditions, object_record* committed = nullptr) {
+    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings(),
+                         &e->writes(), &e->spares());
     auto opened = co_await writer.open(data.size());
     if (!opened) {
         co_await writer.discard();
@@ -106,10 +106,10 @@ inline io::task<base::result<std::optional<object_record>>> put_object(engine* e
 
 inline io::task<base::result<std::string>> read_back(engine* e, object_record record) {
     testing::string_sink sink;
-    auto r = co_await read_object(e->drives(), e->pool(), record, 0, record.size_bytes, sink, e->data_file_settings());
+    auto r = co_await read_object(e->drives(), e->pool(), record, 0, record.size_bytes, sink,
+                                  e->data_file_settings());
     if (!r) co_return r.as_failure();
     co_return std::move(sink.out);
 }
-
 
 }  // namespace fjord::store::engine_testing

@@ -31,20 +31,24 @@ std::string payload_for(std::uint64_t i) {
 }
 
 // Frames records first_seq .. first_seq + count - 1; returns the offset where each record starts.
-std::vector<std::size_t> frame_many(std::string& image, std::uint64_t first_seq, std::uint64_t count) {
+std::vector<std::size_t> frame_many(std::string& image, std::uint64_t first_seq,
+                                    std::uint64_t count) {
     std::vector<std::size_t> starts;
     for (std::uint64_t i = 0; i < count; ++i) {
         starts.push_back(image.size());
-        frame_record(image, first_seq + i, static_cast<std::uint8_t>(i % 7 + 1), payload_for(first_seq + i));
+        frame_record(image, first_seq + i, static_cast<std::uint8_t>(i % 7 + 1),
+                     payload_for(first_seq + i));
     }
     return starts;
 }
 
-std::vector<visited> scan_all(std::string_view image, std::uint64_t first_seq, journal_scan* scan_out) {
+std::vector<visited> scan_all(std::string_view image, std::uint64_t first_seq,
+                              journal_scan* scan_out) {
     std::vector<visited> out;
-    *scan_out = scan_journal(image, first_seq, [&](std::uint64_t seq, std::uint8_t type, std::string_view p) {
-        out.push_back({seq, type, std::string(p)});
-    });
+    *scan_out = scan_journal(image, first_seq,
+                             [&](std::uint64_t seq, std::uint8_t type, std::string_view p) {
+                                 out.push_back({seq, type, std::string(p)});
+                             });
     return out;
 }
 
@@ -102,7 +106,8 @@ TEST(journal, read_journal_truncates_every_torn_tail_length) {
         SCOPED_TRACE("bytes of the last record kept: " + std::to_string(kept));
         testing::write_file(path, image.substr(0, last_start + kept));
         std::uint64_t visits = 0;
-        auto scan = read_journal(posix_file_system(), path, 1, [&](std::uint64_t, std::uint8_t, std::string_view) { ++visits; });
+        auto scan = read_journal(posix_file_system(), path, 1,
+                                 [&](std::uint64_t, std::uint8_t, std::string_view) { ++visits; });
         ASSERT_TRUE(scan.has_value()) << scan.err().message;
         EXPECT_EQ(visits, 4u);
         EXPECT_TRUE(scan->torn_tail);
@@ -112,7 +117,8 @@ TEST(journal, read_journal_truncates_every_torn_tail_length) {
     }
     // A complete journal is left alone.
     testing::write_file(path, image);
-    auto scan = read_journal(posix_file_system(), path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto scan = read_journal(posix_file_system(), path, 1,
+                             [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_TRUE(scan.has_value());
     EXPECT_FALSE(scan->torn_tail);
     EXPECT_EQ(scan->records, 5u);
@@ -122,7 +128,8 @@ TEST(journal, read_journal_truncates_every_torn_tail_length) {
 TEST(journal, damage_followed_by_more_than_a_batch_of_valid_records_refuses_recovery) {
     temp_dir dir;
     std::string image;
-    auto starts = frame_many(image, 1, 40000);  // about 2.6 MiB: valid records reach far past one batch
+    auto starts =
+        frame_many(image, 1, 40000);  // about 2.6 MiB: valid records reach far past one batch
     ASSERT_GT(image.size(), starts[100] + 2 * max_batch_bytes);
     image[starts[100] + 10] ^= 0x04;  // bit rot in record 101 (its sequence number, under the CRC)
     journal_scan scan;
@@ -131,7 +138,8 @@ TEST(journal, damage_followed_by_more_than_a_batch_of_valid_records_refuses_reco
     EXPECT_TRUE(scan.corrupt_before_valid_records);
     const std::string path = dir.path() + "/journal.log";
     testing::write_file(path, image);
-    auto read = read_journal(posix_file_system(), path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto read = read_journal(posix_file_system(), path, 1,
+                             [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_FALSE(read.has_value());
     EXPECT_EQ(read.code(), base::errc::data_corrupted);
     EXPECT_EQ(testing::file_size(path), image.size()) << "a damaged journal must not be truncated";
@@ -151,7 +159,8 @@ TEST(journal, damage_within_the_last_batch_is_a_torn_tail) {
 
 TEST(journal, read_journal_of_missing_file_is_io_error) {
     temp_dir dir;
-    auto scan = read_journal(posix_file_system(), dir.path() + "/absent.log", 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto scan = read_journal(posix_file_system(), dir.path() + "/absent.log", 1,
+                             [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_FALSE(scan.has_value());
     EXPECT_EQ(scan.code(), base::errc::io_error);
 }
@@ -253,9 +262,11 @@ TEST(journal, read_journal_refuses_a_sequence_break_and_leaves_the_file_alone) {
     temp_dir dir;
     const std::string path = dir.path() + "/journal.log";
     std::string image;
-    frame_many(image, 7, 5);  // starts at 7 where 3 is expected: the snapshot before it says otherwise
+    frame_many(image, 7,
+               5);  // starts at 7 where 3 is expected: the snapshot before it says otherwise
     testing::write_file(path, image);
-    auto scan = read_journal(posix_file_system(), path, 3, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto scan = read_journal(posix_file_system(), path, 3,
+                             [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_FALSE(scan.has_value());
     EXPECT_EQ(scan.code(), base::errc::data_corrupted);
     EXPECT_EQ(testing::read_file(path), image) << "the journal was truncated";
@@ -297,16 +308,18 @@ TEST(journal, oversized_length_field_is_a_torn_tail_not_a_crash) {
 
 struct append_state {
     journal* log = nullptr;
-    std::vector<int> durable_order;   // indices, in on_durable order
-    std::vector<int> resumed_order;   // indices, in the order appenders resumed
+    std::vector<int> durable_order;  // indices, in on_durable order
+    std::vector<int> resumed_order;  // indices, in the order appenders resumed
     int failures = 0;
     int durable_before_resume_violations = 0;
 };
 
 io::task<void> append_one(append_state* st, int index, testing::local_latch* latch) {
-    std::string payload = "record-" + std::to_string(index) + std::string(static_cast<std::size_t>(index % 13), 'x');
-    auto outcome = co_await st->log->append(static_cast<std::uint8_t>(1 + index % 3), std::move(payload), {},
-                                            [st, index] { st->durable_order.push_back(index); });
+    std::string payload =
+        "record-" + std::to_string(index) + std::string(static_cast<std::size_t>(index % 13), 'x');
+    auto outcome =
+        co_await st->log->append(static_cast<std::uint8_t>(1 + index % 3), std::move(payload), {},
+                                 [st, index] { st->durable_order.push_back(index); });
     if (!outcome) ++st->failures;
     // The callback must have run before this appender resumed.
     bool seen = false;
@@ -338,7 +351,8 @@ TEST(journal, concurrent_appends_become_durable_in_append_order) {
     st.log = &log;
     const int count = 64;
     io::reactor_group group(1);
-    group.run([&](unsigned) { io::spawn(testing::run_then_stop(append_many(&st, count), &group)); });
+    group.run(
+        [&](unsigned) { io::spawn(testing::run_then_stop(append_many(&st, count), &group)); });
 
     EXPECT_EQ(st.failures, 0);
     EXPECT_EQ(st.durable_before_resume_violations, 0);
@@ -356,7 +370,8 @@ TEST(journal, concurrent_appends_become_durable_in_append_order) {
     for (int i = 0; i < 2 * count; ++i) {
         EXPECT_EQ(records[i].seq, first_seq + static_cast<std::uint64_t>(i));
         EXPECT_EQ(records[i].type, static_cast<std::uint8_t>(1 + i % 3));
-        EXPECT_EQ(records[i].payload, "record-" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 13), 'x'));
+        EXPECT_EQ(records[i].payload, "record-" + std::to_string(i) +
+                                          std::string(static_cast<std::size_t>(i % 13), 'x'));
     }
     EXPECT_FALSE(scan.torn_tail);
 }
@@ -385,7 +400,8 @@ TEST(journal, a_failing_rotation_is_tried_again_after_another_threshold_not_at_e
     append_state st;
     st.log = &log;
     io::reactor_group group(1);
-    group.run([&](unsigned) { io::spawn(testing::run_then_stop(append_batches(&st, 400), &group)); });
+    group.run(
+        [&](unsigned) { io::spawn(testing::run_then_stop(append_batches(&st, 400), &group)); });
     EXPECT_EQ(st.failures, 0);
     // 400 batches of 17-60 bytes: about 14 KiB, past the 1 KiB threshold after some 30 batches. Tried
     // at every batch from there, that is some 370 attempts; once per 1 KiB of growth, about 13.
@@ -401,7 +417,8 @@ TEST(journal, append_continues_after_recovered_offset) {
     std::size_t valid = image.size();
     image += "garbage tail";
     testing::write_file(path, image);
-    auto scan = read_journal(posix_file_system(), path, 1, [](std::uint64_t, std::uint8_t, std::string_view) {});
+    auto scan = read_journal(posix_file_system(), path, 1,
+                             [](std::uint64_t, std::uint8_t, std::string_view) {});
     ASSERT_TRUE(scan.has_value());
     ASSERT_EQ(scan->valid_bytes, valid);
 

@@ -57,8 +57,8 @@ private:
 inline std::uint64_t test_seed(std::uint64_t fallback) {
     std::uint64_t seed = fallback;
     if (const char* env = std::getenv("FJORD_TEST_SEED")) seed = std::strtoull(env, nullptr, 0);
-    std::printf("[ seed     ] %llu (replay with FJORD_TEST_SEED=%llu)\n", static_cast<unsigned long long>(seed),
-                static_cast<unsigned long long>(seed));
+    std::printf("[ seed     ] %llu (replay with FJORD_TEST_SEED=%llu)\n",
+                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
     return seed;
 }
 
@@ -114,7 +114,8 @@ class local_latch {
 public:
     explicit local_latch(std::size_t count) : _count(count) {}
     void count_down() {
-        if (--_count == 0 && _waiter) io::reactor::current().schedule(std::exchange(_waiter, nullptr));
+        if (--_count == 0 && _waiter)
+            io::reactor::current().schedule(std::exchange(_waiter, nullptr));
     }
     auto wait() {
         struct awaiter {

@@ -56,8 +56,9 @@ TEST(write_scheduler, bounds_the_writes_in_flight_and_cuts_them_into_pieces) {
     run_on_reactor([&]() -> io::task<void> {
         std::vector<scheduled_write> writes(files);
         for (std::size_t i = 0; i < files; ++i)
-            scheduler.start_write(writes[i], 0, fds[i], reinterpret_cast<const std::byte*>(data[i].data()),
-                                  file_bytes, 0, -1);
+            scheduler.start_write(writes[i], 0, fds[i],
+                                  reinterpret_cast<const std::byte*>(data[i].data()), file_bytes, 0,
+                                  -1);
         EXPECT_EQ(scheduler.in_flight(0), 3u);
         EXPECT_EQ(scheduler.queued(0), files * 4 - 3);
         for (std::size_t i = 0; i < files; ++i) results[i] = co_await writes[i];
@@ -74,7 +75,8 @@ TEST(write_scheduler, bounds_the_writes_in_flight_and_cuts_them_into_pieces) {
 
 TEST(write_scheduler, starts_writes_in_the_order_they_were_queued) {
     auto fs = slow_file_system(testing::test_seed(12));
-    int fd_a = fs->open_blocking("/a", O_CREAT | O_RDWR, 0644), fd_b = fs->open_blocking("/b", O_CREAT | O_RDWR, 0644);
+    int fd_a = fs->open_blocking("/a", O_CREAT | O_RDWR, 0644),
+        fd_b = fs->open_blocking("/b", O_CREAT | O_RDWR, 0644);
     ASSERT_GE(fd_a, 0);
     ASSERT_GE(fd_b, 0);
     std::string a = pattern_bytes(32 * KiB, 1), b = pattern_bytes(32 * KiB, 2);
@@ -82,8 +84,10 @@ TEST(write_scheduler, starts_writes_in_the_order_they_were_queued) {
     bool a_done_when_b_done = false;
     run_on_reactor([&]() -> io::task<void> {
         scheduled_write wa, wb;
-        scheduler.start_write(wa, 0, fd_a, reinterpret_cast<const std::byte*>(a.data()), 32 * KiB, 0, -1);
-        scheduler.start_write(wb, 0, fd_b, reinterpret_cast<const std::byte*>(b.data()), 32 * KiB, 0, -1);
+        scheduler.start_write(wa, 0, fd_a, reinterpret_cast<const std::byte*>(a.data()), 32 * KiB,
+                              0, -1);
+        scheduler.start_write(wb, 0, fd_b, reinterpret_cast<const std::byte*>(b.data()), 32 * KiB,
+                              0, -1);
         EXPECT_EQ(co_await wb, static_cast<int>(32 * KiB));
         a_done_when_b_done = wa.await_ready();
         EXPECT_EQ(co_await wa, static_cast<int>(32 * KiB));
@@ -104,7 +108,8 @@ TEST(write_scheduler, reports_the_first_error_and_frees_its_slots) {
     int result = 0;
     run_on_reactor([&]() -> io::task<void> {
         scheduled_write w;
-        scheduler.start_write(w, 0, fd, reinterpret_cast<const std::byte*>(data.data()), 32 * KiB, 0, -1);
+        scheduler.start_write(w, 0, fd, reinterpret_cast<const std::byte*>(data.data()), 32 * KiB,
+                              0, -1);
         result = co_await w;
     });
     EXPECT_EQ(result, -EIO);
@@ -113,7 +118,8 @@ TEST(write_scheduler, reports_the_first_error_and_frees_its_slots) {
 }
 
 TEST(write_scheduler, completes_at_once_on_a_synchronous_file_system) {
-    sim_file_system fs(testing::test_seed(14));  // no latency: every write completes inside start_write
+    sim_file_system fs(
+        testing::test_seed(14));  // no latency: every write completes inside start_write
     int fd = fs.open_blocking("/f", O_CREAT | O_RDWR, 0644);
     ASSERT_GE(fd, 0);
     std::string data = pattern_bytes(40 * KiB, 4);
@@ -121,7 +127,8 @@ TEST(write_scheduler, completes_at_once_on_a_synchronous_file_system) {
     int result = 0;
     run_on_reactor([&]() -> io::task<void> {
         scheduled_write w;
-        scheduler.start_write(w, 1, fd, reinterpret_cast<const std::byte*>(data.data()), 40 * KiB, 0, -1);
+        scheduler.start_write(w, 1, fd, reinterpret_cast<const std::byte*>(data.data()), 40 * KiB,
+                              0, -1);
         EXPECT_TRUE(w.await_ready());
         result = co_await w;
     });
