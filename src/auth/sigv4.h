@@ -86,8 +86,8 @@ struct auth_result {
     std::string signing_key;     // raw 32 bytes
     std::string seed_signature;  // hex signature of the request (first chunk's previous signature)
     payload_mode mode = payload_mode::unsigned_payload;
-    std::string
-        payload_sha256_hex;  // for signed_sha256: the value the body must hash to (lower-case)
+    // For signed_sha256: the value the body must hash to (lower-case)
+    std::string payload_sha256_hex;
     bool presigned = false;
 };
 

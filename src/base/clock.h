@@ -14,8 +14,8 @@ std::int64_t unix_now_ms();
 std::int64_t monotonic_now_ns();
 
 std::string format_http_date(std::time_t seconds);  // "Sun, 06 Nov 1994 08:49:37 GMT"
-std::optional<std::time_t> parse_http_date(
-    std::string_view text);  // RFC 1123 (and ISO 8601 as sent by some clients)
+// RFC 1123 (and ISO 8601 as sent by some clients).
+std::optional<std::time_t> parse_http_date(std::string_view text);
 std::string format_iso8601_ms(std::int64_t unix_ms);  // "2026-11-29T16:20:47.123Z"
 std::string format_amz_date(std::time_t seconds);     // "20261129T162047Z"
 std::optional<std::time_t> parse_amz_date(std::string_view text);

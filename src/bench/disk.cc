@@ -193,8 +193,8 @@ int bench_disk_main(int argc, char** argv) {
             close_all();
             return 1;
         }
-        ::unlink(
-            path.c_str());  // the open descriptor keeps the file until the end; nothing is left behind
+        // The open descriptor keeps the file until the end; nothing is left behind.
+        ::unlink(path.c_str());
         fds.push_back(fd);
         if (fallocate(fd, 0, 0, static_cast<off_t>(cfg->size_bytes / cfg->files)) != 0 &&
             errno != EOPNOTSUPP) {

@@ -67,8 +67,8 @@ private:
 
     int _fd;
     std::size_t _max_pending_bytes;
-    std::size_t
-        _max_write_bytes;  // lines go out in writes of whole lines, at most this long (or one line)
+    // Lines go out in writes of whole lines, at most this long (or one line)
+    std::size_t _max_write_bytes;
     std::vector<per_core> _cores;
 };
 

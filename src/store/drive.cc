@@ -115,8 +115,8 @@ base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, f
                                   d.path + " is in use by another Fjord process (stop it first)");
             return io_failure("lock " + lock_path, rc);
         }
-        set._drives.push_back(
-            d);  // from here the set owns (and on failure closes) this drive's descriptors
+        // From here the set owns (and on failure closes) this drive's descriptors.
+        set._drives.push_back(d);
         FJORD_TRY(check_identity(fs, d.path, i, paths.size()));
         FJORD_TRY(open_layout(fs, set._drives.back(), i == 0));
     }

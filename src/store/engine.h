@@ -40,14 +40,14 @@ struct engine_options {
     data_file_options data_files;
     write_scheduler_options writes;
     spare_file_options spares;
-    space_options
-        space;  // free-space floor and space reserved ahead of received bytes (drive_space.h)
+    // Free-space floor and space reserved ahead of received bytes (drive_space.h)
+    space_options space;
     io::buffer_pool_options buffers;
     std::uint64_t journal_rotate_bytes =
         64ULL * 1024 * 1024;    // snapshot + new journal past this size
     file_system* fs = nullptr;  // null: posix_file_system(); a simulated one in tests
-    std::optional<std::uint64_t>
-        boot_nonce;  // names this run's object ids; random unless set (tests)
+    // Names this run's object ids; random unless set (tests)
+    std::optional<std::uint64_t> boot_nonce;
 };
 
 struct completed_upload {

@@ -63,8 +63,8 @@ struct engine::shard {
 struct engine::core_state {
     std::unique_ptr<io::buffer_pool> pool;
     std::unique_ptr<write_scheduler> writes;  // this core's share of every drive's write budget
-    std::unique_ptr<io::semaphore>
-        copies;  // copies that read and rewrite data at once (see copy_admission)
+    // Copies that read and rewrite data at once (see copy_admission)
+    std::unique_ptr<io::semaphore> copies;
     std::map<std::string, bucket_info> buckets;
     std::set<std::string> closing;  // buckets being deleted: no new commits
     std::uint64_t next_id = 1;

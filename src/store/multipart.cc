@@ -224,8 +224,8 @@ io::task<base::result<completed_upload>> engine::shard_complete_closing(
     const object_record* existing = nullptr;
     if (auto b = s.index.find(bucket); b != s.index.end())
         if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
-    FJORD_CO_TRY(
-        journal_usable(*s.log));  // a part commit that failed while this waited may have broken it
+    // A part commit that failed while this waited may have broken the journal.
+    FJORD_CO_TRY(journal_usable(*s.log));
     FJORD_CO_TRY(check_conditions(existing, conditions));
     base::result<object_record> built = finalize(*u);
     if (!built) co_return built.as_failure();

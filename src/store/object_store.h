@@ -100,8 +100,8 @@ using part_finisher = std::function<base::result<part_record>(const written_data
 struct put_request {
     std::string bucket;
     std::string key;
-    std::optional<std::uint64_t>
-        size_bytes;                    // declared: a body that ends sooner fails (incomplete_body)
+    // Declared: a body that ends sooner fails (incomplete_body)
+    std::optional<std::uint64_t> size_bytes;
     std::uint64_t max_size_bytes = 0;  // more fails with entity_too_large
     write_conditions conditions;
 };
@@ -128,8 +128,8 @@ using read_planner = std::function<base::result<std::optional<byte_range>>(const
 
 // A server-side copy, as the front end wants it once it has seen the source's record.
 struct copy_plan {
-    object_record
-        record;  // the copy's metadata (size, entity tag and checksum are the source's if shared)
+    // The copy's metadata (size, entity tag and checksum are the source's if shared)
+    object_record record;
     // The copy may share the source's data files (hard links: no bytes move). Where it cannot (or must
     // not: a copy that needs a checksum only its bytes give), the bytes are read, verified and written anew.
     bool may_share = true;

@@ -118,8 +118,7 @@ TEST(write_scheduler, reports_the_first_error_and_frees_its_slots) {
 }
 
 TEST(write_scheduler, completes_at_once_on_a_synchronous_file_system) {
-    sim_file_system fs(
-        testing::test_seed(14));  // no latency: every write completes inside start_write
+    sim_file_system fs(testing::test_seed(14));  // no latency: writes complete inside start_write
     int fd = fs.open_blocking("/f", O_CREAT | O_RDWR, 0644);
     ASSERT_GE(fd, 0);
     std::string data = pattern_bytes(40 * KiB, 4);
