@@ -512,6 +512,19 @@ std::vector<std::span<std::byte>> map_read_slots(checkpoint_run& run, std::uint6
     return mapped;
 }
 
+void print_banner(const checkpoint_config& cfg, double checkpoint_gib) {
+    std::printf(
+        "checkpoint %s bucket %s: %u ranks x (%llu + %llu B), %.3f GiB per checkpoint, %u checkpoints, "
+        "%llu-byte parts x%u, %llu-byte reads x%u, compute %.1f s, %u cores%s\n",
+        cfg.endpoint_text.c_str(), cfg.bucket.c_str(), cfg.ranks,
+        static_cast<unsigned long long>(cfg.file_bytes[0]),
+        static_cast<unsigned long long>(cfg.file_bytes[1]), checkpoint_gib, cfg.checkpoints,
+        static_cast<unsigned long long>(cfg.part_size_bytes), cfg.uploads_in_flight,
+        static_cast<unsigned long long>(std::min(cfg.read_size_bytes, cfg.file_bytes[1])),
+        cfg.reads_in_flight, cfg.compute_s, cfg.cores, cfg.trailer ? ", CRC32C trailers" : "");
+    std::fflush(stdout);
+}
+
 }  // namespace
 
 int bench_checkpoint_main(int argc, char** argv) {
@@ -522,16 +535,7 @@ int bench_checkpoint_main(int argc, char** argv) {
     }
     const std::uint64_t checkpoint_bytes = cfg->ranks * (cfg->file_bytes[0] + cfg->file_bytes[1]);
     const double checkpoint_gib = static_cast<double>(checkpoint_bytes) / base::GiB;
-    std::printf(
-        "checkpoint %s bucket %s: %u ranks x (%llu + %llu B), %.3f GiB per checkpoint, %u checkpoints, "
-        "%llu-byte parts x%u, %llu-byte reads x%u, compute %.1f s, %u cores%s\n",
-        cfg->endpoint_text.c_str(), cfg->bucket.c_str(), cfg->ranks,
-        static_cast<unsigned long long>(cfg->file_bytes[0]),
-        static_cast<unsigned long long>(cfg->file_bytes[1]), checkpoint_gib, cfg->checkpoints,
-        static_cast<unsigned long long>(cfg->part_size_bytes), cfg->uploads_in_flight,
-        static_cast<unsigned long long>(std::min(cfg->read_size_bytes, cfg->file_bytes[1])),
-        cfg->reads_in_flight, cfg->compute_s, cfg->cores, cfg->trailer ? ", CRC32C trailers" : "");
-    std::fflush(stdout);
+    print_banner(*cfg, checkpoint_gib);
 
     checkpoint_run run;
     run.config = &*cfg;

@@ -69,8 +69,8 @@ struct s3_config {
     bool verify = false;
     bool unique_bodies =
         false;  // every PUT body differs (a different window of a larger random pool)
-    client::put_options
-        put;  // --trailer crc32c|crc64nvme: aws-chunked bodies with a checksum trailer
+    // --trailer crc32c|crc64nvme: aws-chunked bodies with a checksum trailer
+    client::put_options put;
     long server_pid = 0;
     std::string json_path;
     std::string report_dir;
@@ -319,6 +319,40 @@ void run_phase(shared_run& run, unsigned workers, worker_function fn) {
 
 // ---- configuration ----
 
+base::result<op_kind> parse_op(std::string_view op) {
+    if (op == "put") return op_kind::put;
+    if (op == "get") return op_kind::get;
+    if (op == "mixed") return op_kind::mixed;
+    if (op == "head") return op_kind::head;
+    if (op == "delete") return op_kind::del;
+    if (op == "list") return op_kind::list;
+    return base::fail(base::errc::invalid_argument,
+                      "--op must be put, get, mixed, head, delete or list");
+}
+
+base::result<void> parse_trailer(std::string_view trailer, client::put_options& put) {
+    if (trailer == "crc32c")
+        put.crc32c_trailer = true;
+    else if (trailer == "crc64nvme")
+        put.crc64nvme_trailer = true;
+    else if (!trailer.empty())
+        return base::fail(base::errc::invalid_argument, "--trailer must be crc32c or crc64nvme");
+    return {};
+}
+
+// The object set, unless --objects gives it: about 1 GiB (at least one object per worker, at most 1024
+// per worker), rounded up to a multiple of the concurrency so that every worker owns the same number
+// of keys.
+std::uint64_t object_set_size(const s3_config& cfg, std::uint64_t objects) {
+    bool small_op = cfg.op == op_kind::head || cfg.op == op_kind::del || cfg.op == op_kind::list;
+    std::uint64_t set = objects ? objects
+                                : std::clamp<std::uint64_t>(default_set_bytes / cfg.size_bytes, 1,
+                                                            1024ULL * cfg.concurrency);
+    if (small_op && !objects)
+        set = cfg.op == op_kind::list ? default_list_objects : default_small_objects;
+    return base::align_up(std::max<std::uint64_t>(set, cfg.concurrency), cfg.concurrency);
+}
+
 base::result<s3_config> parse_s3_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
         "endpoint", "bucket",  "op",         "size", "concurrency", "duration", "count",
@@ -333,22 +367,9 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     cfg.endpoint = *ep;
     cfg.bucket = opts->text("bucket");
     if (cfg.bucket.empty()) return base::fail(base::errc::invalid_argument, "--bucket is required");
-    std::string op = opts->text("op");
-    if (op == "put")
-        cfg.op = op_kind::put;
-    else if (op == "get")
-        cfg.op = op_kind::get;
-    else if (op == "mixed")
-        cfg.op = op_kind::mixed;
-    else if (op == "head")
-        cfg.op = op_kind::head;
-    else if (op == "delete")
-        cfg.op = op_kind::del;
-    else if (op == "list")
-        cfg.op = op_kind::list;
-    else
-        return base::fail(base::errc::invalid_argument,
-                          "--op must be put, get, mixed, head, delete or list");
+    auto op = parse_op(opts->text("op"));
+    if (!op) return op.as_failure();
+    cfg.op = *op;
     const bool small_op =
         cfg.op == op_kind::head || cfg.op == op_kind::del || cfg.op == op_kind::list;
     if (opts->has("duration") && opts->has("count"))
@@ -379,24 +400,11 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     if (cfg.verify && cfg.unique_bodies)
         return base::fail(base::errc::invalid_argument,
                           "--verify compares with one body: not with --unique-bodies");
-    std::string trailer = opts->text("trailer");
-    if (trailer == "crc32c")
-        cfg.put.crc32c_trailer = true;
-    else if (trailer == "crc64nvme")
-        cfg.put.crc64nvme_trailer = true;
-    else if (!trailer.empty())
-        return base::fail(base::errc::invalid_argument, "--trailer must be crc32c or crc64nvme");
+    FJORD_TRY(parse_trailer(opts->text("trailer"), cfg.put));
     cfg.server_pid = static_cast<long>(*pid);
     cfg.json_path = opts->text("json");
     cfg.report_dir = opts->text("report");
-    // The object set: about 1 GiB (at least one object per worker, at most 1024 per worker), rounded up
-    // to a multiple of the concurrency so that every worker owns the same number of keys.
-    std::uint64_t set = *objects ? *objects
-                                 : std::clamp<std::uint64_t>(default_set_bytes / cfg.size_bytes, 1,
-                                                             1024ULL * cfg.concurrency);
-    if (small_op && !*objects)
-        set = cfg.op == op_kind::list ? default_list_objects : default_small_objects;
-    cfg.objects = base::align_up(std::max<std::uint64_t>(set, cfg.concurrency), cfg.concurrency);
+    cfg.objects = object_set_size(cfg, *objects);
     const char* access = std::getenv("FJORD_ACCESS_KEY");
     const char* secret = std::getenv("FJORD_SECRET_KEY");
     cfg.credentials.access_key = access && *access ? access : "fjordadmin";

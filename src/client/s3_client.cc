@@ -301,6 +301,20 @@ io::task<base::result<s3_client::response>> s3_client::read_response(const reque
     co_return out;
 }
 
+// A close-delimited error document: read until the server closes, within the bound.
+io::task<void> s3_client::read_error_until_close(const std::byte* prefix, std::size_t prefix_bytes,
+                                                 response& out) {
+    out.error_body.assign(reinterpret_cast<const char*>(prefix),
+                          std::min(prefix_bytes, _options.max_error_body_bytes));
+    while (out.error_body.size() < _options.max_error_body_bytes) {
+        std::array<std::byte, 4096> chunk;
+        auto got = co_await _connection.receive_some(chunk.data(), chunk.size());
+        if (!got) break;
+        out.error_body.append(reinterpret_cast<const char*>(chunk.data()), *got);
+    }
+    _connection.close();
+}
+
 io::task<base::result<void>> s3_client::read_body(const request& req, std::size_t prefix_bytes,
                                                   response& out) {
     const std::byte* prefix =
@@ -317,16 +331,7 @@ io::task<base::result<void>> s3_client::read_body(const request& req, std::size_
             co_return base::fail(base::errc::missing_content_length,
                                  "success response without Content-Length");
         }
-        // A close-delimited error document: read until the server closes, within the bound.
-        out.error_body.assign(reinterpret_cast<const char*>(prefix),
-                              std::min(prefix_bytes, _options.max_error_body_bytes));
-        while (out.error_body.size() < _options.max_error_body_bytes) {
-            std::array<std::byte, 4096> chunk;
-            auto got = co_await _connection.receive_some(chunk.data(), chunk.size());
-            if (!got) break;
-            out.error_body.append(reinterpret_cast<const char*>(chunk.data()), *got);
-        }
-        _connection.close();
+        co_await read_error_until_close(prefix, prefix_bytes, out);
         co_return base::result<void>{};
     }
     std::uint64_t body_bytes = has_body ? out.content_length : 0;

@@ -194,6 +194,8 @@ private:
     io::task<base::result<response>> perform(request req);
     io::task<base::result<response>> attempt(const request& req, bool& response_started);
     io::task<base::result<response>> read_response(const request& req, bool& response_started);
+    io::task<void> read_error_until_close(const std::byte* prefix, std::size_t prefix_bytes,
+                                          response& out);
     io::task<base::result<void>> read_body(const request& req, std::size_t prefix_bytes,
                                            response& out);
 

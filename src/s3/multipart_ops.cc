@@ -339,80 +339,99 @@ io::task<void> service::list_parts(context& c) {
     co_await send_xml(c, 200, x.take());
 }
 
+namespace {
+
+// One page of ListMultipartUploads, as the request asked for it.
+struct uploads_page {
+    std::string prefix, delimiter, key_marker, id_marker;
+    std::uint64_t max_uploads = 1000;
+    bool truncated = false;
+    bool url = false;  // keys URL-encoded (asked for, or a key XML 1.0 cannot carry)
+};
+
+void upload_xml(xml_writer& x, const std::string& key, const store::upload_record& u,
+                const std::string& owner) {
+    x.open("Upload").element("Key", key).element("UploadId", u.upload_id);
+    x.open("Initiator").element("ID", owner).element("DisplayName", owner).close("Initiator");
+    x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
+    x.element("StorageClass", "STANDARD")
+        .element("Initiated", base::format_iso8601_ms(u.initiated_ms));
+    if (!u.object.checksum_algorithm.empty())
+        x.element("ChecksumAlgorithm", u.object.checksum_algorithm);
+    x.close("Upload");
+}
+
+std::string uploads_result_xml(const std::string& bucket, const uploads_page& page,
+                               const std::vector<store::upload_record>& uploads,
+                               const std::string& owner) {
+    auto enc = [&page](const std::string& s) { return page.url ? base::uri_encode(s, true) : s; };
+    xml_writer x;
+    x.open("ListMultipartUploadsResult", s3_xmlns);
+    x.element("Bucket", bucket).element("KeyMarker", enc(page.key_marker));
+    x.element("UploadIdMarker", page.id_marker);
+    if (page.truncated && !uploads.empty()) {
+        x.element("NextKeyMarker", enc(uploads.back().key))
+            .element("NextUploadIdMarker", uploads.back().upload_id);
+    }
+    x.element("Prefix", enc(page.prefix));
+    if (!page.delimiter.empty()) x.element("Delimiter", enc(page.delimiter));
+    if (page.url) x.element("EncodingType", "url");
+    x.element("MaxUploads", page.max_uploads).element_bool("IsTruncated", page.truncated);
+    std::vector<std::string> common;
+    for (const auto& u : uploads) {
+        if (!page.delimiter.empty()) {
+            auto pos = u.key.find(page.delimiter, page.prefix.size());
+            if (pos != std::string::npos) {
+                std::string cp = u.key.substr(0, pos + page.delimiter.size());
+                if (common.empty() || common.back() != cp) common.push_back(cp);
+                continue;
+            }
+        }
+        upload_xml(x, enc(u.key), u, owner);
+    }
+    for (const auto& cp : common)
+        x.open("CommonPrefixes").element("Prefix", enc(cp)).close("CommonPrefixes");
+    x.close("ListMultipartUploadsResult");
+    return x.take();
+}
+
+}  // namespace
+
 io::task<void> service::list_multipart_uploads(context& c) {
     const s3_request& r = c.req;
-    std::uint64_t max_uploads = 1000;
+    uploads_page page;
     if (r.has("max-uploads")) {
         auto n = base::parse_u64(r.param("max-uploads"));
         if (!n)
             co_return co_await send_error(
                 c, {base::errc::invalid_argument, "max-uploads must be an integer"});
-        max_uploads = std::min<std::uint64_t>(*n, 1000);
+        page.max_uploads = std::min<std::uint64_t>(*n, 1000);
     }
-    std::string prefix(r.param("prefix")), key_marker(r.param("key-marker")),
-        id_marker(r.param("upload-id-marker"));
-    std::string delimiter(r.param("delimiter"));
-    if (id_marker.empty() && !key_marker.empty())
-        id_marker = std::string(64, '\xff');  // skip every upload of key_marker
-    auto uploads = co_await _store.list_uploads(r.bucket, prefix, key_marker, id_marker,
-                                                static_cast<std::uint32_t>(max_uploads));
-    if (!uploads) co_return co_await send_error(c, uploads.err());
-    bool truncated = uploads->size() > max_uploads;
-    if (truncated) uploads->resize(max_uploads);
     std::string_view encoding = r.param("encoding-type");
     if (!encoding.empty() && encoding != "url")
         co_return co_await send_error(
             c, {base::errc::invalid_argument, "Invalid Encoding Method specified in Request"});
-    bool url = encoding == "url";
+    page.prefix = r.param("prefix");
+    page.delimiter = r.param("delimiter");
+    page.key_marker = r.param("key-marker");
+    page.id_marker = r.param("upload-id-marker");
+    // A key marker alone skips every upload of that key.
+    std::string after_id = page.id_marker;
+    if (after_id.empty() && !page.key_marker.empty()) after_id = std::string(64, '\xff');
+    auto uploads = co_await _store.list_uploads(r.bucket, page.prefix, page.key_marker, after_id,
+                                                static_cast<std::uint32_t>(page.max_uploads));
+    if (!uploads) co_return co_await send_error(c, uploads.err());
+    page.truncated = uploads->size() > page.max_uploads;
+    if (page.truncated) uploads->resize(page.max_uploads);
+    page.url = encoding == "url";
     // As in ListObjects: a key XML 1.0 cannot carry turns the page into a URL-encoded one.
-    if (!url) {
-        bool representable = xml_representable(prefix) && xml_representable(delimiter) &&
-                             xml_representable(key_marker);
+    if (!page.url) {
+        bool representable = xml_representable(page.prefix) && xml_representable(page.delimiter) &&
+                             xml_representable(page.key_marker);
         for (const auto& u : *uploads) representable = representable && xml_representable(u.key);
-        url = !representable;
+        page.url = !representable;
     }
-    auto enc = [url](const std::string& s) { return url ? base::uri_encode(s, true) : s; };
-    xml_writer x;
-    x.open("ListMultipartUploadsResult", s3_xmlns);
-    x.element("Bucket", r.bucket).element("KeyMarker", enc(std::string(r.param("key-marker"))));
-    x.element("UploadIdMarker", std::string(r.param("upload-id-marker")));
-    if (truncated && !uploads->empty()) {
-        x.element("NextKeyMarker", enc(uploads->back().key))
-            .element("NextUploadIdMarker", uploads->back().upload_id);
-    }
-    x.element("Prefix", enc(prefix));
-    if (!delimiter.empty()) x.element("Delimiter", enc(delimiter));
-    if (url) x.element("EncodingType", "url");
-    x.element("MaxUploads", max_uploads).element_bool("IsTruncated", truncated);
-    std::vector<std::string> common;
-    for (const auto& u : *uploads) {
-        if (!delimiter.empty()) {
-            auto pos = u.key.find(delimiter, prefix.size());
-            if (pos != std::string::npos) {
-                std::string cp = u.key.substr(0, pos + delimiter.size());
-                if (common.empty() || common.back() != cp) common.push_back(cp);
-                continue;
-            }
-        }
-        x.open("Upload").element("Key", enc(u.key)).element("UploadId", u.upload_id);
-        x.open("Initiator")
-            .element("ID", c.auth.access_key)
-            .element("DisplayName", c.auth.access_key)
-            .close("Initiator");
-        x.open("Owner")
-            .element("ID", c.auth.access_key)
-            .element("DisplayName", c.auth.access_key)
-            .close("Owner");
-        x.element("StorageClass", "STANDARD")
-            .element("Initiated", base::format_iso8601_ms(u.initiated_ms));
-        if (!u.object.checksum_algorithm.empty())
-            x.element("ChecksumAlgorithm", u.object.checksum_algorithm);
-        x.close("Upload");
-    }
-    for (const auto& cp : common)
-        x.open("CommonPrefixes").element("Prefix", enc(cp)).close("CommonPrefixes");
-    x.close("ListMultipartUploadsResult");
-    co_await send_xml(c, 200, x.take());
+    co_await send_xml(c, 200, uploads_result_xml(r.bucket, page, *uploads, c.auth.access_key));
 }
 
 }  // namespace fjord::s3

@@ -345,6 +345,11 @@ base::result<std::optional<std::uint64_t>> part_number_of(const s3_request& req,
     return std::optional<std::uint64_t>{*n};
 }
 
+std::string content_range(store::byte_range read, std::uint64_t total_bytes) {
+    return "bytes " + std::to_string(read.first) + "-" +
+           std::to_string(read.first + read.length - 1) + "/" + std::to_string(total_bytes);
+}
+
 }  // namespace
 
 io::task<void> service::get_object(context& c, bool head_only) {
@@ -376,9 +381,7 @@ io::task<void> service::get_object(context& c, bool head_only) {
         if (*range) {
             read = {(*range)->first, (*range)->length};
             status = 206;
-            headers.emplace_back("Content-Range", "bytes " + std::to_string(read.first) + "-" +
-                                                      std::to_string(read.first + read.length - 1) +
-                                                      "/" + std::to_string(r.size_bytes));
+            headers.emplace_back("Content-Range", content_range(read, r.size_bytes));
         }
         sink.prepare(status, std::move(headers), read.length);
         if (head_only || read.length == 0) return std::optional<store::byte_range>{};
