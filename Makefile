@@ -15,6 +15,7 @@ $(BUILD_RELEASE)/build.ninja: CMakeLists.txt CMakePresets.json
 
 build: bootstrap $(BUILD_RELEASE)/build.ninja
 	scripts/check_boundary.sh
+	scripts/check_style.sh
 	cmake --build --preset release -j $(JOBS)
 
 build-debug: bootstrap

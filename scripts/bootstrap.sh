@@ -40,6 +40,7 @@ make_venv() {  # make_venv DIR REQUIREMENTS [PIP INSTALL OPTIONS...]
 }
 make_venv .venv tests/integration/requirements.txt
 make_venv .venv-awscli tests/integration/requirements-awscli.txt
+make_venv .venv-style scripts/requirements-style.txt
 
 # s3torchconnector needs torch, and torch from PyPI brings the CUDA wheels (about 5.5 GB installed). That venv
 # lives in a per-user cache outside the repository, named by the hash of its fully pinned requirements, so
