@@ -21,8 +21,8 @@ namespace fjord::http {
 // request_head views point into) plus any bytes received after it; it is compacted between requests.
 class connection_state {
 public:
-    connection_state(int fd, const server_limits& limits, base::metrics::shard& metrics)
-        : fd(fd),
+    connection_state(io::stream socket, const server_limits& limits, base::metrics::shard& metrics)
+        : socket(socket),
           limits(limits),
           metrics(metrics),
           request_rate(limits.max_requests_per_second, limits.request_burst) {
@@ -39,8 +39,8 @@ public:
     // Half-closes, then reads and discards until the client closes or a limit is reached.
     io::task<void> linger();
 
-    int fd;
-    std::string remote_address = io::peer_address(fd);
+    io::stream socket;
+    std::string remote_address = socket.peer_address();
     const server_limits& limits;
     base::metrics::shard& metrics;
     base::token_bucket request_rate;
@@ -186,7 +186,7 @@ io::task<base::result<std::size_t>> connection_state::read_head(request_head& he
         std::int64_t timeout_ms = idle ? limits.idle_timeout_ms : head_deadline_ms - now_ms;
         if (timeout_ms <= 0)
             co_return base::fail(base::errc::timed_out, "timed out reading a request head");
-        auto op = io::recv(fd, in.data() + end, in.size() - end, timeout_ms);
+        auto op = socket.receive(in.data() + end, in.size() - end, timeout_ms);
         if (idle) idle_wait = op.record();
         int n = co_await op;
         idle_wait = nullptr;
@@ -214,7 +214,7 @@ io::task<base::result<void>> connection_state::send_bytes(const void* data, std:
         std::int64_t now_ns = base::monotonic_now_ns();
         std::int64_t wait_ms =
             rate ? rate->wait_limit_ms(now_ns, limits.io_timeout_ms) : limits.io_timeout_ms;
-        int n = wait_ms > 0 ? co_await io::send(fd, p, len, wait_ms) : -ECANCELED;
+        int n = wait_ms > 0 ? co_await socket.send(p, len, wait_ms) : -ECANCELED;
         if (n <= 0) {
             broken = true;
             if (n == -ECANCELED) {
@@ -276,7 +276,7 @@ io::task<base::result<std::size_t>> body_reader::receive_from_socket(std::byte* 
                                                                      std::size_t max) {
     connection_state& c = *_conn;
     std::int64_t wait_ms = _rate.wait_limit_ms(base::monotonic_now_ns(), c.limits.io_timeout_ms);
-    int n = wait_ms > 0 ? co_await io::recv(c.fd, dst, max, wait_ms) : -ECANCELED;
+    int n = wait_ms > 0 ? co_await c.socket.receive(dst, max, wait_ms) : -ECANCELED;
     if (n == 0)
         co_return base::fail(base::errc::incomplete_body,
                              "the client closed the connection before the body ended");
@@ -429,22 +429,22 @@ void connection_state::start_body(exchange& ex, std::size_t head_bytes) {
 }
 
 io::task<void> connection_state::linger() {
-    if (::shutdown(fd, SHUT_WR) < 0) co_return;  // a socket call that never blocks
+    if (!socket.shutdown_write()) co_return;
     const std::int64_t deadline_ms = base::monotonic_now_ns() / 1'000'000 + limits.linger_ms;
     std::size_t discarded = 0;
     while (discarded < limits.linger_bytes) {
         std::int64_t left_ms = deadline_ms - base::monotonic_now_ns() / 1'000'000;
         if (left_ms <= 0) break;
-        int n = co_await io::recv(fd, in.data(), in.size(), left_ms);
+        int n = co_await socket.receive(in.data(), in.size(), left_ms);
         if (n <= 0) break;  // the client closed (0), or an error or the deadline (< 0)
         discarded += static_cast<std::size_t>(n);
     }
 }
 
-io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
+io::task<void> serve_connection(io::stream socket, handler& h, const server_limits& limits,
                                 connection_stats& stats, base::metrics::shard& metrics) {
     io::reactor::current().hold();
-    connection_state conn(fd, limits, metrics);
+    connection_state conn(socket, limits, metrics);
     connections().insert(&conn);
     ++stats.open;
     ++stats.accepted;
@@ -499,16 +499,13 @@ io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
     connections().erase(&conn);
     --stats.open;
     metrics.add(base::gauge::connections_open, -1);
-    co_await io::close(fd);
+    co_await socket.close();
     io::reactor::current().release();
 }
 
 void close_idle_connections() {
     for (connection_state* c : connections()) {
-        if (!c->idle_wait) continue;
-        io_uring_sqe* sqe = io::reactor::current().get_sqe();
-        io_uring_prep_cancel(sqe, c->idle_wait, 0);
-        io_uring_sqe_set_data64(sqe, io::reactor::ignored_user_data);
+        if (c->idle_wait) c->socket.cancel(c->idle_wait);
     }
 }
 

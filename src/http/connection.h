@@ -22,6 +22,7 @@
 #include "base/result.h"
 #include "http/chunked.h"
 #include "http/request.h"
+#include "io/stream.h"
 #include "io/task.h"
 
 namespace fjord::http {
@@ -122,8 +123,8 @@ public:
 
 private:
     friend class connection_state;
-    friend io::task<void> serve_connection(int, handler&, const server_limits&, connection_stats&,
-                                           base::metrics::shard&);
+    friend io::task<void> serve_connection(io::stream, handler&, const server_limits&,
+                                           connection_stats&, base::metrics::shard&);
     exchange(connection_state& conn, const request_head& head);
     void start_response();
     connection_state& _conn;
@@ -151,9 +152,10 @@ public:
                                                 std::string_view remote_address) = 0;
 };
 
-// Serves one accepted socket until the peer closes, an error, or shutdown; closes the fd. Bytes and
-// connections are counted in `metrics`, the shard of the calling core.
-io::task<void> serve_connection(int fd, handler& h, const server_limits& limits,
+// Serves one accepted stream (a socket, or a simulated one) until the peer closes, an error, or
+// shutdown; closes the stream. Bytes and connections are counted in `metrics`, the shard of the
+// calling core.
+io::task<void> serve_connection(io::stream socket, handler& h, const server_limits& limits,
                                 connection_stats& stats, base::metrics::shard& metrics);
 
 // Asks every idle connection on this core to close now (shutdown). Connections busy with a request

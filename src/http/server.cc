@@ -51,7 +51,8 @@ io::task<void> server::run() {
             continue;
         }
         io::tune_connection(fd);
-        io::spawn(serve_connection(fd, _handler, _options.limits, _stats, metrics));
+        io::spawn(
+            serve_connection(io::stream::socket(fd), _handler, _options.limits, _stats, metrics));
     }
     close_idle_connections();
     co_await io::close(_listen_fd);
