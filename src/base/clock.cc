@@ -36,13 +36,23 @@ std::optional<std::time_t> make_time(int year, int month, int day, int hour, int
 }
 }  // namespace
 
+namespace {
+thread_local clock_source* t_clock = nullptr;
+}  // namespace
+
+void set_thread_clock(clock_source* c) { t_clock = c; }
+
 std::int64_t unix_now_ms() {
+    if (t_clock) [[unlikely]]
+        return t_clock->unix_ms();
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
     return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
 std::int64_t monotonic_now_ns() {
+    if (t_clock) [[unlikely]]
+        return t_clock->monotonic_ns();
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;

@@ -10,8 +10,19 @@
 
 namespace fjord::base {
 
+// The time the calling thread sees: the real clocks, unless the deterministic simulation has installed
+// its own clock for its thread (set_thread_clock). Nothing but the simulation installs one.
 std::int64_t unix_now_ms();
 std::int64_t monotonic_now_ns();
+
+class clock_source {
+public:
+    virtual ~clock_source() = default;
+    virtual std::int64_t unix_ms() = 0;
+    virtual std::int64_t monotonic_ns() = 0;
+};
+// Makes the calling thread's clock `c` (which must outlive its use); nullptr: the real clocks again.
+void set_thread_clock(clock_source* c);
 
 std::string format_http_date(std::time_t seconds);  // "Sun, 06 Nov 1994 08:49:37 GMT"
 // RFC 1123 (and ISO 8601 as sent by some clients).

@@ -2,19 +2,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 namespace fjord::store {
 
 namespace {
-std::int64_t steady_now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
+// The monotonic clock the simulation can replace (base/clock.h).
+std::int64_t steady_now_ms() { return base::monotonic_now_ns() / 1'000'000; }
 }  // namespace
 
 spare_files::spare_files(const drive_set& drives, spare_file_options options)
