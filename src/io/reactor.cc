@@ -166,31 +166,34 @@ void reactor::run() {
     t_current = this;
     base::set_log_core(static_cast<int>(_core));
     arm_wakeup_read();
-    for (;;) {
-        if (_stop_requested.load(std::memory_order_relaxed) && !_stopping) {
-            _stopping = true;
-            for (auto& callback : _stop_callbacks) callback();
-        }
-        run_ready();
-        drain_inboxes();
-        if (_stopping && _holds == 0 && _ready.empty() && _overflow.empty()) break;
-        bool may_block = _ready.empty() && _overflow.empty();
-        if (may_block) {
-            // Publish "asleep" before the last look at the inboxes, so a sender either sees the flag clear
-            // (and writes the eventfd) or its message is found by this drain.
-            _wake_pending.store(false);
-            drain_inboxes();
-            bool unhandled_stop = _stop_requested.load() && !_stopping;
-            may_block = _ready.empty() && _overflow.empty() && !unhandled_stop;
-        }
-        int rc = may_block ? io_uring_submit_and_wait(&_ring, 1)
-                           : io_uring_submit_and_get_events(&_ring);
-        if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME)
-            LOG_ERROR("io_uring_submit failed: %s", strerror(-rc));
-        reap_completions();
-    }
+    while (!turn(true)) {}
     io_uring_submit(&_ring);
     t_current = nullptr;
+}
+
+bool reactor::turn(bool may_block_allowed) {
+    if (_stop_requested.load(std::memory_order_relaxed) && !_stopping) {
+        _stopping = true;
+        for (auto& callback : _stop_callbacks) callback();
+    }
+    run_ready();
+    drain_inboxes();
+    if (_stopping && _holds == 0 && _ready.empty() && _overflow.empty()) return true;
+    bool may_block = may_block_allowed && _ready.empty() && _overflow.empty();
+    if (may_block) {
+        // Publish "asleep" before the last look at the inboxes, so a sender either sees the flag clear
+        // (and writes the eventfd) or its message is found by this drain.
+        _wake_pending.store(false);
+        drain_inboxes();
+        bool unhandled_stop = _stop_requested.load() && !_stopping;
+        may_block = _ready.empty() && _overflow.empty() && !unhandled_stop;
+    }
+    int rc =
+        may_block ? io_uring_submit_and_wait(&_ring, 1) : io_uring_submit_and_get_events(&_ring);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME)
+        LOG_ERROR("io_uring_submit failed: %s", strerror(-rc));
+    reap_completions();
+    return false;
 }
 
 // ---- reactor_group ----
@@ -226,6 +229,34 @@ void reactor_group::run(std::function<void(unsigned)> start) {
         });
     }
     for (auto& t : threads) t.join();
+}
+
+void reactor_group::run_simulated(std::function<void(unsigned)> start,
+                                  std::function<unsigned(unsigned)> pick) {
+    std::vector<std::unique_ptr<reactor>> owned;
+    for (unsigned i = 0; i < _cores; ++i) {
+        owned.push_back(std::make_unique<reactor>(*this, i, _options));
+        _reactors[i] = owned.back().get();
+    }
+    for (unsigned i = 0; i < _cores; ++i) {
+        t_current = _reactors[i];
+        start(i);
+    }
+    std::vector<unsigned> running(_cores);
+    for (unsigned i = 0; i < _cores; ++i) running[i] = i;
+    while (!running.empty()) {
+        std::size_t at = pick(static_cast<unsigned>(running.size()));
+        FJORD_ASSERT(at < running.size());
+        reactor* r = _reactors[running[at]];
+        t_current = r;
+        base::set_log_core(static_cast<int>(r->core()));
+        if (r->turn(false)) {
+            io_uring_submit(&r->_ring);
+            running.erase(running.begin() + static_cast<std::ptrdiff_t>(at));
+        }
+    }
+    t_current = nullptr;
+    for (unsigned i = 0; i < _cores; ++i) _reactors[i] = nullptr;
 }
 
 void reactor_group::stop() {

@@ -84,6 +84,9 @@ public:
     void post(unsigned target, message* m);
 
     void run();
+    // One turn of the loop: runs what is ready, takes messages, submits, reaps. With may_block, waits
+    // for a completion when there is nothing else to do. Returns true once stopped with nothing left.
+    bool turn(bool may_block);
     // Thread-safe: asks the reactor to stop; stop callbacks run on the reactor thread.
     void request_stop();
     bool stopping() const { return _stopping; }
@@ -135,6 +138,11 @@ public:
     // Runs `start(core)` on every reactor thread once the reactor exists, then the loops; blocks until all
     // loops return (after stop()).
     void run(std::function<void(unsigned)> start);
+    // The deterministic simulation's run: every reactor on the calling thread, one turn at a time,
+    // the next one to turn chosen by pick(n) (an index below n into the reactors still running), so
+    // that a seed fixes how the cores interleave. Cross-core messages travel the same queues as in
+    // run(). Never blocks: what the reactors wait for must be simulated too (no real I/O).
+    void run_simulated(std::function<void(unsigned)> start, std::function<unsigned(unsigned)> pick);
     void stop();  // thread-safe
 
 private:
