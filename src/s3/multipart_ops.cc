@@ -18,7 +18,6 @@ namespace fjord::s3 {
 namespace {
 constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 constexpr std::uint32_t max_part_number = 10000;
-constexpr std::uint64_t min_part_bytes = 5ULL * 1024 * 1024;
 constexpr std::uint64_t max_part_bytes = 5ULL * 1024 * 1024 * 1024;
 constexpr std::size_t max_complete_body_bytes = 4 * 1024 * 1024;
 
@@ -105,7 +104,8 @@ base::result<std::string> combine_part_checksums(
 
 // Validates the client's part list against the upload and builds the object record (runs on the owner core).
 base::result<store::object_record> build_object(const store::upload_record& u,
-                                                const std::vector<requested_part>& wanted) {
+                                                const std::vector<requested_part>& wanted,
+                                                std::uint64_t min_part_bytes) {
     std::vector<const store::part_record*> parts;
     std::uint32_t previous = 0;
     for (const auto& w : wanted) {
@@ -242,9 +242,10 @@ io::task<void> service::complete_multipart_upload(context& c) {
     auto wanted = parse_complete_body(*body);
     if (!wanted) co_return co_await send_error(c, wanted.err());
     std::vector<requested_part> parts = std::move(*wanted);
-    store::upload_finalizer finalize = [parts](const store::upload_record& u) {
-        return build_object(u, parts);
-    };
+    store::upload_finalizer finalize =
+        [parts, min = _options.min_part_bytes](const store::upload_record& u) {
+            return build_object(u, parts, min);
+        };
     auto done =
         co_await _store.complete_upload(c.req.bucket, c.req.key, upload_id, finalize, *conditions);
     if (!done) co_return co_await send_error(c, done.err());

@@ -32,6 +32,9 @@ struct service_options {
     std::uint64_t etag_md5_max_bytes = 0;
     std::uint64_t max_object_bytes = 5ULL * 1024 * 1024 * 1024;  // single PUT
     std::size_t max_metadata_bytes = 2048;                       // x-amz-meta-* names + values
+    // Every part of a completed multipart upload but the last is at least this large (S3: 5 MiB). The
+    // simulation lowers it to keep its objects small.
+    std::uint64_t min_part_bytes = 5ULL * 1024 * 1024;
     auth::verify_options auth;
     // GET /metrics without authentication (for a Prometheus scraper on a trusted network). Off: /metrics
     // needs a SigV4 signature like every S3 request.
