@@ -1,5 +1,5 @@
 # Fjord: the two commands that matter are `make serve` and `make test`.
-.PHONY: all bootstrap build build-debug serve test unit integration bench fuzz fuzz-smoke crash-test sim-long test-sanitize clean
+.PHONY: all bootstrap build build-debug serve test unit integration bench fuzz fuzz-smoke crash-test sim-long sim-mutants test-sanitize clean
 
 JOBS ?= 2
 BUILD_RELEASE := build/release
@@ -54,12 +54,20 @@ CRASH_CYCLES ?= 50
 crash-test: build
 	.venv/bin/python tests/crash/crash_test.py --cycles $(CRASH_CYCLES)
 
-# The engine's deterministic simulation over many seeds (make test runs 300 through ctest); see
-# docs/reliability.md ("Simulation"). A failure prints its seed: build/release/tests/sim/engine_sim --seed N
-SIM_SEEDS ?= 5000
+# The deterministic simulations over many seeds, JOBS processes each (make test runs a few hundred of
+# each through ctest): server_sim (HTTP, S3 and engine together on simulated connections, clock and
+# cores) and engine_sim (the engine through crashes); see docs/reliability.md ("Simulation"). A failure
+# prints its seed: build/release/tests/sim/server_sim --seed N
+SIM_SEEDS ?= 100000
 SIM_FIRST_SEED ?= 1
 sim-long: build
-	$(BUILD_RELEASE)/tests/sim/engine_sim --seed $(SIM_FIRST_SEED) --seeds $(SIM_SEEDS)
+	scripts/sim_long.sh $(SIM_SEEDS) $(SIM_FIRST_SEED) $(JOBS)
+
+# Puts back, one at a time, bugs from the project's history (tests/sim/mutants) and shows that
+# server_sim finds each within SIM_MUTANT_SEEDS seeds.
+SIM_MUTANT_SEEDS ?= 1000
+sim-mutants: build
+	scripts/sim_mutants.sh $(SIM_MUTANT_SEEDS)
 
 # The unit tests and the integration suite against an ASan + UBSan build of everything (docs/reliability.md).
 test-sanitize: build-debug

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Shows that the request-path simulation finds real bugs on its own: each patch in tests/sim/mutants/
+# puts back a bug from the project's history (see the patch's name and docs/reliability.md); with it
+# applied, server_sim must fail within SEEDS seeds. Every patch is reverted afterwards, also on error
+# or interrupt, and server_sim is rebuilt from the clean tree.
+# Usage: scripts/sim_mutants.sh [SEEDS]   (default 1000; run from a tree with no changes under src/store)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seeds=${1:-1000}
+build=build/release
+applied=""
+restore() {
+    if [ -n "$applied" ]; then patch -s -R -p1 < "$applied"; applied=""; fi
+}
+trap restore EXIT INT TERM
+status=0
+for p in tests/sim/mutants/*.patch; do
+    name=$(basename "$p" .patch)
+    patch -s -p1 --dry-run < "$p" >/dev/null || { echo "sim_mutants: $name no longer applies" >&2; exit 1; }
+    patch -s -p1 < "$p"
+    applied=$p
+    cmake --build "$build" --target server_sim >/dev/null
+    if out=$("$build/tests/sim/server_sim" --seed 1 --seeds "$seeds" 2>&1); then
+        echo "sim_mutants: $name: NOT caught in $seeds seeds"
+        status=1
+    else
+        first=$(printf '%s\n' "$out" | grep -a -m1 '^FAIL' || true)
+        failed=$(printf '%s\n' "$out" | grep -a -c '^FAIL' || true)
+        echo "sim_mutants: $name: caught in $failed of $seeds seeds; first: $first"
+    fi
+    restore
+done
+cmake --build "$build" --target server_sim >/dev/null
+exit $status
