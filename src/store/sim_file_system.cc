@@ -111,7 +111,7 @@ io::task<void> sim_file_system::maybe_delay() {
     if (_faults.latency <= 0 ||
         std::uniform_real_distribution<double>(0, 1)(_rng) >= _faults.latency)
         co_return;
-    int times = 1 + static_cast<int>(_rng() % 3);
+    int times = 1 + static_cast<int>(_rng() % std::max(1u, _faults.max_latency_yields));
     for (int i = 0; i < times; ++i) co_await io::yield_now{};
 }
 

@@ -40,7 +40,8 @@ struct sim_faults {
     double enospc = 0;         // ... that a create, allocate or write fails with ENOSPC
     double short_io = 0;       // ... that a read or write transfers only a prefix
     double read_bit_flip = 0;  // ... that a read returns one flipped bit
-    double latency = 0;        // ... that an asynchronous operation yields first (1 to 3 times)
+    double latency = 0;        // ... that an asynchronous operation yields first (1 to N times)
+    unsigned max_latency_yields = 3;  // N: how long one such delay may be
 };
 
 struct sim_stats {
