@@ -515,6 +515,21 @@ io::task<void> abort_upload(simulation& sim, client_connection& c, upload_state*
     if (r.status != 404) check_health(sim, r, "AbortMultipartUpload");
 }
 
+// New uploads of the upload's part numbers (a straggling duplicate, a retry), each on a connection of
+// its own after a head start drawn from the seed: some commit while a completion is deciding.
+io::task<void> reupload_part(simulation& sim, upload_state* u, unsigned number) {
+    client_connection own;
+    for (std::uint64_t k = sim.draw(120); k > 0; --k) co_await io::yield_now();
+    co_await upload_part(sim, own, u, number, make_bytes(sim, 1 + sim.draw(9000)), false);
+    if (own.conn) own.conn->client_close();
+}
+
+io::task<void> reupload_parts(simulation& sim, upload_state* u, unsigned parts) {
+    io::wait_group group(parts);
+    for (unsigned n = 1; n <= parts; ++n) co_await group.spawn(reupload_part(sim, u, n));
+    co_await group.wait();
+}
+
 // Create, parts, then a completion that races one of: a part upload of the same number, an abort, a
 // delete of the key, a read of the key.
 io::task<void> multipart(simulation& sim, client_connection& c, std::string key) {
@@ -539,10 +554,7 @@ io::task<void> multipart(simulation& sim, client_connection& c, std::string key)
     bool rival_first = sim.chance(0.5);
     auto rival_task = [&]() -> io::task<void> {
         switch (rival) {
-            case 0: {
-                unsigned n = 1 + static_cast<unsigned>(sim.draw(parts));
-                co_return co_await upload_part(sim, other, &u, n, make_bytes(sim, 5000), false);
-            }
+            case 0: co_return co_await reupload_parts(sim, &u, parts);
             case 1: co_return co_await abort_upload(sim, other, &u);
             case 2: co_return co_await delete_object(sim, other, key);
             case 3: co_return co_await get_object(sim, other, key);
@@ -550,6 +562,9 @@ io::task<void> multipart(simulation& sim, client_connection& c, std::string key)
         }
     };
     if (rival_first) co_await race.spawn(rival_task());
+    // A head start of a few network steps for the first: it spreads the moment the two requests meet
+    // (a part upload's commit comes well after its body, a completion's almost at once).
+    for (std::uint64_t k = sim.draw(80); k > 0; --k) co_await io::yield_now();
     co_await race.spawn(complete_upload(sim, c, &u));
     if (!rival_first) co_await race.spawn(rival_task());
     co_await race.wait();
@@ -655,6 +670,10 @@ io::task<void> verify(simulation& sim) {
 store::sim_faults random_faults(simulation& sim) {
     store::sim_faults f;
     f.latency = 0.3;
+    // Slow storage in some seeds: a long fsync holds a journal batch open, which is when a request on
+    // another connection can slip in between a decision and its commit.
+    static constexpr unsigned delays[] = {3, 3, 10, 40};
+    f.max_latency_yields = delays[sim.draw(4)];
     if (sim.chance(0.4)) return f;
     static constexpr double rates[] = {0.002, 0.01, 0.03};
     f.eio = rates[sim.draw(3)];
