@@ -41,6 +41,7 @@
 #include "store/data_file.h"
 #include "store/engine.h"
 #include "store/sim_file_system.h"
+#include "seed_runner.h"
 
 namespace fjord::store::sim {
 namespace {
@@ -739,18 +740,6 @@ std::string run_seed(std::uint64_t seed, const run_options& options, totals* don
     return sim.failure;
 }
 
-volatile std::uint64_t g_current_seed = 0;
-
-void on_alarm(int) {
-    char msg[160];
-    int n = std::snprintf(msg, sizeof msg,
-                          "engine_sim: seed %llu hung (watchdog); replay with --seed %llu\n",
-                          static_cast<unsigned long long>(g_current_seed),
-                          static_cast<unsigned long long>(g_current_seed));
-    (void)!::write(2, msg, static_cast<std::size_t>(n));
-    ::_exit(2);
-}
-
 int usage() {
     std::fprintf(
         stderr,
@@ -787,36 +776,15 @@ int main(int argc, char** argv) {
     if (options.workers == 0 || options.seeds == 0) return usage();
     fjord::base::set_log_level(options.verbose ? fjord::base::log_level::info
                                                : fjord::base::log_level::off);
-    ::signal(SIGALRM, on_alarm);
-    auto started = std::chrono::steady_clock::now();
-    std::uint64_t failures = 0;
     totals sum;
-    for (std::uint64_t seed = options.first_seed; seed < options.first_seed + options.seeds;
-         ++seed) {
-        g_current_seed = seed;
-        ::alarm(120);
+    auto one = [&](std::uint64_t seed) {
         totals done;
-        std::string failure = run_seed(seed, options, &done);
+        fjord::sim::seed_outcome out;
+        out.failure = run_seed(seed, options, &done);
+        out.summary = done.describe();
         sum += done;
-        std::string summary = done.describe();
-        ::alarm(0);
-        if (!failure.empty()) {
-            ++failures;
-            std::printf("FAIL seed %llu: %s\n  %s\n  replay: engine_sim --seed %llu\n",
-                        static_cast<unsigned long long>(seed), failure.c_str(), summary.c_str(),
-                        static_cast<unsigned long long>(seed));
-        } else if (options.verbose || options.seeds == 1) {
-            std::printf("ok seed %llu: %s\n", static_cast<unsigned long long>(seed),
-                        summary.c_str());
-        }
-        std::fflush(stdout);
-    }
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::printf("engine_sim: %llu seeds from %llu, %llu failed, %.1f s\n",
-                static_cast<unsigned long long>(options.seeds),
-                static_cast<unsigned long long>(options.first_seed),
-                static_cast<unsigned long long>(failures), seconds);
-    std::printf("  in all: %s\n", sum.describe().c_str());
-    return failures ? 1 : 0;
+        return out;
+    };
+    return fjord::sim::run_seeds("engine_sim", options.first_seed, options.seeds, options.verbose,
+                                 one, [&] { return sum.describe(); });
 }

@@ -47,6 +47,7 @@
 #include "io/task.h"
 #include "io/wait_group.h"
 #include "s3/service.h"
+#include "seed_runner.h"
 #include "sim_network.h"
 #include "store/engine.h"
 #include "store/sim_file_system.h"
@@ -77,10 +78,16 @@ struct write_event {
     outcome result = outcome::maybe;
 };
 
+struct server_side;
+
 struct simulation {
     simulation(std::uint64_t s, const run_options& o)
-        : seed(s), options(o), rng(s * 0x9E3779B97F4A7C15ULL + 7), fs(s),
-          clock(1'780'000'000'000 + static_cast<std::int64_t>(s % 1000) * 1000), net(s, clock) {
+        : seed(s),
+          options(o),
+          rng(s * 0x9E3779B97F4A7C15ULL + 7),
+          fs(s),
+          clock(1'780'000'000'000 + static_cast<std::int64_t>(s % 1000) * 1000),
+          net(s, clock) {
         // Every key starts absent, as if deleted and acknowledged before the run.
         for (unsigned i = 0; i < o.keys; ++i)
             keys["k" + std::to_string(i)] = {write_event{0, 0, 0, outcome::done}};
@@ -97,7 +104,9 @@ struct simulation {
     std::uint64_t now = 1;  // logical time: every request start and end takes the next tick
     bool faults_on = false;
     bool clients_done = false;
-    bool scratch_busy = false;  // one client at a time churns the scratch bucket
+    bool scratch_busy = false;
+    server_side* server =
+        nullptr;  // the server under test, while the seed runs  // one client at a time churns the scratch bucket
     std::string failure;
     std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads_checked = 0, pipelined = 0,
                   vanished = 0;
@@ -180,7 +189,7 @@ void check_read(simulation& sim, const std::string& key, std::uint64_t start, st
 // ---- the HTTP client side ----
 
 struct http_response {
-    int status = 0;  // 0: no complete head (the connection was lost)
+    int status = 0;                              // 0: no complete head (the connection was lost)
     std::map<std::string, std::string> headers;  // names lower-cased
     std::string body;
     bool complete = false;  // the whole body arrived
@@ -212,11 +221,10 @@ std::string build_request(const std::string& method, const std::string& path,
                                               {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}};
     for (const auto& h : extra) headers.push_back(h);
     auth::request_view view{method, path, query, headers};
-    std::string authorization = auth::sign_authorization(view, user, "us-east-1", amz_date,
-                                                         "UNSIGNED-PAYLOAD");
+    std::string authorization =
+        auth::sign_authorization(view, user, "us-east-1", amz_date, "UNSIGNED-PAYLOAD");
     std::string out = method + " " + path + (query.empty() ? "" : "?" + query) + " HTTP/1.1\r\n";
-    for (const auto& h : headers)
-        out.append(h.name).append(": ").append(h.value).append("\r\n");
+    for (const auto& h : headers) out.append(h.name).append(": ").append(h.value).append("\r\n");
     out += "authorization: " + authorization + "\r\n";
     if (!chunked) return out + "content-length: " + length + "\r\n\r\n" + body;
     out += "transfer-encoding: chunked\r\n\r\n";
@@ -270,8 +278,7 @@ io::task<http_response> read_response(simulation& sim, client_connection& c, boo
         std::size_t colon = line.find(':');
         if (colon != std::string::npos) {
             std::size_t v = line.find_first_not_of(' ', colon + 1);
-            r.headers[lower(line.substr(0, colon))] =
-                v == std::string::npos ? "" : line.substr(v);
+            r.headers[lower(line.substr(0, colon))] = v == std::string::npos ? "" : line.substr(v);
         }
         at = next;
     }
@@ -284,7 +291,8 @@ io::task<http_response> read_response(simulation& sim, client_connection& c, boo
         c.received += c.conn->client_read(c.slow ? 1 + sim.draw(4096) : 1 << 20);
         co_await io::yield_now();
     }
-    std::size_t take = until_close ? c.received.size() : std::min<std::size_t>(length, c.received.size());
+    std::size_t take =
+        until_close ? c.received.size() : std::min<std::size_t>(length, c.received.size());
     r.body = c.received.substr(0, take);
     c.received.erase(0, take);
     r.complete = until_close || r.body.size() == length;
@@ -301,7 +309,6 @@ struct server_side {
     std::vector<http::connection_stats> stats;  // per core
     base::metrics* metrics = nullptr;
 };
-server_side* g_server = nullptr;  // the seed's server (one seed runs at a time)
 
 // A new connection, served on a core drawn from the seed (as the kernel spreads connections over the
 // cores' SO_REUSEPORT listeners).
@@ -310,12 +317,12 @@ void connect(simulation& sim, client_connection& c) {
     c.slow = sim.chance(0.15);
     c.received.clear();
     c.conn = sim.net.connect(c.slow ? 4096 : 65536);
-    unsigned core = static_cast<unsigned>(sim.draw(g_server->cores));
+    server_side* server = sim.server;
+    unsigned core = static_cast<unsigned>(sim.draw(server->cores));
     sim_connection* conn = c.conn.get();
-    io::post_to(core, [conn, core] {
-        return http::serve_connection(io::stream::simulated(conn), *g_server->service,
-                                      g_server->limits, g_server->stats[core],
-                                      g_server->metrics->for_core(core));
+    io::post_to(core, [conn, core, server] {
+        return http::serve_connection(io::stream::simulated(conn), *server->service, server->limits,
+                                      server->stats[core], server->metrics->for_core(core));
     });
 }
 
@@ -369,9 +376,7 @@ void check_health(simulation& sim, const http_response& r, const std::string& wh
 
 std::string key_path(const std::string& key) { return std::string("/") + bucket + "/" + key; }
 
-std::string pick_key(simulation& sim) {
-    return "k" + std::to_string(sim.draw(sim.options.keys));
-}
+std::string pick_key(simulation& sim) { return "k" + std::to_string(sim.draw(sim.options.keys)); }
 
 io::task<void> put_object(simulation& sim, client_connection& c, std::string key) {
     std::uint32_t value = new_value(sim);
@@ -379,8 +384,7 @@ io::task<void> put_object(simulation& sim, client_connection& c, std::string key
     bool conditional = sim.chance(0.15);
     std::vector<auth::header_view> extra;
     if (conditional) extra.push_back({"if-none-match", "*"});
-    std::string request =
-        build_request("PUT", key_path(key), "", extra, body, sim.chance(0.2));
+    std::string request = build_request("PUT", key_path(key), "", extra, body, sim.chance(0.2));
     std::size_t event = begin_write(sim, key, value);
     if (body.size() > 10 && sim.chance(0.05)) {
         // The client vanishes in the middle of the body: the write must never take effect.
@@ -480,10 +484,8 @@ struct upload_state {
 io::task<void> upload_part(simulation& sim, client_connection& c, upload_state* u, unsigned number,
                            std::string bytes, bool keep) {
     std::string query = "partNumber=" + std::to_string(number) + "&uploadId=" + u->id;
-    http_response r =
-        co_await round_trip(sim, c, build_request("PUT", key_path(u->key), query, {}, bytes,
-                                                  sim.chance(0.2)),
-                            false);
+    http_response r = co_await round_trip(
+        sim, c, build_request("PUT", key_path(u->key), query, {}, bytes, sim.chance(0.2)), false);
     check_health(sim, r, "UploadPart " + u->key);
     if (keep && r.status == 200) u->parts.emplace_back(r.header("etag"), std::move(bytes));
 }
@@ -498,8 +500,7 @@ io::task<void> complete_upload(simulation& sim, client_connection& c, upload_sta
     }
     xml += "</CompleteMultipartUpload>";
     sim.values.push_back(value);
-    std::size_t event =
-        begin_write(sim, u->key, static_cast<std::uint32_t>(sim.values.size() - 1));
+    std::size_t event = begin_write(sim, u->key, static_cast<std::uint32_t>(sim.values.size() - 1));
     http_response r = co_await round_trip(
         sim, c, build_request("POST", key_path(u->key), "uploadId=" + u->id, {}, xml, false),
         false);
@@ -549,7 +550,8 @@ io::task<void> multipart(simulation& sim, client_connection& c, std::string key)
     client_connection other;
     io::wait_group race(2);
     // The rival: 0 a part upload (40%), 1 an abort (25%), 2 a delete (15%), 3 a read (15%), 4 none.
-    static constexpr unsigned rivals[20] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4};
+    static constexpr unsigned rivals[20] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1,
+                                            1, 1, 1, 2, 2, 2, 3, 3, 3, 4};
     unsigned rival = rivals[sim.draw(20)];
     bool rival_first = sim.chance(0.5);
     auto rival_task = [&]() -> io::task<void> {
@@ -579,8 +581,8 @@ io::task<void> bucket_churn(simulation& sim, client_connection& c) {
     if (sim.scratch_busy) co_return;
     sim.scratch_busy = true;
     const std::string scratch = "/scratch";
-    http_response made = co_await round_trip(sim, c, build_request("PUT", scratch, "", {}, "", false),
-                                             false);
+    http_response made =
+        co_await round_trip(sim, c, build_request("PUT", scratch, "", {}, "", false), false);
     if (made.status != 409) check_health(sim, made, "CreateBucket scratch");
     client_connection other;
     http_response created, deleted;
@@ -608,8 +610,8 @@ io::task<void> bucket_churn(simulation& sim, client_connection& c) {
         check_health(sim, aborted, "AbortMultipartUpload in scratch");
     }
     if (deleted.status != 204) {
-        http_response last = co_await round_trip(
-            sim, c, build_request("DELETE", scratch, "", {}, "", false), false);
+        http_response last =
+            co_await round_trip(sim, c, build_request("DELETE", scratch, "", {}, "", false), false);
         if (!sim.faults_on && last.status != 204 && last.status != 404)
             sim.violation("DeleteBucket of the emptied scratch bucket: status " +
                           std::to_string(last.status) + " (" +
@@ -691,8 +693,8 @@ io::task<void> scenario(simulation& sim) {
     setup.conn->client_close();
     store::sim_faults faults = random_faults(sim);
     sim.fs.set_faults(faults);
-    sim.faults_on = faults.eio > 0 || faults.enospc > 0 || faults.short_io > 0 ||
-                    faults.read_bit_flip > 0;
+    sim.faults_on =
+        faults.eio > 0 || faults.enospc > 0 || faults.short_io > 0 || faults.read_bit_flip > 0;
     io::wait_group clients(sim.options.clients);
     for (unsigned i = 0; i < sim.options.clients; ++i)
         co_await clients.spawn(client(sim, sim.options.requests_per_client));
@@ -742,16 +744,14 @@ struct totals {
     }
     std::string describe() const {
         char line[320];
-        std::snprintf(line, sizeof line,
-                      "%llu requests (%llu writes acknowledged, %llu failed), %llu reads checked, "
-                      "%llu pipelined pairs, %llu vanished clients, %llu injected faults",
-                      static_cast<unsigned long long>(requests),
-                      static_cast<unsigned long long>(acknowledged),
-                      static_cast<unsigned long long>(failed),
-                      static_cast<unsigned long long>(reads),
-                      static_cast<unsigned long long>(pipelined),
-                      static_cast<unsigned long long>(vanished),
-                      static_cast<unsigned long long>(faults));
+        std::snprintf(
+            line, sizeof line,
+            "%llu requests (%llu writes acknowledged, %llu failed), %llu reads checked, "
+            "%llu pipelined pairs, %llu vanished clients, %llu injected faults",
+            static_cast<unsigned long long>(requests),
+            static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(failed),
+            static_cast<unsigned long long>(reads), static_cast<unsigned long long>(pipelined),
+            static_cast<unsigned long long>(vanished), static_cast<unsigned long long>(faults));
         return line;
     }
 };
@@ -772,7 +772,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, totals* sum
     server.service = &service;
     server.stats.resize(eo.cores);
     server.metrics = &metrics;
-    g_server = &server;
+    sim.server = &server;
     io::reactor_group group(eo.cores);
     base::set_thread_clock(&sim.clock);
     group.run_simulated(
@@ -784,21 +784,9 @@ std::string run_seed(std::uint64_t seed, const run_options& options, totals* sum
         },
         [&](unsigned running) { return static_cast<unsigned>(sim.draw(running)); });
     base::set_thread_clock(nullptr);
-    g_server = nullptr;
+    sim.server = nullptr;
     sum->add(sim);
     return sim.failure;
-}
-
-volatile std::uint64_t g_current_seed = 0;
-
-void on_alarm(int) {
-    char msg[160];
-    int n = std::snprintf(msg, sizeof msg,
-                          "server_sim: seed %llu hung (watchdog); replay with --seed %llu\n",
-                          static_cast<unsigned long long>(g_current_seed),
-                          static_cast<unsigned long long>(g_current_seed));
-    (void)!::write(2, msg, static_cast<std::size_t>(n));
-    ::_exit(2);
 }
 
 int usage() {
@@ -838,35 +826,15 @@ int main(int argc, char** argv) {
     if (options.clients == 0 || options.seeds == 0 || options.keys == 0) return usage();
     fjord::base::set_log_level(options.verbose ? fjord::base::log_level::info
                                                : fjord::base::log_level::off);
-    ::signal(SIGALRM, on_alarm);
-    auto started = std::chrono::steady_clock::now();
-    std::uint64_t failures = 0;
     totals sum;
-    for (std::uint64_t seed = options.first_seed; seed < options.first_seed + options.seeds;
-         ++seed) {
-        g_current_seed = seed;
-        ::alarm(120);
-        totals one;
-        std::string failure = run_seed(seed, options, &one);
-        ::alarm(0);
-        sum.add_totals(one);
-        if (!failure.empty()) {
-            ++failures;
-            std::printf("FAIL seed %llu: %s\n  %s\n  replay: server_sim --seed %llu\n",
-                        static_cast<unsigned long long>(seed), failure.c_str(),
-                        one.describe().c_str(), static_cast<unsigned long long>(seed));
-        } else if (options.verbose || options.seeds == 1) {
-            std::printf("ok seed %llu: %s\n", static_cast<unsigned long long>(seed),
-                        one.describe().c_str());
-        }
-        std::fflush(stdout);
-    }
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::printf("server_sim: %llu seeds from %llu, %llu failed, %.1f s\n",
-                static_cast<unsigned long long>(options.seeds),
-                static_cast<unsigned long long>(options.first_seed),
-                static_cast<unsigned long long>(failures), seconds);
-    std::printf("  in all: %s\n", sum.describe().c_str());
-    return failures ? 1 : 0;
+    auto one = [&](std::uint64_t seed) {
+        totals done;
+        seed_outcome out;
+        out.failure = run_seed(seed, options, &done);
+        out.summary = done.describe();
+        sum.add_totals(done);
+        return out;
+    };
+    return run_seeds("server_sim", options.first_seed, options.seeds, options.verbose, one,
+                     [&] { return sum.describe(); });
 }

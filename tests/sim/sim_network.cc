@@ -17,7 +17,8 @@ void sim_connection::start_receive(void* buf, std::size_t len, std::int64_t time
 
 void sim_connection::start_send(const void* buf, std::size_t len, std::int64_t timeout_ms,
                                 io::completion* c) {
-    FJORD_ASSERT(!_send && !_server_closed && !_server_write_shut, "one send at a time, before close");
+    FJORD_ASSERT(!_send && !_server_closed && !_server_write_shut,
+                 "one send at a time, before close");
     std::int64_t deadline = timeout_ms < 0 ? -1 : _net.now_ms() + timeout_ms;
     _send = pending{static_cast<std::byte*>(const_cast<void*>(buf)), len, deadline, c,
                     &io::reactor::current()};
@@ -88,8 +89,7 @@ void sim_connection::step(std::mt19937_64& rng, std::int64_t now_ms) {
             finish(_send, static_cast<std::int32_t>(n));
         }
     }
-    if (_send && _send->deadline_ms >= 0 && now_ms >= _send->deadline_ms)
-        finish(_send, -ECANCELED);
+    if (_send && _send->deadline_ms >= 0 && now_ms >= _send->deadline_ms) finish(_send, -ECANCELED);
 }
 
 std::shared_ptr<sim_connection> sim_network::connect(std::size_t capacity_bytes) {
@@ -107,7 +107,8 @@ void sim_network::step(std::int64_t max_advance_ns) {
         return c->server_closed() && c.use_count() == 1;
     });
     if (max_advance_ns > 0)
-        _clock.advance_ns(static_cast<std::int64_t>(_rng() % static_cast<std::uint64_t>(max_advance_ns)));
+        _clock.advance_ns(
+            static_cast<std::int64_t>(_rng() % static_cast<std::uint64_t>(max_advance_ns)));
 }
 
 }  // namespace fjord::sim

@@ -95,7 +95,8 @@ private:
 
 class sim_network {
 public:
-    sim_network(std::uint64_t seed, sim_clock& clock) : _rng(seed ^ 0x5DEECE66DULL), _clock(clock) {}
+    sim_network(std::uint64_t seed, sim_clock& clock)
+        : _rng(seed ^ 0x5DEECE66DULL), _clock(clock) {}
     // A new connection whose queues hold `capacity_bytes` each way.
     std::shared_ptr<sim_connection> connect(std::size_t capacity_bytes);
     // Moves bytes of some connections, expires timeouts, advances the clock by up to `max_advance_ns`.
