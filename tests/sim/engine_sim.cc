@@ -754,26 +754,16 @@ int usage() {
 int main(int argc, char** argv) {
     using namespace fjord::store::sim;
     run_options options;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-        const char* v = nullptr;
-        if (a == "--verbose")
-            options.verbose = true;
-        else if (a == "--seed" && (v = next()))
-            options.first_seed = std::strtoull(v, nullptr, 0);
-        else if (a == "--seeds" && (v = next()))
-            options.seeds = std::strtoull(v, nullptr, 0);
-        else if (a == "--lives" && (v = next()))
-            options.lives = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else if (a == "--ops" && (v = next()))
-            options.operations_per_life = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else if (a == "--workers" && (v = next()))
-            options.workers = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else
-            return usage();
-    }
-    if (options.workers == 0 || options.seeds == 0) return usage();
+    fjord::sim::seed_args args;
+    if (!fjord::sim::parse_seed_args(argc, argv, args,
+                                     {{"lives", &options.lives},
+                                      {"ops", &options.operations_per_life},
+                                      {"workers", &options.workers}}) ||
+        options.workers == 0)
+        return usage();
+    options.first_seed = args.first_seed;
+    options.seeds = args.seeds;
+    options.verbose = args.verbose;
     fjord::base::set_log_level(options.verbose ? fjord::base::log_level::info
                                                : fjord::base::log_level::off);
     totals sum;

@@ -9,7 +9,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
 
 namespace fjord::sim {
@@ -25,13 +28,56 @@ inline const char* g_program = "sim";
 
 inline void on_watchdog(int) {
     char msg[200];
-    int n = std::snprintf(msg, sizeof msg, "%s: seed %llu hung (watchdog); replay with --seed %llu\n",
-                          g_program, static_cast<unsigned long long>(g_current_seed),
-                          static_cast<unsigned long long>(g_current_seed));
+    int n =
+        std::snprintf(msg, sizeof msg, "%s: seed %llu hung (watchdog); replay with --seed %llu\n",
+                      g_program, static_cast<unsigned long long>(g_current_seed),
+                      static_cast<unsigned long long>(g_current_seed));
     (void)!::write(2, msg, static_cast<std::size_t>(n));
     ::_exit(2);
 }
 }  // namespace detail
+
+struct seed_args {
+    std::uint64_t first_seed = 1;
+    std::uint64_t seeds = 1;
+    bool verbose = false;
+};
+
+struct count_option {
+    const char* name;  // without the leading "--"
+    unsigned* value;
+};
+
+// Parses --seed N, --seeds COUNT, --verbose and each `--NAME N` of `more`; false on anything else.
+inline bool parse_seed_args(int argc, char** argv, seed_args& args,
+                            std::initializer_list<count_option> more) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+        if (a == "--verbose") {
+            args.verbose = true;
+            continue;
+        }
+        if (!v || a.rfind("--", 0) != 0) return false;
+        ++i;
+        if (a == "--seed") {
+            args.first_seed = std::strtoull(v, nullptr, 0);
+            continue;
+        }
+        if (a == "--seeds") {
+            args.seeds = std::strtoull(v, nullptr, 0);
+            continue;
+        }
+        bool known = false;
+        for (const count_option& o : more)
+            if (a.compare(2, std::string::npos, o.name) == 0) {
+                *o.value = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
+                known = true;
+            }
+        if (!known) return false;
+    }
+    return args.seeds > 0;
+}
 
 // run(seed) runs one seed; totals() describes all seeds run so far. Returns the process exit status.
 inline int run_seeds(const char* program, std::uint64_t first, std::uint64_t count, bool verbose,

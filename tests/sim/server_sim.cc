@@ -804,26 +804,16 @@ int usage() {
 int main(int argc, char** argv) {
     using namespace fjord::sim;
     run_options options;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-        const char* v = nullptr;
-        if (a == "--verbose")
-            options.verbose = true;
-        else if (a == "--seed" && (v = next()))
-            options.first_seed = std::strtoull(v, nullptr, 0);
-        else if (a == "--seeds" && (v = next()))
-            options.seeds = std::strtoull(v, nullptr, 0);
-        else if (a == "--clients" && (v = next()))
-            options.clients = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else if (a == "--requests" && (v = next()))
-            options.requests_per_client = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else if (a == "--keys" && (v = next()))
-            options.keys = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        else
-            return usage();
-    }
-    if (options.clients == 0 || options.seeds == 0 || options.keys == 0) return usage();
+    seed_args args;
+    if (!parse_seed_args(argc, argv, args,
+                         {{"clients", &options.clients},
+                          {"requests", &options.requests_per_client},
+                          {"keys", &options.keys}}) ||
+        options.clients == 0 || options.keys == 0)
+        return usage();
+    options.first_seed = args.first_seed;
+    options.seeds = args.seeds;
+    options.verbose = args.verbose;
     fjord::base::set_log_level(options.verbose ? fjord::base::log_level::info
                                                : fjord::base::log_level::off);
     totals sum;
