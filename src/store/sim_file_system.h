@@ -66,6 +66,8 @@ public:
     // Powers off after `operations` more operations (0: now). Until crash_and_restart, every operation
     // fails with EIO and changes nothing.
     void power_off_after(std::uint64_t operations);
+    // Forgets a power failure power_off_after() scheduled that has not happened yet.
+    void cancel_power_off() { _power_off_at.reset(); }
     bool powered() const { return _powered; }
     // Rebuilds the tree as a crash leaves it (see above), forgets open descriptors, powers on.
     void crash_and_restart();

@@ -109,7 +109,7 @@ struct simulation {
         nullptr;  // the server under test, while the seed runs  // one client at a time churns the scratch bucket
     std::string failure;
     std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads_checked = 0, pipelined = 0,
-                  vanished = 0;
+                  vanished = 0, crashes = 0;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
@@ -361,7 +361,7 @@ std::string between(const std::string& text, const std::string& open, const std:
 
 // Without injected faults, nothing fails on the server's side and no response is cut.
 void check_health(simulation& sim, const http_response& r, const std::string& what) {
-    if (sim.faults_on) return;
+    if (sim.faults_on || !sim.fs.powered()) return;
     if (r.status == 0) return sim.violation(what + ": no response");
     if (r.status < 500 && r.complete) return;
     std::string detail = "status " + std::to_string(r.status);
@@ -612,7 +612,7 @@ io::task<void> bucket_churn(simulation& sim, client_connection& c) {
     if (deleted.status != 204) {
         http_response last =
             co_await round_trip(sim, c, build_request("DELETE", scratch, "", {}, "", false), false);
-        if (!sim.faults_on && last.status != 204 && last.status != 404)
+        if (!sim.faults_on && sim.fs.powered() && last.status != 204 && last.status != 404)
             sim.violation("DeleteBucket of the emptied scratch bucket: status " +
                           std::to_string(last.status) + " (" +
                           between(last.body, "<Code>", "</Code>") + ")");
@@ -685,7 +685,9 @@ store::sim_faults random_faults(simulation& sim) {
     return f;
 }
 
-io::task<void> scenario(simulation& sim) {
+// The first life: create the bucket, run the clients (in half the seeds the power fails at a random
+// file-system operation meanwhile), and, unless the power failed, check every key.
+io::task<void> clients_life(simulation& sim) {
     client_connection setup;
     http_response made = co_await round_trip(
         sim, setup, build_request("PUT", std::string("/") + bucket, "", {}, "", false), false);
@@ -695,13 +697,22 @@ io::task<void> scenario(simulation& sim) {
     sim.fs.set_faults(faults);
     sim.faults_on =
         faults.eio > 0 || faults.enospc > 0 || faults.short_io > 0 || faults.read_bit_flip > 0;
+    if (sim.chance(0.5)) sim.fs.power_off_after(1 + sim.draw(2'500));
     io::wait_group clients(sim.options.clients);
     for (unsigned i = 0; i < sim.options.clients; ++i)
         co_await clients.spawn(client(sim, sim.options.requests_per_client));
     co_await clients.wait();
     sim.fs.set_faults(store::sim_faults{});
+    sim.fs.cancel_power_off();  // a failure not reached yet would cut into the checks
     sim.faults_on = false;
-    if (sim.failure.empty()) co_await verify(sim);
+    if (sim.failure.empty() && sim.fs.powered()) co_await verify(sim);
+    sim.clients_done = true;
+}
+
+// After a power failure and recovery: every acknowledged write must have survived (or been replaced),
+// none that was refused or cut off mid-body may appear.
+io::task<void> recovered_life(simulation& sim) {
+    co_await verify(sim);
     sim.clients_done = true;
 }
 
@@ -731,36 +742,44 @@ store::engine_options options_for(simulation& sim) {
 
 struct totals {
     std::uint64_t requests = 0, acknowledged = 0, failed = 0, reads = 0, pipelined = 0,
-                  vanished = 0, faults = 0;
+                  vanished = 0, faults = 0, crashes = 0, torn = 0, dropped = 0, fs_operations = 0;
     void add(const simulation& sim) {
         requests += sim.requests, acknowledged += sim.acknowledged, failed += sim.failed;
         reads += sim.reads_checked, pipelined += sim.pipelined, vanished += sim.vanished;
         const store::sim_stats& st = sim.fs.stats();
         faults += st.injected_eio + st.injected_enospc + st.injected_short + st.injected_bit_flips;
+        crashes += sim.crashes, torn += st.torn_writes, dropped += st.dropped_changes;
+        fs_operations += st.operations;
     }
     void add_totals(const totals& o) {
         requests += o.requests, acknowledged += o.acknowledged, failed += o.failed;
         reads += o.reads, pipelined += o.pipelined, vanished += o.vanished, faults += o.faults;
+        crashes += o.crashes, torn += o.torn, dropped += o.dropped;
+        fs_operations += o.fs_operations;
     }
     std::string describe() const {
-        char line[320];
+        char line[480];
         std::snprintf(
             line, sizeof line,
             "%llu requests (%llu writes acknowledged, %llu failed), %llu reads checked, "
-            "%llu pipelined pairs, %llu vanished clients, %llu injected faults",
+            "%llu pipelined pairs, %llu vanished clients, %llu file-system operations, %llu "
+            "injected faults, %llu power failures (%llu torn writes, %llu unsynced changes lost)",
             static_cast<unsigned long long>(requests),
             static_cast<unsigned long long>(acknowledged), static_cast<unsigned long long>(failed),
             static_cast<unsigned long long>(reads), static_cast<unsigned long long>(pipelined),
-            static_cast<unsigned long long>(vanished), static_cast<unsigned long long>(faults));
+            static_cast<unsigned long long>(vanished),
+            static_cast<unsigned long long>(fs_operations), static_cast<unsigned long long>(faults),
+            static_cast<unsigned long long>(crashes), static_cast<unsigned long long>(torn),
+            static_cast<unsigned long long>(dropped));
         return line;
     }
 };
 
-std::string run_seed(std::uint64_t seed, const run_options& options, totals* sum) {
-    simulation sim(seed, options);
-    store::engine_options eo = options_for(sim);
+// One life of the server: the engine opened (recovering what the last life left), the S3 service
+// and the connections on simulated cores, running `life` until it is done.
+void run_life(simulation& sim, store::engine_options eo, io::task<void> (*life)(simulation&)) {
     auto opened = store::engine::open(eo);
-    if (!opened) return "engine did not open: " + opened.err().message;
+    if (!opened) return sim.violation("the engine did not open: " + opened.err().message);
     std::unique_ptr<store::engine> engine = std::move(*opened);
     s3::service_options so;
     so.credentials.add(user);
@@ -773,18 +792,33 @@ std::string run_seed(std::uint64_t seed, const run_options& options, totals* sum
     server.stats.resize(eo.cores);
     server.metrics = &metrics;
     sim.server = &server;
+    sim.clients_done = false;
     io::reactor_group group(eo.cores);
-    base::set_thread_clock(&sim.clock);
     group.run_simulated(
         [&](unsigned core) {
             engine->attach_core(core, io::reactor::current().ring());
             if (core != 0) return;
-            io::spawn(scenario(sim));
+            io::spawn(life(sim));
             io::spawn(pump(sim, &group));
         },
         [&](unsigned running) { return static_cast<unsigned>(sim.draw(running)); });
-    base::set_thread_clock(nullptr);
     sim.server = nullptr;
+}
+
+std::string run_seed(std::uint64_t seed, const run_options& options, totals* sum) {
+    simulation sim(seed, options);
+    store::engine_options eo = options_for(sim);
+    base::set_thread_clock(&sim.clock);
+    run_life(sim, eo, clients_life);
+    if (sim.failure.empty() && !sim.fs.powered()) {
+        ++sim.crashes;
+        sim.fs.crash_and_restart();
+        eo.boot_nonce = *eo.boot_nonce + 1;
+        run_life(sim, eo, recovered_life);
+    }
+    base::set_thread_clock(nullptr);
+    if (sim.failure.empty() && sim.fs.open_descriptors() > 0)
+        sim.violation(std::to_string(sim.fs.open_descriptors()) + " descriptors left open");
     sum->add(sim);
     return sim.failure;
 }
