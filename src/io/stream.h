@@ -49,7 +49,12 @@ public:
     public:
         operation(const stream& s, op_kind kind, void* buf, std::size_t len,
                   std::int64_t timeout_ms)
-            : _fd(s._fd), _sim(s._sim), _kind(kind), _buf(buf), _len(len), _timeout_ms(timeout_ms) {}
+            : _fd(s._fd),
+              _sim(s._sim),
+              _kind(kind),
+              _buf(buf),
+              _len(len),
+              _timeout_ms(timeout_ms) {}
         operation(const operation&) = delete;
         operation& operator=(const operation&) = delete;
 
