@@ -163,11 +163,24 @@ io::task<base::result<object_record>> engine::put(put_request request, byte_sour
                                       request.conditions);
 }
 
+namespace {
+// Looks again this many times when a data file vanished because the key was replaced meanwhile.
+constexpr int max_read_attempts = 8;
+
+bool same_data(const object_record& a, const object_record& b) {
+    if (a.segments.size() != b.segments.size()) return false;
+    for (std::size_t i = 0; i < a.segments.size(); ++i)
+        if (a.segments[i].id != b.segments[i].id) return false;
+    return true;
+}
+}  // namespace
+
 io::task<base::result<object_record>> engine::get(std::string bucket, std::string key,
                                                   read_planner plan, byte_sink& sink) {
     // A data file can vanish between the lookup and its open when the key is replaced meanwhile (every
-    // file is opened before the first byte goes out): then the read starts again from the lookup.
-    for (int attempt = 0;; ++attempt) {
+    // file is opened before the first byte goes out): then the read starts again from the lookup. A
+    // file gone while the record still names it is damage, and answered as such.
+    for (int attempt = 1;; ++attempt) {
         auto found = co_await head(bucket, key);
         if (!found) co_return found.as_failure();
         auto range = plan(*found);
@@ -177,8 +190,14 @@ io::task<base::result<object_record>> engine::get(std::string bucket, std::strin
         auto sent = co_await read_object(_drives, pool(), *found, (*range)->first, (*range)->length,
                                          counted, _options.data_files);
         if (sent) co_return found;
-        if (sent.code() == base::errc::not_found && counted.bytes() == 0 && attempt < 2) continue;
-        co_return sent.as_failure();
+        if (sent.code() != base::errc::not_found || counted.bytes() > 0)
+            co_return sent.as_failure();
+        auto now = co_await head(bucket, key);
+        if (now && same_data(*now, *found)) co_return sent.as_failure();
+        if (attempt == max_read_attempts)
+            co_return base::fail(base::errc::slow_down, "the key was replaced " +
+                                                            std::to_string(attempt) +
+                                                            " times while it was being read");
     }
 }
 
