@@ -240,6 +240,7 @@ void reactor_group::run_simulated(std::function<void(unsigned)> start,
     }
     for (unsigned i = 0; i < _cores; ++i) {
         t_current = _reactors[i];
+        base::set_log_core(static_cast<int>(i));
         start(i);
     }
     std::vector<unsigned> running(_cores);

@@ -61,17 +61,17 @@ inline bool parse_seed_args(int argc, char** argv, seed_args& args,
         if (!v || a.rfind("--", 0) != 0) return false;
         ++i;
         if (a == "--seed") {
-            args.first_seed = std::strtoull(v, nullptr, 0);
+            args.first_seed = std::strtoull(v, nullptr, 10);
             continue;
         }
         if (a == "--seeds") {
-            args.seeds = std::strtoull(v, nullptr, 0);
+            args.seeds = std::strtoull(v, nullptr, 10);
             continue;
         }
         bool known = false;
         for (const count_option& o : more)
             if (a.compare(2, std::string::npos, o.name) == 0) {
-                *o.value = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
+                *o.value = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
                 known = true;
             }
         if (!known) return false;
