@@ -418,6 +418,7 @@ base::result<void> engine::recover_shard(shard& s) {
         (!journals.empty() && journals.back() == active_gen) ? last.valid_bytes : 0;
     s.generation = active_gen;
     s.log = std::make_unique<journal>(fs, fd, active, offset, next_seq);
+    s.log->share_data_dir_failure(&_data_dir_sync_failed);
     return {};
 }
 

@@ -13,6 +13,7 @@
 // - open() recovers every shard and removes orphaned data files with plain blocking I/O, before any
 //   reactor runs. After that, all I/O goes through io_uring on the reactor threads.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -280,6 +281,9 @@ private:
     drive_set _drives;
     std::uint64_t _boot_nonce = 0;
     std::vector<std::unique_ptr<shard>> _shards;
+    // Set once any shard's journal failed to fsync a data directory; then every journal refuses to
+    // commit until the restart (journal::share_data_dir_failure).
+    std::atomic<bool> _data_dir_sync_failed{false};
     std::vector<std::unique_ptr<core_state>> _cores;
     std::unique_ptr<spare_files> _spares;
     std::map<std::string, bucket_info> _recovered_buckets;

@@ -199,6 +199,9 @@ io::task<base::result<void>> journal::write_batch(const std::string& bytes,
                                                   const std::vector<int>& dirs) {
     // Directory entries of new data files first: a durable record must never name a file that a crash
     // could make disappear.
+    if (_data_dir_failed && _data_dir_failed->load())
+        co_return base::fail(base::errc::io_error,
+                             "a data directory failed to sync earlier; restart the server");
     std::vector<std::unique_ptr<io::async_op>> syncs;
     for (int fd : dirs) {
         syncs.push_back(std::make_unique<io::async_op>());
@@ -210,6 +213,7 @@ io::task<base::result<void>> journal::write_batch(const std::string& bytes,
         int rc = co_await pending;
         if (rc < 0) dir_error = rc;
     }
+    if (dir_error < 0 && _data_dir_failed) _data_dir_failed->store(true);
     if (dir_error < 0)
         co_return base::fail(base::errc::io_error,
                              std::string("fsync data directory: ") + strerror(-dir_error));

@@ -17,6 +17,7 @@
 // Owned by the core that owns its shard; not thread-safe. Recovery (read_journal) runs at startup, before
 // the reactors, with plain blocking I/O.
 
+#include <atomic>
 #include <coroutine>
 #include <cstdint>
 #include <deque>
@@ -96,6 +97,11 @@ public:
     // switches files; the queued batches then go to the new file. After a rotation that failed, the next
     // try waits until the file has grown by another rotate_bytes.
     void set_rotation(std::uint64_t rotate_bytes, std::function<io::task<void>()> rotate);
+    // A flag every journal of the engine shares: set by the first journal whose fsync of a data directory
+    // fails. After such a failure the directory entries that were not yet durable may be lost for good
+    // (a later fsync that succeeds does not bring them back), whichever shard's files they are, so from
+    // then on no journal commits anything that may name them: every batch fails until the restart.
+    void share_data_dir_failure(std::atomic<bool>* failed) { _data_dir_failed = failed; }
     // Switches to a new file (used by rotation); the old fd is closed by the caller.
     int replace_file(int fd, std::string path);
     // Runs the rotation now, between batches: appends that arrive meanwhile wait for the next batch.
@@ -114,6 +120,7 @@ private:
                                              const std::vector<int>& dirs);
 
     file_system& _fs;
+    std::atomic<bool>* _data_dir_failed = nullptr;
     int _fd;
     std::string _path;
     std::uint64_t _offset;
