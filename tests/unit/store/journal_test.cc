@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -444,6 +445,70 @@ TEST(journal, append_continues_after_recovered_offset) {
     EXPECT_EQ(records[3].seq, 4u);
     EXPECT_EQ(records[3].payload, "record-0");
     EXPECT_FALSE(after.torn_tail);
+}
+
+// ---- a failed fsync of a data directory ----
+
+struct shared_failure_run {
+    journal* a = nullptr;
+    journal* b = nullptr;
+    int dir_fd = -1;
+    base::result<void> before, failed, after;
+};
+
+io::task<void> append_syncing(journal* log, int dir_fd, base::result<void>* out) {
+    *out = co_await log->append(1, "record", {dir_fd}, [] {});
+}
+
+io::task<void> fail_one_directory_sync(shared_failure_run* r) {
+    co_await append_syncing(r->b, r->dir_fd, &r->before);
+    // A descriptor that is not open: its fsync fails, as a directory's does after a writeback error.
+    co_await append_syncing(r->a, -1, &r->failed);
+    co_await append_syncing(r->b, r->dir_fd, &r->after);
+}
+
+// After a failed fsync the directory entries that were not durable may be lost for good, whichever
+// journal's shard made them: no journal of the engine may commit a record that could name them.
+void run_shared_failure(bool share, shared_failure_run& r) {
+    temp_dir dir;
+    std::string path_a = dir.path() + "/journal-a.log", path_b = dir.path() + "/journal-b.log";
+    int fd_a = ::open(path_a.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    int fd_b = ::open(path_b.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    r.dir_fd = ::open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(fd_a, 0);
+    ASSERT_GE(fd_b, 0);
+    ASSERT_GE(r.dir_fd, 0);
+    journal a(posix_file_system(), fd_a, path_a, 0, 1);
+    journal b(posix_file_system(), fd_b, path_b, 0, 1);
+    std::atomic<bool> failed{false};
+    if (share) {
+        a.share_data_dir_failure(&failed);
+        b.share_data_dir_failure(&failed);
+    }
+    r.a = &a;
+    r.b = &b;
+    io::reactor_group group(1);
+    group.run(
+        [&](unsigned) { io::spawn(testing::run_then_stop(fail_one_directory_sync(&r), &group)); });
+    ::close(r.dir_fd);
+}
+
+TEST(journal, a_failed_data_directory_fsync_stops_every_journal_that_shares_the_flag) {
+    shared_failure_run r;
+    run_shared_failure(true, r);
+    EXPECT_TRUE(r.before.has_value());
+    ASSERT_FALSE(r.failed.has_value());
+    EXPECT_NE(r.failed.err().message.find("fsync data directory"), std::string::npos);
+    ASSERT_FALSE(r.after.has_value());
+    EXPECT_NE(r.after.err().message.find("restart the server"), std::string::npos);
+}
+
+TEST(journal, without_the_shared_flag_another_journal_would_go_on_committing) {
+    shared_failure_run r;  // the control: what the engine did before journals shared the flag
+    run_shared_failure(false, r);
+    EXPECT_TRUE(r.before.has_value());
+    EXPECT_FALSE(r.failed.has_value());
+    EXPECT_TRUE(r.after.has_value());
 }
 
 }  // namespace
