@@ -62,6 +62,27 @@ def test_connections_over_the_limit_get_503_and_the_server_recovers(limited_serv
                       timeout_s=10)
 
 
+def test_refusals_sent_from_the_accept_loop_do_not_hold_it_up(limited_server):
+    # The over-limit 503 is written from the accept loop itself. Clients over the limit that never read
+    # (smallest receive buffers) and never close must not keep the loop from taking the connections
+    # after them: every one of 64 gets its 503 in turn, and the server serves again once slots free.
+    held = [socket.create_connection(("127.0.0.1", limited_server.port)) for _ in range(8)]
+    silent = []
+    try:
+        for _ in range(64):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+            s.connect(("127.0.0.1", limited_server.port))
+            silent.append(s)
+        for s in silent:
+            assert _status_line(s).startswith(b"HTTP/1.1 503")
+    finally:
+        for s in held + silent:
+            s.close()
+    s3util.wait_until(lambda: requests.get(f"{limited_server.endpoint}/health/ready", timeout=2).status_code == 200,
+                      timeout_s=10)
+
+
 def test_slowloris_head_is_cut_at_the_header_deadline(limited_server):
     sock = socket.create_connection(("127.0.0.1", limited_server.port))
     sock.settimeout(5)
