@@ -4,6 +4,8 @@
 // on its own core with the result. Only small metadata travels this way: bulk bytes stay on the core that
 // received them (design principle 2). fn must not be a capturing coroutine lambda: make it a plain lambda
 // that copies what it needs and calls a coroutine function taking its parameters by value.
+// The request and the reply live in the caller's coroutine frame: a call allocates only the coroutine
+// frames it runs (fn's and the remote side's runner), tests/unit/allocations_test.cc counts them.
 
 #include <coroutine>
 #include <optional>
@@ -24,7 +26,8 @@ struct task_value<task<T>> {
 };
 
 struct resume_message final : message {
-    explicit resume_message(std::coroutine_handle<> h) : handle(h) {}
+    explicit resume_message(std::coroutine_handle<> h, bool owned = true)
+        : message(owned), handle(h) {}
     void run() override { handle.resume(); }
     std::coroutine_handle<> handle;
 };
@@ -32,19 +35,23 @@ struct resume_message final : message {
 template <class R>
 struct call_state {
     std::optional<R> value;
-    std::coroutine_handle<> waiter;
     unsigned origin = 0;
+    // The reply, kept here (in the caller's frame) so that sending it allocates nothing. Resuming the
+    // caller may end that frame, so the reply is not touched after it ran.
+    resume_message reply{nullptr, false};
 };
 
 template <class F, class R>
 task<void> run_remote(F fn, call_state<R>* state) {
     state->value.emplace(co_await fn());
-    reactor::current().post(state->origin, new resume_message(state->waiter));
+    // The last use of state: once posted, the caller may resume (on its core) and end it.
+    reactor::current().post(state->origin, &state->reply);
 }
 
+// The request, also kept in the caller's frame (the caller stays suspended until the reply).
 template <class F, class R>
 struct call_message final : message {
-    call_message(F f, call_state<R>* s) : fn(std::move(f)), state(s) {}
+    call_message(F f, call_state<R>* s) : message(false), fn(std::move(f)), state(s) {}
     void run() override { spawn(run_remote<F, R>(std::move(fn), state)); }
     F fn;
     call_state<R>* state;
@@ -62,16 +69,17 @@ auto invoke_on(unsigned core, F fn)
     struct awaiter {
         reactor* here;
         unsigned core;
-        F* fn;
+        detail::call_message<F, R>* request;
         detail::call_state<R>* state;
         bool await_ready() const noexcept { return false; }
         void await_suspend(std::coroutine_handle<> h) {
-            state->waiter = h;
-            here->post(core, new detail::call_message<F, R>(std::move(*fn), state));
+            state->reply.handle = h;
+            here->post(core, request);
         }
         void await_resume() const noexcept {}
     };
-    co_await awaiter{&here, core, &fn, &state};
+    detail::call_message<F, R> request(std::move(fn), &state);
+    co_await awaiter{&here, core, &request, &state};
     co_return std::move(*state.value);
 }
 

@@ -123,8 +123,9 @@ void reactor::drain_inboxes() {
         for (int i = 0; i < 256; ++i) {
             message* m = inbox->pop();
             if (!m) break;
+            const bool owned = m->owned_by_queue;  // run() may end the frame holding an unowned one
             m->run();
-            delete m;
+            if (owned) delete m;
         }
     }
 }

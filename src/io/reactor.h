@@ -39,11 +39,15 @@ struct reactor_options {
 
 class reactor;
 
-// A unit of work posted from one core to another. run() executes on the target core, then the message is
-// deleted there.
+// A unit of work posted from one core to another. run() executes on the target core; then, if it was
+// allocated for the trip (owned_by_queue), the message is deleted there. A message that lives in a
+// waiting coroutine's frame (a cross-core call's request and reply) is not owned: posting it allocates
+// nothing, and it is not touched after run(), which may end the frame that holds it.
 struct message {
+    explicit message(bool owned = true) : owned_by_queue(owned) {}
     virtual ~message() = default;
     virtual void run() = 0;
+    const bool owned_by_queue;
 };
 
 // Bounded single-producer single-consumer ring of message pointers (one per ordered pair of cores).
@@ -80,8 +84,14 @@ public:
     // Resumes h from the run loop (not inline).
     void schedule(std::coroutine_handle<> h) { _ready.push_back(h); }
     // Posts a message to core `target` (which may be this core). Never blocks: if the queue is full the
-    // message waits in a local overflow list and is retried on every loop iteration.
+    // message waits in a local overflow list and is retried on every loop iteration, in order. The list
+    // is bounded by the messages this core has outstanding: every message in production is a cross-core
+    // call's request or reply, and the coroutine that sent it is suspended until the reply, so a core
+    // never has more in its list than it has coroutines waiting on other cores (which the connection
+    // limit bounds). Fire-and-forget posts (post_to) must be bounded by their caller.
     void post(unsigned target, message* m);
+    // Messages waiting in the overflow list now (for tests and metrics).
+    std::size_t overflowed() const { return _overflow.size(); }
 
     void run();
     // One turn of the loop: runs what is ready, takes messages, submits, reaps. With may_block, waits
