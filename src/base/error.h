@@ -85,6 +85,11 @@ bool errc_retryable(errc code);
 struct error {
     errc code = errc::internal;
     std::string message;
+    // Set when the error is a remote server's answer (the client): its HTTP status, its S3 <Code> as
+    // sent (which may name a code this table lacks) and its request id. 0 and empty otherwise.
+    int remote_status = 0;
+    std::string remote_code;
+    std::string request_id;
 };
 
 }  // namespace fjord::base

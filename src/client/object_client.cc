@@ -85,8 +85,10 @@ io::task<base::result<void>> object_client::create_bucket(std::string bucket) {
 }
 
 io::task<base::result<put_result>> object_client::put_object(std::string bucket, std::string key,
-                                                             std::span<const std::byte> body) {
+                                                             std::span<const std::byte> body,
+                                                             std::string if_none_match) {
     put_options how = _options.put;
+    how.if_none_match = std::move(if_none_match);
     co_return co_await with_retries<put_result>(
         [bucket, key, body, how](s3_client& c) { return c.put_object(bucket, key, body, how); });
 }

@@ -65,8 +65,10 @@ public:
     object_client& operator=(const object_client&) = delete;
 
     io::task<base::result<void>> create_bucket(std::string bucket);
+    // With if_none_match "*", only if the key does not exist (precondition_failed otherwise).
     io::task<base::result<put_result>> put_object(std::string bucket, std::string key,
-                                                  std::span<const std::byte> body);
+                                                  std::span<const std::byte> body,
+                                                  std::string if_none_match = {});
     // Whole-object GET into `destination` (entity_too_large if it does not fit).
     io::task<base::result<get_result>> get_object(std::string bucket, std::string key,
                                                   std::span<std::byte> destination);

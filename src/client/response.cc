@@ -98,7 +98,8 @@ base::result<std::size_t> parse_response_head(std::string_view buffer, std::size
 }
 
 s3_error_document parse_s3_error(std::string_view xml) {
-    return {std::string(element_text(xml, "Code")), std::string(element_text(xml, "Message"))};
+    return {std::string(element_text(xml, "Code")), std::string(element_text(xml, "Message")),
+            std::string(element_text(xml, "RequestId"))};
 }
 
 base::error error_from_response(int status, std::string_view xml_body) {
@@ -118,7 +119,9 @@ base::error error_from_response(int status, std::string_view xml_body) {
     std::string message = "HTTP " + std::to_string(status);
     if (!doc.code.empty()) message += " " + doc.code;
     if (!doc.message.empty()) message += ": " + doc.message;
-    return base::error{code, std::move(message)};
+    if (!doc.request_id.empty()) message += " (request id " + doc.request_id + ")";
+    return base::error{code, std::move(message), status, std::move(doc.code),
+                       std::move(doc.request_id)};
 }
 
 }  // namespace fjord::client

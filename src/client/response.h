@@ -41,6 +41,7 @@ base::result<std::size_t> parse_response_head(std::string_view buffer, std::size
 struct s3_error_document {
     std::string code;
     std::string message;
+    std::string request_id;
 };
 s3_error_document parse_s3_error(std::string_view xml);
 

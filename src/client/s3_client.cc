@@ -195,6 +195,8 @@ std::string s3_client::format_head(const request& req, std::uint64_t content_len
         head.append(h.name).append(": ").append(h.value).append("\r\n");
     if (trailer) head.append("Content-Encoding: aws-chunked\r\n");
     if (!req.range.empty()) head.append("Range: ").append(req.range).append("\r\n");
+    if (!req.if_none_match.empty())
+        head.append("If-None-Match: ").append(req.if_none_match).append("\r\n");
     if (!req.content_md5.empty())
         head.append("Content-MD5: ").append(req.content_md5).append("\r\n");
     if (req.method == "PUT" || req.method == "POST")
@@ -395,7 +397,8 @@ io::task<base::result<put_result>> s3_client::put_object(std::string bucket, std
                 .raw_path = object_path(bucket, key),
                 .body = body,
                 .crc32c_trailer = how.crc32c_trailer,
-                .crc64nvme_trailer = how.crc64nvme_trailer};
+                .crc64nvme_trailer = how.crc64nvme_trailer,
+                .if_none_match = how.if_none_match};
     auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));

@@ -57,6 +57,10 @@ struct put_options {
     bool crc32c_trailer = false;
     // The same framing with an x-amz-checksum-crc64nvme trailer instead (the SDKs' multipart default).
     bool crc64nvme_trailer = false;
+    // An If-None-Match header for a PUT ("*": only if the key does not exist; precondition_failed,
+    // 412, otherwise). Ignored for parts. A retry after a lost response can see its own write and
+    // fail with 412: callers of a conditional PUT treat 412 after a retry as "maybe ours".
+    std::string if_none_match;
 };
 
 struct completed_part {
@@ -188,6 +192,7 @@ private:
         std::string range;                    // a Range header value, or empty
         bool crc32c_trailer = false;          // aws-chunked body with a CRC32C trailer
         bool crc64nvme_trailer = false;       // ... or with a CRC64NVME trailer
+        std::string if_none_match;            // an If-None-Match header value, or empty
     };
 
     std::string format_head(const request& req, std::uint64_t content_length) const;
