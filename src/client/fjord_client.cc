@@ -1,27 +1,16 @@
-// The C ABI over object_client. Each reactor thread runs one `serve_jobs` coroutine that sleeps in an
-// io_uring read of its own eventfd; a calling thread queues a job (under that core's mutex), writes
-// the eventfd and waits on the job's condition variable. The job runs as a coroutine on the reactor,
-// so a C call never blocks a reactor thread and many calls share each thread's connection pool.
+// The C ABI over object_client, on client_runtime's reactor threads: a C call becomes a job that a
+// reactor thread runs as a coroutine while the calling thread waits for it, so a C call never blocks a
+// reactor thread and many calls share each thread's connection pool.
 
 #include "client/fjord_client.h"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "client/object_client.h"
-#include "io/ops.h"
-#include "io/reactor.h"
+#include "client/runtime.h"
 
 namespace {
 
@@ -31,8 +20,17 @@ thread_local std::string t_last_error;
 
 enum class job_kind { create_bucket, put, get, head, remove, multipart_put };
 
-// One call from a C thread: arguments in, results out, and the handshake that hands it back.
-struct job {
+// One call from a C thread: arguments in, results out.
+struct job final : client::waited_job {
+    job(job_kind k, std::string b, std::string k2 = {}, std::span<const std::byte> src = {},
+        std::span<std::byte> dst = {}, std::uint64_t off = 0)
+        : kind(k),
+          bucket(std::move(b)),
+          key(std::move(k2)),
+          source(src),
+          destination(dst),
+          offset(off) {}
+    io::task<void> run(client::object_client& c) override;
     job_kind kind;
     std::string bucket, key;
     std::span<const std::byte> source;
@@ -43,20 +41,6 @@ struct job {
     int rc = 0;
     std::string error;
     fjord_object_info info{};
-    std::mutex mutex;
-    std::condition_variable finished;
-    bool done = false;
-};
-
-// One reactor thread's inbox and client. The queue and `stopping` are shared with calling threads
-// under `mutex`; `client` is created, used and destroyed on the reactor thread only.
-struct core_state {
-    int event_fd = -1;
-    std::uint64_t event_value = 0;  // the eventfd read's destination
-    std::mutex mutex;
-    std::deque<job*> queue;
-    bool stopping = false;
-    std::unique_ptr<client::object_client> client;
 };
 
 int errno_of(base::errc code) {
@@ -96,8 +80,8 @@ bool record(job* j, const base::result<T>& r) {
     return false;
 }
 
-io::task<void> run_job(core_state* core, job* j) {
-    client::object_client& c = *core->client;
+io::task<void> job::run(client::object_client& c) {
+    job* j = this;
     switch (j->kind) {
         case job_kind::create_bucket: record(j, co_await c.create_bucket(j->bucket)); break;
         case job_kind::put: {
@@ -130,57 +114,19 @@ io::task<void> run_job(core_state* core, job* j) {
         }
         case job_kind::remove: record(j, co_await c.delete_object(j->bucket, j->key)); break;
     }
-    std::lock_guard lock(j->mutex);
-    j->done = true;
-    j->finished.notify_one();
 }
 
 }  // namespace
 
 struct fjord_client {
-    client::object_client_options options;
-    std::vector<std::unique_ptr<core_state>> cores;
-    std::unique_ptr<io::reactor_group> group;
-    std::thread runner;
-    std::atomic<unsigned> next_core{0};
-    std::atomic<unsigned> cores_running{0};
+    std::unique_ptr<client::client_runtime> runtime;
 };
 
 namespace {
 
-io::task<void> serve_jobs(fjord_client* owner, core_state* core) {
-    core->client = std::make_unique<client::object_client>(owner->options);
-    for (bool stop = false; !stop;) {  // one round per wake-up, until destroy asks to stop
-        int fd = core->event_fd;
-        std::uint64_t* value = &core->event_value;
-        int rc = co_await io::make_op(
-            [fd, value](io_uring_sqe* s) { io_uring_prep_read(s, fd, value, sizeof *value, 0); });
-        FJORD_ASSERT(rc == sizeof *value || rc == -EAGAIN || rc == -EINTR, "eventfd read failed");
-        std::deque<job*> batch;
-        {
-            std::lock_guard lock(core->mutex);
-            batch.swap(core->queue);
-            stop = core->stopping;
-        }
-        for (job* j : batch) io::spawn(run_job(core, j));
-    }
-    core->client.reset();  // no call is in flight: destroy's contract
-    if (owner->cores_running.fetch_sub(1) == 1) owner->group->stop();
-}
-
 int run_call(fjord_client* c, job& j) {
     if (!c) return -EINVAL;
-    core_state& core =
-        *c->cores[c->next_core.fetch_add(1, std::memory_order_relaxed) % c->cores.size()];
-    {
-        std::lock_guard lock(core.mutex);
-        core.queue.push_back(&j);
-    }
-    std::uint64_t one = 1;
-    ssize_t n = ::write(core.event_fd, &one, sizeof one);
-    (void)n;  // EAGAIN: the counter is already non-zero, so the reactor wakes anyway
-    std::unique_lock lock(j.mutex);
-    j.finished.wait(lock, [&j] { return j.done; });
+    c->runtime->run_and_wait(j);
     t_last_error = j.error;
     return j.rc;
 }
@@ -188,18 +134,6 @@ int run_call(fjord_client* c, job& j) {
 int fail_call(int rc, std::string message) {
     t_last_error = std::move(message);
     return rc;
-}
-
-bool parse_endpoint(const char* text, io::endpoint& out) {
-    std::string value = text;
-    if (value.rfind("https://", 0) == 0) return false;
-    if (value.rfind("http://", 0) == 0) value = value.substr(7);
-    while (!value.empty() && value.back() == '/') value.pop_back();
-    if (value.find(':') == std::string::npos) value += ":80";
-    auto parsed = io::parse_endpoint(value);
-    if (!parsed) return false;
-    out = *parsed;
-    return true;
 }
 
 void fill_info(fjord_object_info* info, const job& j) {
@@ -216,13 +150,10 @@ int fjord_client_create(const fjord_client_config* config, fjord_client** out) {
     if (!config || !out || !config->endpoint || !config->access_key || !config->secret_key)
         return fail_call(-EINVAL, "endpoint, access key and secret key are required");
     *out = nullptr;
-    if (auto probe = io::probe_kernel_features(); !probe)
-        return fail_call(-ENOSYS, probe.err().message);
-    auto c = std::make_unique<fjord_client>();
-    client::object_client_options& o = c->options;
-    if (!parse_endpoint(config->endpoint, o.client.endpoint))
-        return fail_call(-EINVAL,
-                         std::string("not an http://IP:port endpoint: ") + config->endpoint);
+    client::object_client_options o;
+    auto endpoint = client::parse_http_endpoint(config->endpoint);
+    if (!endpoint) return fail_call(-EINVAL, endpoint.err().message);
+    o.client.endpoint = *endpoint;
     o.client.credentials = {config->access_key, config->secret_key};
     if (config->region && *config->region) o.client.region = config->region;
     if (config->io_timeout_ms)
@@ -233,44 +164,16 @@ int fjord_client_create(const fjord_client_config* config, fjord_client** out) {
     if (config->request_timeout_ms)
         o.retry.request_deadline_ms = static_cast<std::int64_t>(config->request_timeout_ms);
     o.put.crc32c_trailer = config->crc32c_trailer != 0;
-    unsigned threads = config->threads ? config->threads : 1;
-    if (threads > 64) return fail_call(-EINVAL, "at most 64 threads");
-    for (unsigned i = 0; i < threads; ++i) {
-        auto core = std::make_unique<core_state>();
-        core->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (core->event_fd < 0) {
-            int e = errno;
-            for (auto& made : c->cores) ::close(made->event_fd);
-            return fail_call(-e, "eventfd failed");
-        }
-        c->cores.push_back(std::move(core));
-    }
-    c->group = std::make_unique<io::reactor_group>(threads);
-    c->cores_running.store(threads);
-    fjord_client* raw = c.get();
-    c->runner = std::thread([raw] {
-        raw->group->run(
-            [raw](unsigned core) { io::spawn(serve_jobs(raw, raw->cores[core].get())); });
-    });
-    *out = c.release();
+    auto started =
+        client::client_runtime::start(std::move(o), config->threads ? config->threads : 1);
+    if (!started)
+        return fail_call(started.code() == base::errc::invalid_argument ? -EINVAL : -ENOSYS,
+                         started.err().message);
+    *out = new fjord_client{std::move(*started)};
     return 0;
 }
 
-void fjord_client_destroy(fjord_client* client) {
-    if (!client) return;
-    for (auto& core : client->cores) {
-        {
-            std::lock_guard lock(core->mutex);
-            core->stopping = true;
-        }
-        std::uint64_t one = 1;
-        ssize_t n = ::write(core->event_fd, &one, sizeof one);
-        (void)n;
-    }
-    client->runner.join();
-    for (auto& core : client->cores) ::close(core->event_fd);
-    delete client;
-}
+void fjord_client_destroy(fjord_client* client) { delete client; }
 
 int fjord_create_bucket(fjord_client* client, const char* bucket) {
     if (!bucket || !*bucket) return fail_call(-EINVAL, "bucket name required");

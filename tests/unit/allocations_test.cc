@@ -63,7 +63,8 @@ task<void> call_many(reactor_group* group, int calls, double* per_call) {
     long total = 0;
     {
         counting_scope scope;
-        for (int i = 0; i < calls; ++i) total += co_await invoke_on(1, [i] { return remote_add(i); });
+        for (int i = 0; i < calls; ++i)
+            total += co_await invoke_on(1, [i] { return remote_add(i); });
         *per_call = static_cast<double>(scope.count()) / calls;
     }
     EXPECT_EQ(total, static_cast<long>(calls) * (calls + 1) / 2);
@@ -117,10 +118,12 @@ TEST(allocations, cross_core_overflow_is_bounded_by_the_calls_outstanding) {
     });
     EXPECT_EQ(burst.finished, burst.callers);
     ASSERT_EQ(burst.order.size(), static_cast<std::size_t>(burst.callers));
-    for (int i = 0; i < burst.callers; ++i) EXPECT_EQ(burst.order[i], i) << "calls ran out of order";
-    std::printf("[ measured ] overflow list at most %zu messages for %d calls\n", burst.max_overflow,
-                burst.callers);
-    EXPECT_GT(burst.max_overflow, 0u) << "the burst did not overflow the queue: the test tests nothing";
+    for (int i = 0; i < burst.callers; ++i)
+        EXPECT_EQ(burst.order[i], i) << "calls ran out of order";
+    std::printf("[ measured ] overflow list at most %zu messages for %d calls\n",
+                burst.max_overflow, burst.callers);
+    EXPECT_GT(burst.max_overflow, 0u)
+        << "the burst did not overflow the queue: the test tests nothing";
     EXPECT_LE(burst.max_overflow, static_cast<std::size_t>(burst.callers));
 }
 
@@ -159,7 +162,9 @@ task<void> write_one(write_run* run, std::uint64_t id, bool count) {
         allocations = scope.count();
         EXPECT_TRUE(written.has_value());
     }
-    if (count) run->per_piece = static_cast<double>(allocations) / (run->bytes / run->pool->buffer_bytes());
+    if (count)
+        run->per_piece =
+            static_cast<double>(allocations) / (run->bytes / run->pool->buffer_bytes());
     EXPECT_TRUE((co_await writer.seal()).has_value());
 }
 
