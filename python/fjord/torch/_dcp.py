@@ -1,0 +1,405 @@
+"""torch.distributed.checkpoint (DCP) on Fjord: FjordStorageWriter and FjordStorageReader.
+
+A checkpoint id is an URI, s3://bucket/prefix (or fjord://bucket/prefix). Layout under the prefix:
+  __{rank}_{save}_{n}.bin   one object per large tensor (at least small_item_bytes), its raw bytes as
+                            they lie in memory (C order), written from the tensor's memory by a parallel
+                            multipart upload;
+  __{rank}_{save}_small.bin the rank's small tensors and byte items packed together;
+  .metadata                 torch's Metadata (pickled, as FileSystemWriter does), whose storage_data maps
+                            every item to (object, offset, length, CRC32C, dtype, shape). It is written
+                            last, by the coordinator, with If-None-Match: * : a save that did not finish
+                            has no .metadata and does not load, and an existing checkpoint is never
+                            overwritten unless overwrite=True.
+`save` is a fresh random token per save, so a second save to the same id (overwrite=True) never
+touches the objects the first one's .metadata names until its own .metadata replaced it; then the
+first save's objects are deleted.
+
+Loads read every item with parallel ranged GETs straight into the destination tensor when the item is
+the whole destination (the usual case: same sharding); a resharded load reads the saved item into a
+buffer and copies the overlapping part. Every item's CRC32C is checked before it is used: a damaged
+or replaced object fails the load, it never yields wrong tensors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import pickle
+import secrets
+from collections import deque
+from typing import Any
+
+import torch
+from torch.distributed._shard._utils import narrow_tensor_by_index
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.planner import (LoadItemType, LoadPlan, LoadPlanner, SavePlan, SavePlanner,
+                                                  WriteItemType)
+from torch.distributed.checkpoint.staging import AsyncStager, DefaultStager, StagingOptions
+from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
+from torch.futures import Future
+
+from .. import _errors
+from .._client import Client
+from .._memory import crc32c
+from .._uri import parse_uri
+
+METADATA = ".metadata"
+MiB = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class FjordStorageInfo:
+    """Where one item of a checkpoint lies: `key` (relative to the checkpoint prefix), `offset` and
+    `length` in that object, the CRC32C of those bytes; for a tensor item its dtype name and shape."""
+    key: str
+    offset: int
+    length: int
+    crc32c: int
+    dtype: str | None = None
+    shape: tuple | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _RankPrefix:
+    rank: int
+    token: str
+
+
+def _checkpoint_location(checkpoint_id) -> tuple[str, str]:
+    bucket, prefix = parse_uri(str(checkpoint_id))
+    return bucket, prefix.strip("/")
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"fjord: unknown dtype {name!r} in the checkpoint")
+    return dtype
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _resolved(futures: list) -> list:
+    """Waits for every future; raises the first failure once all have ended (no request is left
+    writing into memory the caller is about to free)."""
+    results, first_error = [], None
+    for f in futures:
+        try:
+            results.append(f.result())
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            first_error = first_error or e
+            results.append(None)
+    if first_error is not None:
+        raise first_error
+    return results
+
+
+class _Location:
+    def __init__(self, checkpoint_id, client: Client | None):
+        self.client = client if client is not None else Client()
+        self.checkpoint_id: str | None = None
+        self.bucket = self.prefix = ""
+        if checkpoint_id is not None:
+            self._locate(checkpoint_id)
+
+    def _locate(self, checkpoint_id) -> None:
+        self.bucket, self.prefix = _checkpoint_location(checkpoint_id)
+        self.checkpoint_id = str(checkpoint_id)
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def _require_location(self) -> None:
+        if self.checkpoint_id is None:
+            raise ValueError("fjord: no checkpoint id (pass an s3://bucket/prefix as checkpoint_id)")
+
+
+class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
+    """DCP StorageWriter that saves to Fjord (see the module docstring for the layout).
+
+    client: a fjord.Client (default: one from the FJORD_* / AWS_* environment);
+    overwrite: replace a checkpoint that exists at the id (default: refuse, before any data is sent);
+    small_item_bytes: tensors smaller than this are packed into one object per rank;
+    part_size / in_flight: the multipart upload of each large tensor.
+    As an AsyncStager (dcp.async_save uses it): stage() copies the state dict to CPU memory with torch's
+    DefaultStager: pinned memory and a side stream when CUDA is available, so the copy from the GPU
+    overlaps the training step; shared memory (stage_shared) so the process executor's child reads the
+    staged tensors without another copy. Staging buffers are cached and reused across saves.
+    """
+
+    def __init__(self, checkpoint_id=None, *, client: Client | None = None, overwrite: bool = False,
+                 small_item_bytes: int = 4 * MiB, part_size: int | None = None, in_flight: int | None = None,
+                 stage_shared: bool = True):
+        _Location.__init__(self, checkpoint_id, client)
+        self.overwrite = overwrite
+        self.small_item_bytes = small_item_bytes
+        self.part_size = part_size
+        self.in_flight = in_flight
+        self.stage_shared = stage_shared
+        self.is_coordinator = True
+        self.rank = 0
+        self.save_id = secrets.token_hex(8)
+        self._stager: DefaultStager | None = None
+
+    def __getstate__(self):  # the process executor pickles the writer: not its staging buffers
+        state = dict(self.__dict__)
+        state["_stager"] = None
+        return state
+
+    # -- StorageWriter -------------------------------------------------------------------------------
+
+    def reset(self, checkpoint_id=None) -> None:
+        if checkpoint_id is not None:
+            self._locate(checkpoint_id)
+        self.save_id = secrets.token_hex(8)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+        try:
+            _checkpoint_location(checkpoint_id)
+            return True
+        except ValueError:
+            return False
+
+    def storage_meta(self) -> StorageMeta | None:
+        return StorageMeta(checkpoint_id=self.checkpoint_id, save_id=self.save_id)
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self._require_location()
+        self.is_coordinator = is_coordinator
+        self.rank = kwargs.get("rank", 0) or 0
+        if is_coordinator:
+            self._check_target()
+
+    def _check_target(self) -> None:
+        """Fails before any data moves: a missing bucket or refused credentials (named by the error),
+        or an existing checkpoint when overwrite is off."""
+        key = self._key(METADATA)
+        existing = [e for e in self.client.list(self.bucket, key) if e.key == key]
+        if existing and not self.overwrite:
+            raise FileExistsError(f"fjord: a checkpoint already exists at {self.checkpoint_id} "
+                                  "(pass overwrite=True to replace it)")
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        token = secrets.token_hex(6)
+        return [dataclasses.replace(p, storage_data=_RankPrefix(i, token)) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+        prefix = plan.storage_data
+        if not isinstance(prefix, _RankPrefix):  # a plan that did not pass prepare_global_plan
+            prefix = _RankPrefix(self.rank, secrets.token_hex(6))
+        base = f"__{prefix.rank}_{prefix.token}"
+        small, large = [], []
+        for item in plan.items:
+            data = planner.resolve_data(item)
+            if item.type == WriteItemType.BYTE_IO:
+                small.append((item, bytes(data.getbuffer()), None))
+                continue
+            t = data.detach()
+            if t.device.type != "cpu":
+                t = t.to("cpu")
+            if not t.is_contiguous():
+                t = t.contiguous()
+            (large if _nbytes(t) >= self.small_item_bytes else small).append((item, t, t))
+
+        uploads, pending = [], []
+        for n, (item, t, _) in enumerate(large):
+            name = f"{base}_{n}.bin"
+            uploads.append(self.client.put_async(self.bucket, self._key(name), t, part_size=self.part_size,
+                                                 in_flight=self.in_flight))
+            pending.append((item, name, 0, t))
+        pack_name = f"{base}_small.bin"
+        packed = []
+        if small:
+            total = sum(len(d) if t is None else _nbytes(t) for _, d, t in small)
+            pack = bytearray(total)
+            view, offset = memoryview(pack), 0
+            for item, d, t in small:
+                raw = memoryview(d) if t is None else memoryview(t.reshape(-1).view(torch.uint8).numpy())
+                view[offset:offset + len(raw)] = raw.cast("B")
+                packed.append((item, offset, len(raw), t))
+                offset += len(raw)
+            uploads.append(self.client.put_async(self.bucket, self._key(pack_name), pack))
+        # The checksums are computed while the uploads run (both only read the tensors).
+        results = []
+        for item, name, offset, t in pending:
+            results.append(WriteResult(index=item.index, size_in_bytes=_nbytes(t), storage_data=FjordStorageInfo(
+                name, offset, _nbytes(t), crc32c(t), str(t.dtype), tuple(t.shape))))
+        for item, offset, length, t in packed:
+            crc = crc32c(memoryview(pack)[offset:offset + length])
+            info = FjordStorageInfo(pack_name, offset, length, crc,
+                                    None if t is None else str(t.dtype), None if t is None else tuple(t.shape))
+            results.append(WriteResult(index=item.index, size_in_bytes=length, storage_data=info))
+        _resolved(uploads)
+        fut: Future = Future()
+        fut.set_result(results)
+        return fut
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        storage_md = {}
+        for rank_results in results:
+            storage_md.update({wr.index: wr.storage_data for wr in rank_results})
+        metadata.storage_data = storage_md
+        metadata.storage_meta = self.storage_meta()
+        blob = pickle.dumps(metadata)
+        key = self._key(METADATA)
+        if self.overwrite:
+            self.client.put(self.bucket, key, blob)
+            self._remove_unreferenced(storage_md)
+            return
+        try:
+            self.client.put(self.bucket, key, blob, if_none_match="*")
+        except _errors.PreconditionFailed:
+            # Either another save committed first, or a retry of ours found our own first attempt.
+            if self.client.get(self.bucket, key) != blob:
+                raise FileExistsError(f"fjord: another save committed a checkpoint at {self.checkpoint_id} "
+                                      "first; this save's data is not referenced") from None
+
+    def _remove_unreferenced(self, storage_md: dict) -> None:
+        referenced = {self._key(info.key) for info in storage_md.values()}
+        base = self._key("__")
+        stale = [e.key for e in self.client.list(self.bucket, base)
+                 if e.key.endswith(".bin") and "/" not in e.key[len(base):] and e.key not in referenced]
+        if stale:
+            self.client.delete_many(self.bucket, stale)
+
+    # -- AsyncStager ---------------------------------------------------------------------------------
+
+    @property
+    def should_synchronize_after_execute(self) -> bool:
+        return True
+
+    def stage(self, state_dict):
+        if self._stager is None:
+            cuda = torch.cuda.is_available()
+            self._stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=self.stage_shared,
+                                                        use_async_staging=cuda, use_non_blocking_copy=cuda))
+        return self._stager.stage(state_dict)
+
+    def synchronize_staging(self) -> None:
+        if self._stager is not None:
+            self._stager.synchronize_staging()
+
+    def close(self) -> None:
+        if self._stager is not None:
+            self._stager.close()
+            self._stager = None
+
+
+class FjordStorageReader(_Location, StorageReader):
+    """DCP StorageReader for checkpoints written by FjordStorageWriter.
+
+    verify: check every item's CRC32C (default on); in_flight: ranged GETs per item; buffer_bytes:
+    the most memory held at once in read buffers for resharded items (those read whole and copied in part).
+    """
+
+    def __init__(self, checkpoint_id=None, *, client: Client | None = None, verify: bool = True,
+                 in_flight: int | None = None, buffer_bytes: int = 1 << 30):
+        _Location.__init__(self, checkpoint_id, client)
+        self.verify = verify
+        self.in_flight = in_flight
+        self.buffer_bytes = buffer_bytes
+        self.storage_data: dict = {}
+        self.load_id = secrets.token_hex(8)
+
+    def reset(self, checkpoint_id=None) -> None:
+        if checkpoint_id is not None:
+            self._locate(checkpoint_id)
+        self.storage_data = {}
+        self.load_id = secrets.token_hex(8)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id) -> bool:
+        return FjordStorageWriter.validate_checkpoint_id(checkpoint_id)
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        self._require_location()
+        try:
+            blob = self.client.get(self.bucket, self._key(METADATA))
+        except _errors.NoSuchKey:
+            raise _errors.NoSuchKey(f"fjord: no checkpoint at {self.checkpoint_id}: its {METADATA} does not exist "
+                                    "(never saved there, or a save that did not finish)") from None
+        metadata = pickle.loads(blob)
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.storage_data = metadata.storage_data or {}
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        return plans
+
+    def _info(self, req) -> FjordStorageInfo:
+        info = self.storage_data.get(req.storage_index)
+        if not isinstance(info, FjordStorageInfo):
+            raise ValueError(f"fjord: {self.checkpoint_id} was not written by FjordStorageWriter "
+                             f"(item {req.storage_index} has no Fjord location)")
+        return info
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
+        window: deque = deque()
+        buffered = 0
+        for req in plan.items:
+            info = self._info(req)
+            entry = self._start_read(req, info, planner)
+            window.append(entry)
+            buffered += entry[4]
+            while buffered > self.buffer_bytes and len(window) > 1:
+                buffered -= self._finish_read(window.popleft(), planner)
+        try:
+            while window:
+                self._finish_read(window.popleft(), planner)
+        except BaseException:
+            for entry in window:  # let every read end before the buffers go
+                try:
+                    entry[3].result()
+                except BaseException:  # noqa: BLE001
+                    pass
+            raise
+        fut: Future = Future()
+        fut.set_result(None)
+        return fut
+
+    def _start_read(self, req, info: FjordStorageInfo, planner: LoadPlanner):
+        """Starts the item's read: (req, info, destination, future, bytes buffered, target)."""
+        if req.type == LoadItemType.BYTE_IO:
+            dest = bytearray(info.length)
+            target = None
+        else:
+            target = planner.resolve_tensor(req).detach()
+            dtype = _dtype(info.dtype)
+            whole = (all(o == 0 for o in req.storage_offsets) and tuple(req.lengths) == tuple(info.shape))
+            direct = (whole and target.device.type == "cpu" and target.is_contiguous() and target.dtype == dtype
+                      and _nbytes(target) == info.length)
+            dest = target if direct else torch.empty(info.shape, dtype=dtype)
+        buffered = 0 if dest is target else info.length
+        future = self.client.get_into_async(self.bucket, self._key(info.key), dest, offset=info.offset,
+                                            exact=True, in_flight=self.in_flight)
+        return (req, info, dest, future, buffered, target)
+
+    def _finish_read(self, entry, planner: LoadPlanner) -> int:
+        req, info, dest, future, buffered, target = entry
+        got = future.result()
+        where = f"{self.checkpoint_id}/{info.key} at {info.offset}"
+        if got != info.length:
+            raise _errors.Error(f"fjord: short read of {where}: {got} of {info.length} bytes")
+        if self.verify and crc32c(dest) != info.crc32c:
+            raise _errors.Error(f"fjord: checksum mismatch in {where} ({info.length} bytes): the checkpoint is "
+                                "damaged or was replaced; nothing was loaded from this item")
+        if target is None:
+            planner.load_bytes(req, io.BytesIO(dest))
+            return buffered
+        if dest is not target:
+            target.copy_(narrow_tensor_by_index(dest, req.storage_offsets, req.lengths))
+        planner.commit_tensor(req, target)
+        return buffered
