@@ -1,5 +1,5 @@
 # Fjord: the two commands that matter are `make serve` and `make test`.
-.PHONY: all bootstrap build build-debug serve test unit integration bench fuzz fuzz-smoke crash-test sim-long sim-mutants test-sanitize clean
+.PHONY: all bootstrap build build-debug python serve test unit integration bench fuzz fuzz-smoke crash-test sim-long sim-mutants test-sanitize clean
 
 JOBS ?= 2
 BUILD_RELEASE := build/release
@@ -22,6 +22,10 @@ build-debug: bootstrap
 	cmake --preset debug >/dev/null
 	cmake --build --preset debug -j $(JOBS)
 
+# The Python package (python/): pip-installed into a fresh venv, build/venv-sdk (scripts/python_sdk.sh).
+python: bootstrap
+	scripts/python_sdk.sh
+
 # Starts a single-node server: data in ./data, listening on 127.0.0.1:9000.
 serve: build
 	@if [ -z "$$FJORD_ACCESS_KEY" ]; then echo "make serve: development credentials: access key 'fjordadmin', secret key 'fjordadmin-secret' (set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own)"; fi
@@ -30,15 +34,19 @@ serve: build
 unit: build
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
 
-integration: build
+PYTHON_TESTS := tests/integration/test_python_sdk.py tests/integration/test_python_torch.py
+
+integration: build python
 	.venv/bin/python -m pytest -q tests/integration
 	.venv-torch/bin/python -m pytest -q tests/integration/test_s3torchconnector.py
+	build/venv-sdk/bin/python -m pytest -q $(PYTHON_TESTS)
 
-test: build
+test: build python
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) fuzz-smoke
 	.venv/bin/python -m pytest -q -p no:cacheprovider tests/integration
 	.venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_s3torchconnector.py
+	build/venv-sdk/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_TESTS)
 	.venv/bin/python tests/crash/crash_test.py --cycles 5 --max-put-bytes 1048576 --max-parts 2
 
 # libFuzzer targets (tests/fuzz), one after another, FUZZ_SECONDS each; see docs/reliability.md.
