@@ -27,6 +27,7 @@ struct object_client::ranged_job {
     std::string bucket, key;
     std::uint64_t offset = 0;  // of destination[0] in the object
     std::span<std::byte> destination;
+    std::string if_match;  // every range's If-Match, or empty
     std::optional<base::error> failure;
 };
 
@@ -102,10 +103,12 @@ io::task<base::result<get_result>> object_client::get_object(std::string bucket,
 
 io::task<base::result<get_result>> object_client::get_range(std::string bucket, std::string key,
                                                             std::uint64_t offset,
-                                                            std::span<std::byte> destination) {
-    co_return co_await with_retries<get_result>([bucket, key, offset, destination](s3_client& c) {
-        return c.get_object_range(bucket, key, offset, destination);
-    });
+                                                            std::span<std::byte> destination,
+                                                            std::string if_match) {
+    co_return co_await with_retries<get_result>(
+        [bucket, key, offset, destination, if_match](s3_client& c) {
+            return c.get_object_range(bucket, key, offset, destination, if_match);
+        });
 }
 
 io::task<base::result<std::optional<head_result>>> object_client::head_object(std::string bucket,
@@ -214,7 +217,7 @@ io::task<void> object_client::get_one_range(ranged_job* job, std::uint64_t begin
                                             std::uint64_t length) {
     if (job->failure) co_return;
     auto r = co_await get_range(job->bucket, job->key, job->offset + begin,
-                                job->destination.subspan(begin, length));
+                                job->destination.subspan(begin, length), job->if_match);
     if (!r) {
         if (!job->failure) job->failure = r.err();
     } else if (r->size_bytes != length && !job->failure) {
@@ -238,7 +241,8 @@ io::task<base::result<get_result>> object_client::get_object_ranges(
     std::uint64_t first_bytes = 0;  // read before the parallel phase
     if (!how.size_known) {
         std::uint64_t first_length = std::min<std::uint64_t>(how.range_size_bytes, wanted);
-        auto first = co_await get_range(bucket, key, offset, destination.first(first_length));
+        auto first =
+            co_await get_range(bucket, key, offset, destination.first(first_length), how.if_match);
         if (!first && first.code() == base::errc::invalid_range && offset == 0)
             co_return co_await get_object(bucket, key,
                                           destination);  // an empty object has no byte 0
@@ -250,7 +254,8 @@ io::task<base::result<get_result>> object_client::get_object_ranges(
         if (first_bytes < std::min(first_length, wanted))
             co_return base::fail(base::errc::invalid_range, "the first range came back short");
     }
-    ranged_job job{bucket, key, offset, destination, {}};
+    std::string if_match = how.if_match.empty() && !how.size_known ? out.etag : how.if_match;
+    ranged_job job{bucket, key, offset, destination, std::move(if_match), {}};
     {
         io::wait_group group(how.ranges_in_flight);
         for (std::uint64_t at = first_bytes; at < wanted && !job.failure;

@@ -47,6 +47,10 @@ struct ranged_get_options {
     // The caller knows the object holds every byte asked for: all ranges start at once instead of
     // the first one going alone to learn the object's size.
     bool size_known = false;
+    // Every range only while the object has this ETag (without quotes); precondition_failed once it
+    // was replaced. Empty: the ranges after the first carry the first one's ETag (so a read never
+    // mixes two versions), or, with size_known, none.
+    std::string if_match;
 };
 
 // Counters of one client, for benchmarks and tests (read on the owning core).
@@ -75,7 +79,8 @@ public:
     // One ranged GET of up to destination.size() bytes from `offset`.
     io::task<base::result<get_result>> get_range(std::string bucket, std::string key,
                                                  std::uint64_t offset,
-                                                 std::span<std::byte> destination);
+                                                 std::span<std::byte> destination,
+                                                 std::string if_match = {});
     io::task<base::result<std::optional<head_result>>> head_object(std::string bucket,
                                                                    std::string key);
     io::task<base::result<void>> delete_object(std::string bucket, std::string key);

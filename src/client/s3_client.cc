@@ -197,6 +197,7 @@ std::string s3_client::format_head(const request& req, std::uint64_t content_len
     if (!req.range.empty()) head.append("Range: ").append(req.range).append("\r\n");
     if (!req.if_none_match.empty())
         head.append("If-None-Match: ").append(req.if_none_match).append("\r\n");
+    if (!req.if_match.empty()) head.append("If-Match: \"").append(req.if_match).append("\"\r\n");
     if (!req.content_md5.empty())
         head.append("Content-MD5: ").append(req.content_md5).append("\r\n");
     if (req.method == "PUT" || req.method == "POST")
@@ -419,14 +420,16 @@ io::task<base::result<get_result>> s3_client::get_object(std::string bucket, std
 
 io::task<base::result<get_result>> s3_client::get_object_range(std::string bucket, std::string key,
                                                                std::uint64_t offset,
-                                                               std::span<std::byte> destination) {
+                                                               std::span<std::byte> destination,
+                                                               std::string if_match) {
     FJORD_ASSERT(!destination.empty(), "a range GET needs at least one byte of destination");
     std::string range =
         "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + destination.size() - 1);
     request req{.method = "GET",
                 .raw_path = object_path(bucket, key),
                 .destination = destination,
-                .range = std::move(range)};
+                .range = std::move(range),
+                .if_match = std::move(if_match)};
     auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));

@@ -126,9 +126,12 @@ public:
     // GET of the bytes [offset, offset + destination.size()) (Range: bytes=a-b). The server may send
     // fewer when the object ends first (size_bytes says how many); object_size_bytes comes from
     // Content-Range. A range that starts at or past the end fails with invalid_range.
+    // With if_match (an ETag without quotes), only while the object still has that ETag
+    // (precondition_failed, 412, once it was replaced).
     io::task<base::result<get_result>> get_object_range(std::string bucket, std::string key,
                                                         std::uint64_t offset,
-                                                        std::span<std::byte> destination);
+                                                        std::span<std::byte> destination,
+                                                        std::string if_match = {});
     // nullopt when the key does not exist.
     io::task<base::result<std::optional<head_result>>> head_object(std::string bucket,
                                                                    std::string key);
@@ -193,6 +196,7 @@ private:
         bool crc32c_trailer = false;          // aws-chunked body with a CRC32C trailer
         bool crc64nvme_trailer = false;       // ... or with a CRC64NVME trailer
         std::string if_none_match;            // an If-None-Match header value, or empty
+        std::string if_match;                 // an ETag (without quotes) for If-Match, or empty
     };
 
     std::string format_head(const request& req, std::uint64_t content_length) const;
