@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from typing import Iterator, NamedTuple
 
 from . import _native
-from ._errors import AccessDenied, Error, InvalidRange, NoSuchKey, from_native
+from ._errors import AccessDenied, Error, InvalidRange, NoSuchKey, PreconditionFailed, TransportError, from_native
 from ._memory import Memory, memory_of
 
 MiB = 1 << 20
@@ -145,12 +145,16 @@ class Client:
 
     def _after_fork_in_child(self) -> None:
         # The parent's reactor threads do not exist here: leak that runtime, start afresh on demand.
+        # The parent's requests do not run here either: their futures fail in the child.
         if self._rt is not None:
             self._rt.forget()
+        pending, self._pending = self._pending, {}
+        for future, _, _, what in pending.values():
+            if not future.done():
+                future.set_exception(TransportError(f"{what}: started before fork(); it does not run in the child"))
         self._lock = threading.Lock()
         self._rt = None
         self._pid = None
-        self._pending = {}
         self._completer = None
 
     def __enter__(self) -> "Client":
@@ -172,33 +176,36 @@ class Client:
         self._config = state["config"]
         self._setup()
 
-    def __repr__(self) -> str:
-        return f"fjord.Client({self.endpoint!r})"
+    def __repr__(self) -> str:  # the id keeps fsspec's instance cache from mixing two clients up
+        return f"fjord.Client({self.endpoint!r}, id=0x{id(self):x})"
 
     # -- running operations ------------------------------------------------------------------------
 
-    def _wait(self, what: str, op, memory: Memory | None = None):
+    def _wait(self, what: str, op):
+        """Waits for a synchronous operation. Its memory is pinned by the runtime (submitted with
+        keep=...), so an exception here, even before this call, cannot free memory in use."""
         try:
             while not op.wait(0.25):  # in slices, so that Ctrl-C is seen
                 pass
         except BaseException:
-            op.wait()  # the memory stays in use until the request ends, whatever the caller does
+            op.wait()  # the caller's memory is in use until the request ends, whatever the caller does
             raise
         finally:
-            if memory is not None and op.done():
-                memory.release()
+            rt = self._rt
+            if op.done() and rt is not None:
+                rt.unpin(op.id)
         err = op.error()
         if err is not None:
             raise from_native(err, what)
         return op.result()
 
-    def _submit_async(self, what: str, start, memory: Memory | None, convert) -> Future:
+    def _submit_async(self, what: str, start, convert) -> Future:
         rt = self._runtime()
         future: Future = Future()
         future.set_running_or_notify_cancel()
         with self._lock:
             op = start(rt)
-            self._pending[op.id] = (future, op, memory, convert, what)
+            self._pending[op.id] = (future, op, convert, what)
             if self._completer is None:
                 self._completer = threading.Thread(
                     target=_complete, args=(rt, self._pending, self._lock), daemon=True,
@@ -230,7 +237,7 @@ class Client:
         n = memory.nbytes
         multipart = not if_none_match and n >= self._config["multipart_threshold"]
         return rt.put(bucket, key, memory.address, n, multipart, self._part_size(n, part_size),
-                      in_flight or self._config["in_flight"], if_none_match or "", asynchronous)
+                      in_flight or self._config["in_flight"], if_none_match or "", asynchronous, memory)
 
     def put(self, bucket: str, key: str, data, *, if_none_match: str | None = None,
             part_size: int | None = None, in_flight: int | None = None) -> ObjectInfo:
@@ -239,7 +246,7 @@ class Client:
         the key does not exist (PreconditionFailed otherwise; always a single PUT)."""
         memory = memory_of(data, writable=False)
         op = self._start_put(self._runtime(), bucket, key, memory, if_none_match, part_size, in_flight, False)
-        return ObjectInfo(*self._wait(f"put {bucket}/{key}", op, memory)[::-1])
+        return ObjectInfo(*self._wait(f"put {bucket}/{key}", op)[::-1])
 
     def put_async(self, bucket: str, key: str, data, *, if_none_match: str | None = None,
                   part_size: int | None = None, in_flight: int | None = None) -> Future:
@@ -248,25 +255,28 @@ class Client:
         return self._submit_async(
             f"put {bucket}/{key}",
             lambda rt: self._start_put(rt, bucket, key, memory, if_none_match, part_size, in_flight, True),
-            memory, lambda r: ObjectInfo(r[1], r[0]))
+            lambda r: ObjectInfo(r[1], r[0]))
 
-    def _start_get(self, rt, bucket, key, memory, offset, exact, range_size, in_flight, asynchronous):
+    def _start_get(self, rt, bucket, key, memory, offset, exact, range_size, in_flight, asynchronous, if_match=""):
         return rt.get(bucket, key, offset, memory.address, memory.nbytes,
                       range_size or self._config["part_size"], in_flight or self._config["in_flight"],
-                      exact, asynchronous)
+                      exact, if_match or "", asynchronous, memory)
 
     def get_into(self, bucket: str, key: str, buffer, *, offset: int = 0, exact: bool = False,
-                 range_size: int | None = None, in_flight: int | None = None) -> int:
+                 range_size: int | None = None, in_flight: int | None = None, if_match: str | None = None) -> int:
         """Reads the object's bytes from `offset` straight into `buffer` (writable bytes-like, numpy
         array, CPU tensor), in parallel ranges, up to the buffer's size or the object's end. Returns
         the number of bytes read. exact=True: the caller knows the object holds every byte asked for,
-        so all ranges start at once (otherwise the first goes alone to learn the size)."""
+        so all ranges start at once (otherwise the first goes alone to learn the size, and the others
+        carry its ETag in If-Match, so that the read never mixes two versions of the object).
+        if_match: read only that version (an ETag); PreconditionFailed once it was replaced."""
         memory = memory_of(buffer, writable=True)
         if memory.nbytes == 0:
             memory.release()
             return 0
-        op = self._start_get(self._runtime(), bucket, key, memory, offset, exact, range_size, in_flight, False)
-        return self._wait(f"get {bucket}/{key}", op, memory)[0]
+        op = self._start_get(self._runtime(), bucket, key, memory, offset, exact, range_size, in_flight, False,
+                             if_match)
+        return self._wait(f"get {bucket}/{key}", op)[0]
 
     def get_into_async(self, bucket: str, key: str, buffer, *, offset: int = 0, exact: bool = False,
                        range_size: int | None = None, in_flight: int | None = None) -> Future:
@@ -280,39 +290,40 @@ class Client:
         return self._submit_async(
             f"get {bucket}/{key}",
             lambda rt: self._start_get(rt, bucket, key, memory, offset, exact, range_size, in_flight, True),
-            memory, lambda r: r[0])
+            lambda r: r[0])
 
     def get(self, bucket: str, key: str, *, offset: int = 0, length: int | None = None) -> bytes:
         """The object's bytes (from `offset`, `length` of them or to the end)."""
         for _ in range(4):
             try:
-                size = self.head(bucket, key).size
+                head = self.head(bucket, key)
             except (NoSuchKey, AccessDenied):
                 # A HEAD answer has no body: a GET's error document says what is wrong (a missing bucket
                 # or key, which signature check failed).
                 self._explain(bucket, key)
                 continue
-            if offset > size or (offset == size and size > 0):
-                raise InvalidRange(f"get {bucket}/{key}: offset {offset} is past the end ({size} bytes)")
-            want = size - offset if length is None else min(length, size - offset)
+            if offset > head.size or (offset == head.size and head.size > 0):
+                raise InvalidRange(f"get {bucket}/{key}: offset {offset} is past the end ({head.size} bytes)")
+            want = head.size - offset if length is None else min(length, head.size - offset)
             if want <= 0:
                 return b""
             out = bytearray(want)
-            memory = memory_of(out, writable=True)
-            op = self._start_get(self._runtime(), bucket, key, memory, offset, False, None, None, False)
-            got, object_size, _ = self._wait(f"get {bucket}/{key}", op, memory)
-            if object_size == size or length is not None:
-                return bytes(out) if got == want else bytes(out[:got])
-            # replaced between the HEAD and the GET with one of another size: read it again
-        raise Error(f"get {bucket}/{key}: the object kept changing size while it was read")
+            op = self._start_get(self._runtime(), bucket, key, memory_of(out, writable=True), offset, True, None,
+                                 None, False, head.etag)
+            try:
+                got = self._wait(f"get {bucket}/{key}", op)[0]
+            except PreconditionFailed:
+                continue  # replaced since the HEAD: read the new version
+            return bytes(out) if got == want else bytes(out[:got])
+        raise Error(f"get {bucket}/{key}: the object kept changing while it was read")
 
     def _explain(self, bucket: str, key: str) -> None:
         # A one-byte GET, for the error document that names the problem.
         probe = bytearray(1)
         memory = memory_of(probe, writable=True)
         try:
-            self._wait(f"get {bucket}/{key}",
-                       self._runtime().get(bucket, key, 0, memory.address, 1, 1 << 20, 1, True), memory)
+            self._wait(f"get {bucket}/{key}", self._runtime().get(bucket, key, 0, memory.address, 1, 1 << 20, 1, True,
+                                                                "", False, memory))
         except InvalidRange:
             pass  # an empty object appeared meanwhile: the caller looks again
 
@@ -327,7 +338,7 @@ class Client:
 
     def head_async(self, bucket: str, key: str) -> Future:
         """A Future of the ObjectInfo, or of None when the key does not exist."""
-        return self._submit_async(f"head {bucket}/{key}", lambda rt: rt.head(bucket, key, True), None,
+        return self._submit_async(f"head {bucket}/{key}", lambda rt: rt.head(bucket, key, True),
                                   lambda r: None if r is None else ObjectInfo(*r))
 
     def exists(self, bucket: str, key: str) -> bool:
@@ -338,7 +349,7 @@ class Client:
         self._wait(f"delete {bucket}/{key}", self._runtime().delete(bucket, key))
 
     def delete_async(self, bucket: str, key: str) -> Future:
-        return self._submit_async(f"delete {bucket}/{key}", lambda rt: rt.delete(bucket, key, True), None,
+        return self._submit_async(f"delete {bucket}/{key}", lambda rt: rt.delete(bucket, key, True),
                                   lambda r: None)
 
     def delete_many(self, bucket: str, keys) -> list[tuple[str, str, str]]:
@@ -362,6 +373,13 @@ class Client:
                 yield ObjectEntry(*o)
             if not truncated:
                 return
+
+    def list_page(self, bucket: str, prefix: str = "", *, delimiter: str = "", token: str = "",
+                  max_keys: int = 1000) -> tuple[list[ObjectEntry], list[str], str]:
+        """One ListObjectsV2 page: (objects, common prefixes, the next page's token or "" at the end)."""
+        objects, prefixes, truncated, token = self._wait(
+            f"list {bucket}/{prefix}", self._runtime().list(bucket, prefix, delimiter, token, max_keys))
+        return [ObjectEntry(*o) for o in objects], list(prefixes), token if truncated else ""
 
     def list_dir(self, bucket: str, prefix: str = "", delimiter: str = "/") -> tuple[list[ObjectEntry], list[str]]:
         """One level under `prefix`: the objects and the common prefixes ("sub-directories")."""
@@ -387,10 +405,9 @@ def _complete(rt, pending: dict, lock: threading.Lock) -> None:
                 entry = pending.pop(op_id, None)
             if entry is None:
                 continue
-            future, op, memory, convert, what = entry
+            future, op, convert, what = entry
             err = op.error()
-            if memory is not None:
-                memory.release()
+            rt.unpin(op_id)
             try:
                 if err is not None:
                     future.set_exception(from_native(err, what))
@@ -398,13 +415,34 @@ def _complete(rt, pending: dict, lock: threading.Lock) -> None:
                     future.set_result(convert(op.result()))
             except Exception as e:  # a failing converter must not stop the thread
                 future.set_exception(e)
-        if not ids and rt.closed:
+        if not ids and rt.drained:  # closed, and every operation finished: nothing more will come
             with lock:
-                if not pending:
-                    return
+                leftovers = list(pending.values())
+                pending.clear()
+            for future, _, _, what in leftovers:
+                if not future.done():
+                    future.set_exception(TransportError(f"{what}: the client closed before it finished"))
+            return
+
+
+_default_clients: dict = {}
+_default_lock = threading.Lock()
+
+
+def default_client() -> Client:
+    """One Client per process from the environment (FJORD_* / AWS_*), made on first use: what
+    fjord.torch and fjord.fsspec use when no client is given."""
+    pid = os.getpid()
+    with _default_lock:
+        c = _default_clients.get(pid)
+        if c is None or c._closed:
+            c = _default_clients[pid] = Client()
+        return c
 
 
 def _after_fork_in_child() -> None:
+    global _default_lock
+    _default_lock = threading.Lock()
     for c in list(_live_clients):
         c._after_fork_in_child()
 

@@ -10,8 +10,10 @@ fjord.Client keyword (threads, part_size, in_flight, ...).
 
 Paths are "bucket/key". Directories are key prefixes ending in "/" (as in S3): mkdir of a bucket
 creates it, of anything deeper does nothing. Files opened for reading fetch ranges on demand
-(read-ahead blocks of block_size); files opened for writing are buffered in memory and uploaded on
-close (a parallel multipart upload when large), so an interrupted write leaves no object at all.
+(read-ahead blocks of block_size), all of the version that was opened. Files opened for writing are
+buffered in memory and uploaded on close (a parallel multipart upload when large): a process that dies
+while writing leaves no object, and so does an exception inside `with fs.open(...)`; fsspec.open's
+OpenFile closes (and so uploads) whatever was written, as it does for s3fs.
 """
 
 from __future__ import annotations
@@ -86,14 +88,17 @@ class FjordFileSystem(AbstractFileSystem):
         if not key:
             if not bucket:
                 return {"name": "", "size": 0, "type": "directory"}
-            self.client.list_dir(bucket, "", "/")  # NoSuchBucket names a missing bucket
+            try:
+                self.client.list_page(bucket, max_keys=1)
+            except _errors.NoSuchBucket:
+                raise FileNotFoundError(path) from None
             return {"name": bucket, "size": 0, "type": "directory"}
         try:
             head = self.client.head(bucket, key)
             return {"name": path, "size": head.size, "type": "file", "ETag": head.etag}
         except _errors.NoSuchKey:
             pass
-        objects, prefixes = self.client.list_dir(bucket, f"{key}/", "/")
+        objects, prefixes, _ = self.client.list_page(bucket, f"{key}/", delimiter="/", max_keys=1)
         if objects or prefixes:
             return {"name": path, "size": 0, "type": "directory"}
         raise FileNotFoundError(path)
@@ -106,13 +111,15 @@ class FjordFileSystem(AbstractFileSystem):
             return False
 
     def mkdir(self, path, create_parents=True, **kwargs):
+        """Creates the bucket when `path` is one (or, with create_parents, when it is missing); a
+        deeper "directory" needs nothing: it exists once an object is under it."""
         path = self._strip_protocol(path)
         bucket, key = self._split(path)
-        if not key:
+        if not key or (create_parents and not self.exists(bucket)):
             self.client.create_bucket(bucket)
 
     def makedirs(self, path, exist_ok=False):
-        self.mkdir(path)
+        self.mkdir(path, create_parents=True)
 
     def rmdir(self, path):
         path = self._strip_protocol(path)
@@ -132,7 +139,9 @@ class FjordFileSystem(AbstractFileSystem):
             size = self.client.head(bucket, key).size
         start = 0 if start is None else (max(0, size + start) if start < 0 else start)
         if end is None:
-            return self.client.get(bucket, key, offset=start)
+            if size is None:
+                size = self.client.head(bucket, key).size
+            return b"" if start >= size else self.client.get(bucket, key, offset=start)
         end = max(0, size + end) if end < 0 else end
         if end <= start:
             return b""
@@ -140,9 +149,13 @@ class FjordFileSystem(AbstractFileSystem):
         got = self.client.get_into(bucket, key, out, offset=start)
         return bytes(out[:got])
 
-    def pipe_file(self, path, value, **kwargs):
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        """mode="create" writes only if nothing is there (FileExistsError otherwise)."""
         bucket, key = self._split(self._strip_protocol(path))
-        self.client.put(bucket, key, value)
+        try:
+            self.client.put(bucket, key, value, if_none_match="*" if mode == "create" else None)
+        except _errors.PreconditionFailed:
+            raise FileExistsError(path) from None
 
     def rm_file(self, path):
         bucket, key = self._split(self._strip_protocol(path))
@@ -190,11 +203,13 @@ class FjordReadFile(AbstractBufferedFile):
         super().__init__(fs, path, mode, block_size=block_size, cache_options=cache_options, **kwargs)
 
     def _fetch_range(self, start, end):
+        # Every range of one open file reads the version it opened (If-Match on its ETag): a file
+        # replaced meanwhile fails the read (PreconditionFailed) instead of mixing two versions.
         bucket, key = self.fs._split(self.path)
         if end <= start:
             return b""
         out = bytearray(end - start)
-        got = self.fs.client.get_into(bucket, key, out, offset=start)
+        got = self.fs.client.get_into(bucket, key, out, offset=start, if_match=self.details.get("ETag"))
         return bytes(out) if got == len(out) else bytes(out[:got])
 
 

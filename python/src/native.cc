@@ -237,33 +237,56 @@ public:
     }
     ~runtime() { close(); }
 
-    // Lets the operations in flight finish, then stops the threads.
+    // Lets the operations in flight finish, then stops the threads. The runtime is taken out under
+    // the GIL, so no other thread can submit to it from here on.
     void close() {
-        if (!_runtime) return;
+        std::unique_ptr<client::client_runtime> closing = std::move(_runtime);
+        if (!closing) return;
         {
             nb::gil_scoped_release unlocked;
-            _runtime.reset();
+            closing.reset();
         }
-        std::lock_guard lock(_queue->mutex);
-        _queue->closed = true;
-        _queue->cv.notify_all();
+        {
+            std::lock_guard lock(_queue->mutex);
+            _queue->closed = true;
+            _queue->cv.notify_all();
+        }
+        _pins.clear();  // every operation has finished
     }
-    // In a forked child: the threads are the parent's; leak the runtime without touching it.
+    // In a forked child: the threads, and whatever locks they held at the fork, are the parent's.
+    // Leak the runtime and the completion queue without touching them; a fresh closed queue remains.
     void forget() {
         (void)_runtime.release();
-        std::lock_guard lock(_queue->mutex);
+        (void)new std::shared_ptr<completion_queue>(std::move(_queue));
+        _queue = std::make_shared<completion_queue>();
         _queue->closed = true;
-        _queue->cv.notify_all();
+        _pins.clear();
     }
     bool closed() const { return !_runtime; }
+    // Closed, every operation finished and every completion taken: wait_completed has nothing more.
+    bool drained() {
+        std::lock_guard lock(_queue->mutex);
+        return _queue->closed && _queue->done.empty();
+    }
 
-    std::shared_ptr<operation> submit(std::shared_ptr<operation> op, bool asynchronous) {
+    // `keep` (the memory the operation reads or writes, and its owner) stays referenced here until
+    // unpin(id): whatever happens to the caller's frame (an exception between the submission and the
+    // wait), the memory outlives the operation. An operation nobody waits for leaks its pin until
+    // close().
+    std::shared_ptr<operation> submit(std::shared_ptr<operation> op, bool asynchronous,
+                                      nb::object keep) {
         if (!_runtime) throw nb::value_error("the client is closed");
         op->id = ++_next_id;
         if (asynchronous) op->queue = _queue;
+        if (!keep.is_none()) _pins[nb::int_(op->id)] = keep;
         op->self = op;
         _runtime->submit(op.get());
         return op;
+    }
+    // Drops an operation's pin; only once the operation is done.
+    void unpin(std::uint64_t id) {
+        nb::int_ key(id);
+        if (_pins.contains(key)) nb::del(_pins[key]);
     }
 
     // Ids of finished asynchronous operations; waits up to timeout_s for the first. Empty once closed
@@ -281,6 +304,7 @@ public:
 private:
     std::unique_ptr<client::client_runtime> _runtime;
     std::shared_ptr<completion_queue> _queue;
+    nb::dict _pins;              // operation id -> what it keeps alive; under the GIL
     std::uint64_t _next_id = 0;  // under the GIL
 };
 
@@ -320,65 +344,73 @@ NB_MODULE(_native, m) {
         .def("close", &runtime::close)
         .def("forget", &runtime::forget)
         .def_prop_ro("closed", &runtime::closed)
+        .def_prop_ro("drained", &runtime::drained)
         .def("wait_completed", &runtime::wait_completed, nb::arg("timeout_s"))
+        .def("unpin", &runtime::unpin, nb::arg("id"))
         .def(
             "create_bucket",
             [](runtime& rt, std::string bucket, bool async_) {
-                return rt.submit(make_op(op_kind::create_bucket, std::move(bucket)), async_);
+                return rt.submit(make_op(op_kind::create_bucket, std::move(bucket)), async_,
+                                 nb::none());
             },
             nb::arg("bucket"), nb::arg("asynchronous") = false)
         .def(
             "delete_bucket",
             [](runtime& rt, std::string bucket, bool async_) {
-                return rt.submit(make_op(op_kind::delete_bucket, std::move(bucket)), async_);
+                return rt.submit(make_op(op_kind::delete_bucket, std::move(bucket)), async_,
+                                 nb::none());
             },
             nb::arg("bucket"), nb::arg("asynchronous") = false)
         .def(
             "list_buckets",
             [](runtime& rt, bool async_) {
-                return rt.submit(make_op(op_kind::list_buckets, {}), async_);
+                return rt.submit(make_op(op_kind::list_buckets, {}), async_, nb::none());
             },
             nb::arg("asynchronous") = false)
         .def(
             "put",
             [](runtime& rt, std::string bucket, std::string key, std::uintptr_t address,
                std::uint64_t length, bool multipart, std::uint64_t part_size, unsigned in_flight,
-               std::string if_none_match, bool async_) {
+               std::string if_none_match, bool async_, nb::object keep) {
                 auto op = make_op(multipart ? op_kind::multipart_put : op_kind::put,
                                   std::move(bucket), std::move(key));
                 op->source = {as_source(address), length};
                 op->multipart = {part_size, in_flight};
                 op->if_none_match = std::move(if_none_match);
-                return rt.submit(op, async_);
+                return rt.submit(op, async_, keep);
             },
             nb::arg("bucket"), nb::arg("key"), nb::arg("address"), nb::arg("length"),
             nb::arg("multipart"), nb::arg("part_size"), nb::arg("in_flight"),
-            nb::arg("if_none_match") = "", nb::arg("asynchronous") = false)
+            nb::arg("if_none_match") = "", nb::arg("asynchronous") = false,
+            nb::arg("keep") = nb::none())
         .def(
             "get",
             [](runtime& rt, std::string bucket, std::string key, std::uint64_t offset,
                std::uintptr_t address, std::uint64_t capacity, std::uint64_t range_size,
-               unsigned in_flight, bool size_known, bool async_) {
+               unsigned in_flight, bool size_known, std::string if_match, bool async_,
+               nb::object keep) {
                 auto op = make_op(op_kind::get, std::move(bucket), std::move(key));
                 op->offset = offset;
                 op->destination = {as_destination(address), capacity};
-                op->ranged = {range_size, in_flight, size_known};
-                return rt.submit(op, async_);
+                op->ranged = {range_size, in_flight, size_known, std::move(if_match)};
+                return rt.submit(op, async_, keep);
             },
             nb::arg("bucket"), nb::arg("key"), nb::arg("offset"), nb::arg("address"),
             nb::arg("capacity"), nb::arg("range_size"), nb::arg("in_flight"),
-            nb::arg("size_known") = false, nb::arg("asynchronous") = false)
+            nb::arg("size_known") = false, nb::arg("if_match") = "",
+            nb::arg("asynchronous") = false, nb::arg("keep") = nb::none())
         .def(
             "head",
             [](runtime& rt, std::string bucket, std::string key, bool async_) {
-                return rt.submit(make_op(op_kind::head, std::move(bucket), std::move(key)), async_);
+                return rt.submit(make_op(op_kind::head, std::move(bucket), std::move(key)), async_,
+                                 nb::none());
             },
             nb::arg("bucket"), nb::arg("key"), nb::arg("asynchronous") = false)
         .def(
             "delete",
             [](runtime& rt, std::string bucket, std::string key, bool async_) {
                 return rt.submit(make_op(op_kind::remove, std::move(bucket), std::move(key)),
-                                 async_);
+                                 async_, nb::none());
             },
             nb::arg("bucket"), nb::arg("key"), nb::arg("asynchronous") = false)
         .def(
@@ -387,7 +419,7 @@ NB_MODULE(_native, m) {
                std::string token, unsigned max_keys, bool async_) {
                 auto op = make_op(op_kind::list, std::move(bucket));
                 op->listing = {std::move(prefix), std::move(delimiter), std::move(token), max_keys};
-                return rt.submit(op, async_);
+                return rt.submit(op, async_, nb::none());
             },
             nb::arg("bucket"), nb::arg("prefix") = "", nb::arg("delimiter") = "",
             nb::arg("token") = "", nb::arg("max_keys") = 1000, nb::arg("asynchronous") = false)
@@ -396,7 +428,7 @@ NB_MODULE(_native, m) {
             [](runtime& rt, std::string bucket, std::vector<std::string> keys, bool async_) {
                 auto op = make_op(op_kind::delete_objects, std::move(bucket));
                 op->keys = std::move(keys);
-                return rt.submit(op, async_);
+                return rt.submit(op, async_, nb::none());
             },
             nb::arg("bucket"), nb::arg("keys"), nb::arg("asynchronous") = false);
 

@@ -3,7 +3,8 @@ would): gloo on CPU, DTensors sharded on dim 0 over a 1-D mesh, saved to and loa
 fjord.torch. Prints one JSON line with what it checked.
 
     dcp_worker.py ACTION URI --rank R --world W --port P
-ACTION: save | load | save-hang-in-write | save-hang-before-commit | async-save-thread | async-save-process
+ACTION: save | load | save-no-collectives | load-no-collectives | save-hang-in-write |
+        save-hang-before-commit | async-save-thread | async-save-process
 
 The state dict is a function of the seed only (full tensors; each rank keeps its shard), so a load with
 any world size knows every byte it must get back.
@@ -123,6 +124,16 @@ def main() -> int:
             sd = state_dict(mesh, a.seed, zeros=True)
             dcp.load(sd, storage_reader=FjordStorageReader(a.uri, client=client))
             out["bad"] = check(sd, a.seed)
+        elif a.action == "save-no-collectives":  # each rank saves its own shard, no coordination
+            local = {k: v.to_local() if isinstance(v, DTensor) else v for k, v in state_dict(mesh, a.seed).items()}
+            dcp.save(local, storage_writer=FjordStorageWriter(a.uri, client=client), use_collectives=False)
+        elif a.action == "load-no-collectives":
+            want = {k: v.to_local() if isinstance(v, DTensor) else v for k, v in state_dict(mesh, a.seed).items()}
+            got = {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0 for k, v in want.items()}
+            dcp.load(got, storage_reader=FjordStorageReader(a.uri, client=client))  # finds __{rank}.metadata
+            out["bad"] = [k for k, v in want.items()
+                          if not (torch.equal(got[k].view(torch.uint8), v.view(torch.uint8))
+                                  if isinstance(v, torch.Tensor) else got[k] == v)]
         elif a.action == "save-hang-in-write":
             dcp.save(state_dict(mesh, a.seed), storage_writer=HangInWrite(a.uri, client=client))
         elif a.action == "save-hang-before-commit":

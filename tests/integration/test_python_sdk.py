@@ -74,6 +74,27 @@ def test_multipart_and_ranged_transfers_are_byte_exact(fjord_server, client, buc
     assert part.tobytes() == data[10 * MiB + 1:13 * MiB + 1]
 
 
+def test_reads_never_mix_two_versions(fjord_server, client, bucket):
+    old = pattern(12 * MiB, 1)
+    first = client.put(bucket, "v", old)
+    assert client.get_into(bucket, "v", bytearray(10), if_match=first.etag) == 10
+    client.put(bucket, "v", pattern(12 * MiB, 2))
+    with pytest.raises(fjord.PreconditionFailed):  # that version is gone
+        client.get_into(bucket, "v", bytearray(12 * MiB), if_match=first.etag)
+    assert client.get(bucket, "v") == pattern(12 * MiB, 2)
+    fs = fsspec.filesystem("fjord", endpoint_url=fjord_server.endpoint, key=fjord_server.access_key,
+                           secret=fjord_server.secret_key, skip_instance_cache=True)
+    try:
+        with fs.open(f"{bucket}/v", "rb", block_size=5 * MiB) as f:
+            assert f.read(MiB) == pattern(12 * MiB, 2)[:MiB]
+            client.put(bucket, "v", old)  # replaced while open: the next range must not come from it
+            with pytest.raises(fjord.PreconditionFailed):
+                f.seek(10 * MiB)
+                f.read(MiB)
+    finally:
+        fs.client.close()
+
+
 def test_reads_and_writes_use_caller_memory(client, bucket):
     data = pattern(3 * MiB, 3)
     src = np.frombuffer(data, dtype=np.uint8).reshape(3, MiB)
@@ -287,8 +308,14 @@ def test_fsspec_files_listing_and_removal(fs, bucket):
             f.write(b"half")
             raise RuntimeError("the writer failed")
     assert not fs.exists(f"{bucket}/d/aborted")  # a failed write leaves no object
+    fs.pipe_file(f"{bucket}/d/once", b"1", mode="create")
+    with pytest.raises(FileExistsError):
+        fs.pipe_file(f"{bucket}/d/once", b"2", mode="create")
+    assert fs.cat_file(f"{bucket}/d/once", start=1) == b""
     fs.rm(f"{bucket}/d", recursive=True)
     assert fs.ls(bucket, detail=False) == []
+    with pytest.raises(FileNotFoundError):
+        fs.info("no-such-bucket-fsspec")
 
 
 def test_fsspec_url_to_fs_and_s3_registration(fjord_server, bucket):

@@ -203,17 +203,25 @@ def test_errors_name_the_problem(fjord_server, client, bucket):
 
 def test_async_save_with_the_thread_executor_in_process(client, bucket):
     from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
-    uri = f"s3://{bucket}/async-thread"
     state = model_state(5)
-    expected = {k: v.clone() for k, v in state["model"].items()}
-    future = dcp.async_save(state, storage_writer=ft.FjordStorageWriter(uri, client=client),
-                            async_checkpointer_type=AsyncCheckpointerType.THREAD, no_dist=True)
-    for t in state["model"].values():
-        t.zero_()  # the training step goes on: the staged copy is what gets saved
-    future.result(timeout=120)
-    loaded = zeros_like_state(model_state(5))
-    dcp.load(loaded, storage_reader=ft.FjordStorageReader(uri, client=client), no_dist=True)
-    assert_identical(loaded["model"], expected)
+    writer = ft.FjordStorageWriter(client=client)  # one writer for every save, as a training loop keeps it
+    expected, futures = [], []
+    for step in range(3):  # the next save starts while the previous one may still upload
+        for t in state["model"].values():
+            t.logical_not_() if t.dtype == torch.bool else t.add_(1)
+        expected.append({k: v.clone() for k, v in state["model"].items()})
+        futures.append(dcp.async_save(state, checkpoint_id=f"s3://{bucket}/async-thread/{step}", storage_writer=writer,
+                                      async_checkpointer_type=AsyncCheckpointerType.THREAD, no_dist=True))
+        for t in state["model"].values():
+            t.zero_()  # the training step goes on: the staged copy is what gets saved
+    for f in futures:
+        f.result(timeout=120)
+    writer.close()
+    for step in range(3):
+        loaded = zeros_like_state(model_state(5))
+        dcp.load(loaded, storage_reader=ft.FjordStorageReader(f"s3://{bucket}/async-thread/{step}", client=client),
+                 no_dist=True)
+        assert_identical(loaded["model"], expected[step])
 
 
 def test_zero_copy_load_adds_little_to_peak_rss(client, bucket, worker_env):
@@ -248,6 +256,24 @@ def test_four_ranks_save_and_load_then_reshard_to_two(client, bucket, worker_env
     assert [o.get("bad") for o in run_ranks("load", uri, 4, worker_env, seed=9)] == [[]] * 4
     assert [o.get("bad") for o in run_ranks("load", uri, 2, worker_env, seed=9)] == [[]] * 2
     assert [o.get("bad") for o in run_ranks("load", uri, 1, worker_env, seed=9)] == [[]]
+
+
+def test_reshard_to_more_ranks_reads_parts_of_saved_chunks(client, bucket, worker_env):
+    # 2 -> 4 and 2 -> 3 ranks: every new shard is part of a saved one (and with 3, pieces of two),
+    # so the items go through read buffers and narrowing, not straight into the destination.
+    uri = f"s3://{bucket}/dist/step-10"
+    assert [o.get("error") for o in run_ranks("save", uri, 2, worker_env, seed=10)] == [None] * 2
+    assert [o.get("bad") for o in run_ranks("load", uri, 4, worker_env, seed=10)] == [[]] * 4
+    assert [o.get("bad") for o in run_ranks("load", uri, 3, worker_env, seed=10)] == [[]] * 3
+
+
+def test_save_without_collectives_commits_one_metadata_per_rank(client, bucket, worker_env):
+    uri = f"s3://{bucket}/dist/local-meta"
+    assert [o.get("error") for o in run_ranks("save-no-collectives", uri, 2, worker_env, seed=12)] == [None] * 2
+    keys = keys_under(client, bucket, "dist/local-meta/")
+    assert "dist/local-meta/__0.metadata" in keys and "dist/local-meta/__1.metadata" in keys
+    assert "dist/local-meta/.metadata" not in keys
+    assert [o.get("bad") for o in run_ranks("load-no-collectives", uri, 2, worker_env, seed=12)] == [[]] * 2
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])

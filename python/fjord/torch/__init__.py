@@ -17,7 +17,7 @@ import io
 
 import torch
 
-from .._client import Client
+from .._client import Client, default_client
 from .._uri import parse_uri
 from ._dcp import FjordStorageInfo, FjordStorageReader, FjordStorageWriter
 from ._safetensors import load_safetensors, safe_open, save_safetensors
@@ -28,7 +28,7 @@ __all__ = ["FjordStorageWriter", "FjordStorageReader", "FjordStorageInfo", "save
 
 def save(obj, uri: str, *, client: Client | None = None) -> None:
     """torch.save(obj) to s3://bucket/key (serialized in memory, then one parallel upload)."""
-    client = client if client is not None else Client()
+    client = client if client is not None else default_client()
     bucket, key = parse_uri(uri)
     if not key:
         raise ValueError(f"fjord.torch.save: {uri!r} names no key")
@@ -43,6 +43,6 @@ def save(obj, uri: str, *, client: Client | None = None) -> None:
 
 def load(uri: str, *, client: Client | None = None, map_location=None, weights_only: bool = True):
     """torch.load of an object saved with save() (or any torch.save file in the store)."""
-    client = client if client is not None else Client()
+    client = client if client is not None else default_client()
     bucket, key = parse_uri(uri)
     return torch.load(io.BytesIO(client.get(bucket, key)), map_location=map_location, weights_only=weights_only)

@@ -26,6 +26,8 @@ import dataclasses
 import io
 import pickle
 import secrets
+import threading
+import weakref
 from collections import deque
 from typing import Any
 
@@ -39,7 +41,7 @@ from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, W
 from torch.futures import Future
 
 from .. import _errors
-from .._client import Client
+from .._client import Client, default_client
 from .._memory import crc32c
 from .._uri import parse_uri
 
@@ -81,6 +83,16 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+def _tensors_in(obj) -> list:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors_in(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors_in(v)]
+    return []
+
+
 def _resolved(futures: list) -> list:
     """Waits for every future; raises the first failure once all have ended (no request is left
     writing into memory the caller is about to free)."""
@@ -96,13 +108,42 @@ def _resolved(futures: list) -> list:
     return results
 
 
+class _SaveState(threading.local):
+    """What one save or load is doing: torch calls reset(checkpoint_id) and then the other methods on the
+    same thread, and the thread executor runs each async_save on a thread of its own, so keeping this
+    per thread lets one writer serve saves that overlap. A new thread starts from the defaults."""
+
+    def __init__(self, defaults: dict):
+        self.__dict__.update(defaults)
+
+
+def _per_save(name: str):
+    return property(lambda self: getattr(self._save, name), lambda self, v: setattr(self._save, name, v))
+
+
 class _Location:
-    def __init__(self, checkpoint_id, client: Client | None):
-        self.client = client if client is not None else Client()
-        self.checkpoint_id: str | None = None
-        self.bucket = self.prefix = ""
+    checkpoint_id = _per_save("checkpoint_id")
+    bucket = _per_save("bucket")
+    prefix = _per_save("prefix")
+
+    def __init__(self, checkpoint_id, client: Client | None, **per_save):
+        self.client = client if client is not None else default_client()
+        defaults = {"checkpoint_id": None, "bucket": "", "prefix": "", **per_save}
         if checkpoint_id is not None:
-            self._locate(checkpoint_id)
+            defaults["bucket"], defaults["prefix"] = _checkpoint_location(checkpoint_id)
+            defaults["checkpoint_id"] = str(checkpoint_id)
+        self._defaults = defaults
+        self._save = _SaveState(defaults)
+
+    def __getstate__(self):  # pickled (the process executor): this thread's save, as the defaults
+        state = dict(self.__dict__)
+        state["_defaults"] = dict(self._save.__dict__)
+        del state["_save"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._save = _SaveState(self._defaults)
 
     def _locate(self, checkpoint_id) -> None:
         self.bucket, self.prefix = _checkpoint_location(checkpoint_id)
@@ -119,34 +160,49 @@ class _Location:
 class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
     """DCP StorageWriter that saves to Fjord (see the module docstring for the layout).
 
-    client: a fjord.Client (default: one from the FJORD_* / AWS_* environment);
+    client: a fjord.Client (default: one per process from the FJORD_* / AWS_* environment);
     overwrite: replace a checkpoint that exists at the id (default: refuse, before any data is sent);
     small_item_bytes: tensors smaller than this are packed into one object per rank;
     part_size / in_flight: the multipart upload of each large tensor.
+    With use_collectives=False (dcp.save's option) every rank commits its own __{rank}.metadata.
+
     As an AsyncStager (dcp.async_save uses it): stage() copies the state dict to CPU memory with torch's
-    DefaultStager: pinned memory and a side stream when CUDA is available, so the copy from the GPU
-    overlaps the training step; shared memory (stage_shared) so the process executor's child reads the
-    staged tensors without another copy. Staging buffers are cached and reused across saves.
+    DefaultStager, synchronously: with CUDA into pinned memory with non-blocking copies (fast DMA), without
+    CUDA into plain memory. stage_shared puts the staging buffers in shared memory, which saves a copy when
+    the process executor hands them to its child (they then live in /dev/shm). The buffers are reused by
+    the next save of this writer once the previous save's data was written (in this process); while a
+    previous save may still read them, a save gets new ones.
     """
+
+    is_coordinator = _per_save("is_coordinator")
+    rank = _per_save("rank")
+    use_collectives = _per_save("use_collectives")
+    save_id = _per_save("save_id")
 
     def __init__(self, checkpoint_id=None, *, client: Client | None = None, overwrite: bool = False,
                  small_item_bytes: int = 4 * MiB, part_size: int | None = None, in_flight: int | None = None,
-                 stage_shared: bool = True):
-        _Location.__init__(self, checkpoint_id, client)
+                 stage_shared: bool = False):
+        _Location.__init__(self, checkpoint_id, client, is_coordinator=True, rank=0, use_collectives=True,
+                           save_id=secrets.token_hex(8))
         self.overwrite = overwrite
         self.small_item_bytes = small_item_bytes
         self.part_size = part_size
         self.in_flight = in_flight
         self.stage_shared = stage_shared
-        self.is_coordinator = True
-        self.rank = 0
-        self.save_id = secrets.token_hex(8)
         self._stager: DefaultStager | None = None
+        self._staged: list = []  # weak references to the tensors the last stage() returned
 
     def __getstate__(self):  # the process executor pickles the writer: not its staging buffers
-        state = dict(self.__dict__)
+        state = _Location.__getstate__(self)
         state["_stager"] = None
+        state["_staged"] = []
         return state
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit torch may be half gone
+            pass
 
     # -- StorageWriter -------------------------------------------------------------------------------
 
@@ -154,6 +210,7 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
         if checkpoint_id is not None:
             self._locate(checkpoint_id)
         self.save_id = secrets.token_hex(8)
+        self.use_collectives = True
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id) -> bool:
@@ -166,23 +223,29 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
     def storage_meta(self) -> StorageMeta | None:
         return StorageMeta(checkpoint_id=self.checkpoint_id, save_id=self.save_id)
 
+    def _metadata_key(self) -> str:
+        return self._key(METADATA if self.use_collectives else f"__{self.rank}{METADATA}")
+
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self._require_location()
         self.is_coordinator = is_coordinator
         self.rank = kwargs.get("rank", 0) or 0
-        if is_coordinator:
+        self.use_collectives = kwargs.get("use_collectives", True)
+        if is_coordinator or not self.use_collectives:
             self._check_target()
 
     def _check_target(self) -> None:
         """Fails before any data moves: a missing bucket or refused credentials (named by the error),
         or an existing checkpoint when overwrite is off."""
-        key = self._key(METADATA)
-        existing = [e for e in self.client.list(self.bucket, key) if e.key == key]
-        if existing and not self.overwrite:
+        key = self._metadata_key()
+        objects, _, _ = self.client.list_page(self.bucket, key, max_keys=1)
+        if objects and objects[0].key == key and not self.overwrite:
             raise FileExistsError(f"fjord: a checkpoint already exists at {self.checkpoint_id} "
                                   "(pass overwrite=True to replace it)")
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        if not self.use_collectives:  # no global plan: each rank names its own objects
+            return dataclasses.replace(plan, storage_data=_RankPrefix(self.rank, secrets.token_hex(6)))
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
@@ -190,6 +253,11 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
         return [dataclasses.replace(p, storage_data=_RankPrefix(i, token)) for i, p in enumerate(plans)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+        fut: Future = Future()
+        fut.set_result(self._write(plan, planner))
+        return fut
+
+    def _write(self, plan: SavePlan, planner: SavePlanner) -> list[WriteResult]:
         prefix = plan.storage_data
         if not isinstance(prefix, _RankPrefix):  # a plan that did not pass prepare_global_plan
             prefix = _RankPrefix(self.rank, secrets.token_hex(6))
@@ -200,7 +268,7 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
             if item.type == WriteItemType.BYTE_IO:
                 small.append((item, bytes(data.getbuffer()), None))
                 continue
-            t = data.detach()
+            t = data.detach().resolve_conj().resolve_neg()
             if t.device.type != "cpu":
                 t = t.to("cpu")
             if not t.is_contiguous():
@@ -208,37 +276,37 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
             (large if _nbytes(t) >= self.small_item_bytes else small).append((item, t, t))
 
         uploads, pending = [], []
-        for n, (item, t, _) in enumerate(large):
-            name = f"{base}_{n}.bin"
-            uploads.append(self.client.put_async(self.bucket, self._key(name), t, part_size=self.part_size,
-                                                 in_flight=self.in_flight))
-            pending.append((item, name, 0, t))
-        pack_name = f"{base}_small.bin"
-        packed = []
-        if small:
-            total = sum(len(d) if t is None else _nbytes(t) for _, d, t in small)
-            pack = bytearray(total)
-            view, offset = memoryview(pack), 0
-            for item, d, t in small:
-                raw = memoryview(d) if t is None else memoryview(t.reshape(-1).view(torch.uint8).numpy())
-                view[offset:offset + len(raw)] = raw.cast("B")
-                packed.append((item, offset, len(raw), t))
-                offset += len(raw)
-            uploads.append(self.client.put_async(self.bucket, self._key(pack_name), pack))
-        # The checksums are computed while the uploads run (both only read the tensors).
-        results = []
-        for item, name, offset, t in pending:
-            results.append(WriteResult(index=item.index, size_in_bytes=_nbytes(t), storage_data=FjordStorageInfo(
-                name, offset, _nbytes(t), crc32c(t), str(t.dtype), tuple(t.shape))))
-        for item, offset, length, t in packed:
-            crc = crc32c(memoryview(pack)[offset:offset + length])
-            info = FjordStorageInfo(pack_name, offset, length, crc,
-                                    None if t is None else str(t.dtype), None if t is None else tuple(t.shape))
-            results.append(WriteResult(index=item.index, size_in_bytes=length, storage_data=info))
-        _resolved(uploads)
-        fut: Future = Future()
-        fut.set_result(results)
-        return fut
+        try:
+            for n, (item, t, _) in enumerate(large):
+                name = f"{base}_{n}.bin"
+                uploads.append(self.client.put_async(self.bucket, self._key(name), t, part_size=self.part_size,
+                                                     in_flight=self.in_flight))
+                pending.append((item, name, 0, t))
+            pack_name = f"{base}_small.bin"
+            packed, pack = [], None
+            if small:
+                total = sum(len(d) if t is None else _nbytes(t) for _, d, t in small)
+                pack = bytearray(total)
+                view, offset = memoryview(pack), 0
+                for item, d, t in small:
+                    raw = memoryview(d) if t is None else memoryview(t.reshape(-1).view(torch.uint8).numpy())
+                    view[offset:offset + len(raw)] = raw.cast("B")
+                    packed.append((item, offset, len(raw), t))
+                    offset += len(raw)
+                uploads.append(self.client.put_async(self.bucket, self._key(pack_name), pack))
+            # The checksums are computed while the uploads run (both only read the tensors).
+            results = []
+            for item, name, offset, t in pending:
+                info = FjordStorageInfo(name, offset, _nbytes(t), crc32c(t), str(t.dtype), tuple(t.shape))
+                results.append(WriteResult(index=item.index, size_in_bytes=_nbytes(t), storage_data=info))
+            for item, offset, length, t in packed:
+                crc = crc32c(memoryview(pack)[offset:offset + length])
+                info = FjordStorageInfo(pack_name, offset, length, crc,
+                                        None if t is None else str(t.dtype), None if t is None else tuple(t.shape))
+                results.append(WriteResult(index=item.index, size_in_bytes=length, storage_data=info))
+        finally:
+            _resolved(uploads)  # every upload ends before this returns or raises
+        return results
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         storage_md = {}
@@ -247,10 +315,13 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
         metadata.storage_data = storage_md
         metadata.storage_meta = self.storage_meta()
         blob = pickle.dumps(metadata)
-        key = self._key(METADATA)
+        key = self._metadata_key()
         if self.overwrite:
+            replaced = self._objects_of(key)
             self.client.put(self.bucket, key, blob)
-            self._remove_unreferenced(storage_md)
+            stale = replaced - {self._key(info.key) for info in storage_md.values()}
+            if stale:  # exactly the replaced checkpoint's own objects that this one does not reuse
+                self.client.delete_many(self.bucket, sorted(stale))
             return
         try:
             self.client.put(self.bucket, key, blob, if_none_match="*")
@@ -260,13 +331,14 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
                 raise FileExistsError(f"fjord: another save committed a checkpoint at {self.checkpoint_id} "
                                       "first; this save's data is not referenced") from None
 
-    def _remove_unreferenced(self, storage_md: dict) -> None:
-        referenced = {self._key(info.key) for info in storage_md.values()}
-        base = self._key("__")
-        stale = [e.key for e in self.client.list(self.bucket, base)
-                 if e.key.endswith(".bin") and "/" not in e.key[len(base):] and e.key not in referenced]
-        if stale:
-            self.client.delete_many(self.bucket, stale)
+    def _objects_of(self, metadata_key: str) -> set[str]:
+        """The keys a committed checkpoint's metadata names (none if there is none, or it is unreadable)."""
+        try:
+            old = pickle.loads(self.client.get(self.bucket, metadata_key))
+        except (_errors.NoSuchKey, pickle.UnpicklingError, EOFError, AttributeError):
+            return set()
+        return {self._key(info.key) for info in (old.storage_data or {}).values()
+                if isinstance(info, FjordStorageInfo)}
 
     # -- AsyncStager ---------------------------------------------------------------------------------
 
@@ -274,38 +346,50 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
     def should_synchronize_after_execute(self) -> bool:
         return True
 
+    def _staged_alive(self) -> bool:
+        return any(ref() is not None for ref in self._staged)
+
     def stage(self, state_dict):
+        if self._stager is not None and self._staged_alive():
+            # A previous save still holds the tensors staged for it (its upload runs, here or in the
+            # process executor's child): never overwrite those buffers, stage into new ones. Once that
+            # save let go of its tensors, the buffers are reused.
+            self._stager = None
         if self._stager is None:
             cuda = torch.cuda.is_available()
             self._stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=self.stage_shared,
-                                                        use_async_staging=cuda, use_non_blocking_copy=cuda))
-        return self._stager.stage(state_dict)
+                                                        use_async_staging=False, use_non_blocking_copy=cuda))
+        staged = self._stager.stage(state_dict)
+        self._staged = [weakref.ref(t) for t in _tensors_in(staged)]
+        return staged
 
     def synchronize_staging(self) -> None:
-        if self._stager is not None:
-            self._stager.synchronize_staging()
+        pass  # stage() is synchronous
 
     def close(self) -> None:
-        if self._stager is not None:
+        if self._stager is not None and not self._staged_alive():
             self._stager.close()
-            self._stager = None
+        self._stager = None
 
 
 class FjordStorageReader(_Location, StorageReader):
     """DCP StorageReader for checkpoints written by FjordStorageWriter.
 
     verify: check every item's CRC32C (default on); in_flight: ranged GETs per item; buffer_bytes:
-    the most memory held at once in read buffers for resharded items (those read whole and copied in part).
+    the most memory held at once in read buffers for items that are not read straight into their
+    destination (resharded loads, other dtypes). A saved chunk that several destination pieces overlap is
+    read once.
     """
+
+    storage_data = _per_save("storage_data")
+    load_id = _per_save("load_id")
 
     def __init__(self, checkpoint_id=None, *, client: Client | None = None, verify: bool = True,
                  in_flight: int | None = None, buffer_bytes: int = 1 << 30):
-        _Location.__init__(self, checkpoint_id, client)
+        _Location.__init__(self, checkpoint_id, client, storage_data={}, load_id=secrets.token_hex(8))
         self.verify = verify
         self.in_flight = in_flight
         self.buffer_bytes = buffer_bytes
-        self.storage_data: dict = {}
-        self.load_id = secrets.token_hex(8)
 
     def reset(self, checkpoint_id=None) -> None:
         if checkpoint_id is not None:
@@ -319,10 +403,12 @@ class FjordStorageReader(_Location, StorageReader):
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         self._require_location()
+        rank = kwargs.get("rank")
+        name = METADATA if rank is None else f"__{rank}{METADATA}"
         try:
-            blob = self.client.get(self.bucket, self._key(METADATA))
+            blob = self.client.get(self.bucket, self._key(name))
         except _errors.NoSuchKey:
-            raise _errors.NoSuchKey(f"fjord: no checkpoint at {self.checkpoint_id}: its {METADATA} does not exist "
+            raise _errors.NoSuchKey(f"fjord: no checkpoint at {self.checkpoint_id}: its {name} does not exist "
                                     "(never saved there, or a save that did not finish)") from None
         metadata = pickle.loads(blob)
         if getattr(metadata, "storage_meta", None) is None:
@@ -347,59 +433,85 @@ class FjordStorageReader(_Location, StorageReader):
         return info
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
+        """Starts reads while at most buffer_bytes are buffered, finishes them in order. Items that
+        share a saved chunk (a resharded load) wait for one read of it."""
         window: deque = deque()
-        buffered = 0
+        chunks: dict = {}  # (key, offset) -> [buffer, future, verified, readers left]
+        users: dict = {}
         for req in plan.items:
             info = self._info(req)
-            entry = self._start_read(req, info, planner)
-            window.append(entry)
-            buffered += entry[4]
-            while buffered > self.buffer_bytes and len(window) > 1:
-                buffered -= self._finish_read(window.popleft(), planner)
+            users[(info.key, info.offset)] = users.get((info.key, info.offset), 0) + 1
+        buffered = 0
         try:
+            for req in plan.items:
+                entry = self._start_read(req, self._info(req), planner, chunks, users)
+                window.append(entry)
+                buffered += entry[5]
+                while buffered > self.buffer_bytes and len(window) > 1:
+                    buffered -= self._finish_read(window.popleft(), planner, chunks)
             while window:
-                self._finish_read(window.popleft(), planner)
-        except BaseException:
-            for entry in window:  # let every read end before the buffers go
+                self._finish_read(window.popleft(), planner, chunks)
+        finally:
+            for entry in window:  # after a failure: every read ends before its memory may go
                 try:
                     entry[3].result()
-                except BaseException:  # noqa: BLE001
+                except BaseException:  # noqa: BLE001 - the first failure is the one raised
                     pass
-            raise
         fut: Future = Future()
         fut.set_result(None)
         return fut
 
-    def _start_read(self, req, info: FjordStorageInfo, planner: LoadPlanner):
-        """Starts the item's read: (req, info, destination, future, bytes buffered, target)."""
+    def _start_read(self, req, info: FjordStorageInfo, planner: LoadPlanner, chunks: dict, users: dict):
+        """Starts the item's read: (req, info, destination, future, chunk key or None, bytes buffered,
+        target)."""
         if req.type == LoadItemType.BYTE_IO:
-            dest = bytearray(info.length)
-            target = None
+            dest, target = bytearray(info.length), None
         else:
             target = planner.resolve_tensor(req).detach()
             dtype = _dtype(info.dtype)
-            whole = (all(o == 0 for o in req.storage_offsets) and tuple(req.lengths) == tuple(info.shape))
+            whole = all(o == 0 for o in req.storage_offsets) and tuple(req.lengths) == tuple(info.shape)
             direct = (whole and target.device.type == "cpu" and target.is_contiguous() and target.dtype == dtype
                       and _nbytes(target) == info.length)
-            dest = target if direct else torch.empty(info.shape, dtype=dtype)
-        buffered = 0 if dest is target else info.length
-        future = self.client.get_into_async(self.bucket, self._key(info.key), dest, offset=info.offset,
-                                            exact=True, in_flight=self.in_flight)
-        return (req, info, dest, future, buffered, target)
+            if direct:
+                future = self.client.get_into_async(self.bucket, self._key(info.key), target, offset=info.offset,
+                                                    exact=True, in_flight=self.in_flight)
+                return (req, info, target, future, None, 0, target)
+            chunk_key = (info.key, info.offset)
+            chunk = chunks.get(chunk_key)
+            if chunk is None:
+                buffer = torch.empty(info.shape, dtype=dtype)
+                future = self.client.get_into_async(self.bucket, self._key(info.key), buffer, offset=info.offset,
+                                                    exact=True, in_flight=self.in_flight)
+                chunk = chunks[chunk_key] = [buffer, future, False, users[chunk_key]]
+                return (req, info, buffer, future, chunk_key, info.length, target)
+            return (req, info, chunk[0], chunk[1], chunk_key, 0, target)
+        future = self.client.get_into_async(self.bucket, self._key(info.key), dest, offset=info.offset, exact=True,
+                                            in_flight=self.in_flight)
+        return (req, info, dest, future, None, info.length, None)
 
-    def _finish_read(self, entry, planner: LoadPlanner) -> int:
-        req, info, dest, future, buffered, target = entry
+    def _finish_read(self, entry, planner: LoadPlanner, chunks: dict) -> int:
+        """Checks and delivers one item; returns the bytes of buffer it let go."""
+        req, info, dest, future, chunk_key, buffered, target = entry
         got = future.result()
-        where = f"{self.checkpoint_id}/{info.key} at {info.offset}"
-        if got != info.length:
-            raise _errors.Error(f"fjord: short read of {where}: {got} of {info.length} bytes")
-        if self.verify and crc32c(dest) != info.crc32c:
-            raise _errors.Error(f"fjord: checksum mismatch in {where} ({info.length} bytes): the checkpoint is "
-                                "damaged or was replaced; nothing was loaded from this item")
+        chunk = chunks.get(chunk_key) if chunk_key is not None else None
+        if chunk is None or not chunk[2]:
+            where = f"{self.checkpoint_id}/{info.key} at {info.offset}"
+            if got != info.length:
+                raise _errors.Error(f"fjord: short read of {where}: {got} of {info.length} bytes")
+            if self.verify and crc32c(dest) != info.crc32c:
+                raise _errors.Error(f"fjord: checksum mismatch in {where} ({info.length} bytes): the checkpoint is "
+                                    "damaged or was replaced; the load failed (tensors read straight into their "
+                                    "destination may hold the bad bytes)")
+            if chunk is not None:
+                chunk[2] = True
         if target is None:
             planner.load_bytes(req, io.BytesIO(dest))
             return buffered
         if dest is not target:
             target.copy_(narrow_tensor_by_index(dest, req.storage_offsets, req.lengths))
         planner.commit_tensor(req, target)
+        if chunk is not None:
+            chunk[3] -= 1
+            if chunk[3] == 0:
+                del chunks[chunk_key]  # the buffer goes once its last reader is done
         return buffered

@@ -16,7 +16,7 @@ import struct
 import torch
 
 from .. import _errors
-from .._client import Client
+from .._client import Client, default_client
 from .._uri import parse_uri
 
 _DTYPES = {
@@ -31,7 +31,7 @@ _MAX_HEADER = 100 << 20  # as the safetensors package limits it
 
 def save_safetensors(tensors: dict, uri: str, *, metadata: dict | None = None, client: Client | None = None) -> None:
     """Writes the tensors (CPU or not; copied to CPU) as one safetensors object."""
-    client = client if client is not None else Client()
+    client = client if client is not None else default_client()
     bucket, key = parse_uri(uri)
     header: dict = {}
     if metadata:
@@ -62,7 +62,7 @@ class SafetensorsObject:
     """An open safetensors object: keys(), metadata(), get_tensor(name) (one ranged read each)."""
 
     def __init__(self, uri: str, client: Client | None = None):
-        self.client = client if client is not None else Client()
+        self.client = client if client is not None else default_client()
         self.uri = uri
         self.bucket, self.key = parse_uri(uri)
         first = bytearray(64 << 10)
