@@ -163,7 +163,8 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
     client: a fjord.Client (default: one per process from the FJORD_* / AWS_* environment);
     overwrite: replace a checkpoint that exists at the id (default: refuse, before any data is sent);
     small_item_bytes: tensors smaller than this are packed into one object per rank;
-    part_size / in_flight: the multipart upload of each large tensor.
+    objects_in_flight: uploads of a rank at once; part_size / in_flight: the parts of each large tensor
+    (the client's defaults: 16 MiB parts, 8 at once).
     With use_collectives=False (dcp.save's option) every rank commits its own __{rank}.metadata.
 
     As an AsyncStager (dcp.async_save uses it): stage() copies the state dict to CPU memory with torch's
@@ -180,10 +181,13 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
     save_id = _per_save("save_id")
 
     def __init__(self, checkpoint_id=None, *, client: Client | None = None, overwrite: bool = False,
-                 small_item_bytes: int = 4 * MiB, part_size: int | None = None, in_flight: int | None = None,
-                 stage_shared: bool = False):
+                 small_item_bytes: int = 4 * MiB, objects_in_flight: int = 4, part_size: int | None = None,
+                 in_flight: int | None = None, stage_shared: bool = False):
         _Location.__init__(self, checkpoint_id, client, is_coordinator=True, rank=0, use_collectives=True,
                            save_id=secrets.token_hex(8))
+        if objects_in_flight < 1:
+            raise ValueError("objects_in_flight must be at least 1")
+        self.objects_in_flight = objects_in_flight
         self.overwrite = overwrite
         self.small_item_bytes = small_item_bytes
         self.part_size = part_size
@@ -275,13 +279,17 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
                 t = t.contiguous()
             (large if _nbytes(t) >= self.small_item_bytes else small).append((item, t, t))
 
-        uploads, pending = [], []
+        uploads, results = [], []
         try:
             for n, (item, t, _) in enumerate(large):
                 name = f"{base}_{n}.bin"
+                if len(uploads) >= self.objects_in_flight:
+                    uploads[len(uploads) - self.objects_in_flight].result()  # a window of uploads at once
                 uploads.append(self.client.put_async(self.bucket, self._key(name), t, part_size=self.part_size,
                                                      in_flight=self.in_flight))
-                pending.append((item, name, 0, t))
+                # The checksum is computed while the upload runs (both only read the tensor).
+                info = FjordStorageInfo(name, 0, _nbytes(t), crc32c(t), str(t.dtype), tuple(t.shape))
+                results.append(WriteResult(index=item.index, size_in_bytes=_nbytes(t), storage_data=info))
             pack_name = f"{base}_small.bin"
             packed, pack = [], None
             if small:
@@ -294,11 +302,6 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
                     packed.append((item, offset, len(raw), t))
                     offset += len(raw)
                 uploads.append(self.client.put_async(self.bucket, self._key(pack_name), pack))
-            # The checksums are computed while the uploads run (both only read the tensors).
-            results = []
-            for item, name, offset, t in pending:
-                info = FjordStorageInfo(name, offset, _nbytes(t), crc32c(t), str(t.dtype), tuple(t.shape))
-                results.append(WriteResult(index=item.index, size_in_bytes=_nbytes(t), storage_data=info))
             for item, offset, length, t in packed:
                 crc = crc32c(memoryview(pack)[offset:offset + length])
                 info = FjordStorageInfo(pack_name, offset, length, crc,
@@ -375,7 +378,8 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
 class FjordStorageReader(_Location, StorageReader):
     """DCP StorageReader for checkpoints written by FjordStorageWriter.
 
-    verify: check every item's CRC32C (default on); in_flight: ranged GETs per item; buffer_bytes:
+    verify: check every item's CRC32C (default on); items_in_flight: reads of a rank at once; in_flight:
+    ranged GETs per item (and range_size their size; the client's defaults: 16 MiB, 8 at once); buffer_bytes:
     the most memory held at once in read buffers for items that are not read straight into their
     destination (resharded loads, other dtypes). A saved chunk that several destination pieces overlap is
     read once.
@@ -385,8 +389,13 @@ class FjordStorageReader(_Location, StorageReader):
     load_id = _per_save("load_id")
 
     def __init__(self, checkpoint_id=None, *, client: Client | None = None, verify: bool = True,
-                 in_flight: int | None = None, buffer_bytes: int = 1 << 30):
+                 items_in_flight: int = 8, in_flight: int | None = None, range_size: int | None = None,
+                 buffer_bytes: int = 1 << 30):
         _Location.__init__(self, checkpoint_id, client, storage_data={}, load_id=secrets.token_hex(8))
+        if items_in_flight < 1:
+            raise ValueError("items_in_flight must be at least 1")
+        self.items_in_flight = items_in_flight
+        self.range_size = range_size
         self.verify = verify
         self.in_flight = in_flight
         self.buffer_bytes = buffer_bytes
@@ -447,7 +456,7 @@ class FjordStorageReader(_Location, StorageReader):
                 entry = self._start_read(req, self._info(req), planner, chunks, users)
                 window.append(entry)
                 buffered += entry[5]
-                while buffered > self.buffer_bytes and len(window) > 1:
+                while (buffered > self.buffer_bytes or len(window) >= self.items_in_flight) and len(window) > 1:
                     buffered -= self._finish_read(window.popleft(), planner, chunks)
             while window:
                 self._finish_read(window.popleft(), planner, chunks)
@@ -474,19 +483,21 @@ class FjordStorageReader(_Location, StorageReader):
                       and _nbytes(target) == info.length)
             if direct:
                 future = self.client.get_into_async(self.bucket, self._key(info.key), target, offset=info.offset,
-                                                    exact=True, in_flight=self.in_flight)
+                                                    exact=True, in_flight=self.in_flight,
+                                                    range_size=self.range_size)
                 return (req, info, target, future, None, 0, target)
             chunk_key = (info.key, info.offset)
             chunk = chunks.get(chunk_key)
             if chunk is None:
                 buffer = torch.empty(info.shape, dtype=dtype)
                 future = self.client.get_into_async(self.bucket, self._key(info.key), buffer, offset=info.offset,
-                                                    exact=True, in_flight=self.in_flight)
+                                                    exact=True, in_flight=self.in_flight,
+                                                    range_size=self.range_size)
                 chunk = chunks[chunk_key] = [buffer, future, False, users[chunk_key]]
                 return (req, info, buffer, future, chunk_key, info.length, target)
             return (req, info, chunk[0], chunk[1], chunk_key, 0, target)
         future = self.client.get_into_async(self.bucket, self._key(info.key), dest, offset=info.offset, exact=True,
-                                            in_flight=self.in_flight)
+                                            in_flight=self.in_flight, range_size=self.range_size)
         return (req, info, dest, future, None, info.length, None)
 
     def _finish_read(self, entry, planner: LoadPlanner, chunks: dict) -> int:
