@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/encoding.h"
 #include "io/ops.h"
 #include "io/wait_group.h"
 
@@ -85,11 +86,17 @@ io::task<base::result<void>> object_client::create_bucket(std::string bucket) {
         [bucket](s3_client& c) { return c.create_bucket(bucket); });
 }
 
-io::task<base::result<put_result>> object_client::put_object(std::string bucket, std::string key,
-                                                             std::span<const std::byte> body,
-                                                             std::string if_none_match) {
+io::task<base::result<put_result>> object_client::put_object(
+    std::string bucket, std::string key, std::span<const std::byte> body, std::string if_none_match,
+    std::optional<std::uint32_t> checksum_crc32c) {
     put_options how = _options.put;
     how.if_none_match = std::move(if_none_match);
+    if (checksum_crc32c) {
+        const std::uint32_t v = *checksum_crc32c;
+        const char be[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                            static_cast<char>(v >> 8), static_cast<char>(v)};
+        how.checksum_crc32c = base::base64_encode(std::string_view(be, 4));
+    }
     co_return co_await with_retries<put_result>(
         [bucket, key, body, how](s3_client& c) { return c.put_object(bucket, key, body, how); });
 }

@@ -69,10 +69,11 @@ public:
     object_client& operator=(const object_client&) = delete;
 
     io::task<base::result<void>> create_bucket(std::string bucket);
-    // With if_none_match "*", only if the key does not exist (precondition_failed otherwise).
-    io::task<base::result<put_result>> put_object(std::string bucket, std::string key,
-                                                  std::span<const std::byte> body,
-                                                  std::string if_none_match = {});
+    // With if_none_match "*", only if the key does not exist (precondition_failed otherwise). With
+    // checksum_crc32c (the body's CRC32C, put_options), the server verifies the body against it.
+    io::task<base::result<put_result>> put_object(
+        std::string bucket, std::string key, std::span<const std::byte> body,
+        std::string if_none_match = {}, std::optional<std::uint32_t> checksum_crc32c = {});
     // Whole-object GET into `destination` (entity_too_large if it does not fit).
     io::task<base::result<get_result>> get_object(std::string bucket, std::string key,
                                                   std::span<std::byte> destination);

@@ -177,6 +177,8 @@ std::string s3_client::format_head(const request& req, std::uint64_t content_len
          trailer ? auth::streaming_unsigned_trailer_value : auth::unsigned_payload_value},
         {"x-amz-date", amz_date},
     };
+    if (!req.checksum_crc32c.empty())
+        signed_headers.push_back({"x-amz-checksum-crc32c", req.checksum_crc32c});
     if (trailer) {
         signed_headers.push_back({"x-amz-decoded-content-length", decoded_length});
         signed_headers.push_back({"x-amz-trailer", req.crc64nvme_trailer
@@ -399,7 +401,9 @@ io::task<base::result<put_result>> s3_client::put_object(std::string bucket, std
                 .body = body,
                 .crc32c_trailer = how.crc32c_trailer,
                 .crc64nvme_trailer = how.crc64nvme_trailer,
-                .if_none_match = how.if_none_match};
+                .if_none_match = how.if_none_match,
+                .checksum_crc32c = how.checksum_crc32c};
+    if (!req.checksum_crc32c.empty()) req.crc32c_trailer = req.crc64nvme_trailer = false;
     auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));

@@ -61,6 +61,10 @@ struct put_options {
     // 412, otherwise). Ignored for parts. A retry after a lost response can see its own write and
     // fail with 412: callers of a conditional PUT treat 412 after a retry as "maybe ours".
     std::string if_none_match;
+    // The body's CRC32C as the caller computed it (base64 of the big-endian value): sent as
+    // x-amz-checksum-crc32c, which the server verifies before it stores anything (bad_digest, 400,
+    // otherwise) and keeps with the object. A single PUT only; it replaces the trailer.
+    std::string checksum_crc32c;
 };
 
 struct completed_part {
@@ -197,6 +201,7 @@ private:
         bool crc64nvme_trailer = false;       // ... or with a CRC64NVME trailer
         std::string if_none_match;            // an If-None-Match header value, or empty
         std::string if_match;                 // an ETag (without quotes) for If-Match, or empty
+        std::string checksum_crc32c;          // an x-amz-checksum-crc32c value, or empty
     };
 
     std::string format_head(const request& req, std::uint64_t content_length) const;
