@@ -27,6 +27,7 @@ from ._memory import Memory, memory_of
 
 MiB = 1 << 20
 _MIN_PART = 5 * MiB
+_MAX_SINGLE_PUT = 5 << 30
 _MAX_PARTS = 10000
 
 
@@ -233,28 +234,32 @@ class Client:
 
     # -- objects -----------------------------------------------------------------------------------
 
-    def _start_put(self, rt, bucket, key, memory, if_none_match, part_size, in_flight, asynchronous):
+    def _start_put(self, rt, bucket, key, memory, if_none_match, part_size, in_flight, asynchronous, crc32c=None):
         n = memory.nbytes
-        multipart = not if_none_match and n >= self._config["multipart_threshold"]
+        if crc32c is not None and n > _MAX_SINGLE_PUT:
+            raise ValueError(f"put {bucket}/{key}: crc32c= goes with a single PUT, at most {_MAX_SINGLE_PUT} bytes")
+        multipart = not if_none_match and crc32c is None and n >= self._config["multipart_threshold"]
         return rt.put(bucket, key, memory.address, n, multipart, self._part_size(n, part_size),
-                      in_flight or self._config["in_flight"], if_none_match or "", asynchronous, memory)
+                      in_flight or self._config["in_flight"], if_none_match or "", asynchronous, memory, crc32c)
 
-    def put(self, bucket: str, key: str, data, *, if_none_match: str | None = None,
+    def put(self, bucket: str, key: str, data, *, if_none_match: str | None = None, crc32c: int | None = None,
             part_size: int | None = None, in_flight: int | None = None) -> ObjectInfo:
         """Writes `data` (bytes-like, numpy array, CPU tensor: sent in place) as the object. At least
         multipart_threshold bytes go as a parallel multipart upload. if_none_match="*" writes only if
-        the key does not exist (PreconditionFailed otherwise; always a single PUT)."""
+        the key does not exist (PreconditionFailed otherwise; always a single PUT). crc32c: the data's
+        CRC32C (fjord.crc32c), which the server checks before it stores anything (BadDigest otherwise)
+        and keeps with the object; always a single PUT (up to 5 GiB)."""
         memory = memory_of(data, writable=False)
-        op = self._start_put(self._runtime(), bucket, key, memory, if_none_match, part_size, in_flight, False)
+        op = self._start_put(self._runtime(), bucket, key, memory, if_none_match, part_size, in_flight, False, crc32c)
         return ObjectInfo(*self._wait(f"put {bucket}/{key}", op)[::-1])
 
-    def put_async(self, bucket: str, key: str, data, *, if_none_match: str | None = None,
+    def put_async(self, bucket: str, key: str, data, *, if_none_match: str | None = None, crc32c: int | None = None,
                   part_size: int | None = None, in_flight: int | None = None) -> Future:
         """put() in the background: a Future of the ObjectInfo. `data` must not change until it resolves."""
         memory = memory_of(data, writable=False)
         return self._submit_async(
             f"put {bucket}/{key}",
-            lambda rt: self._start_put(rt, bucket, key, memory, if_none_match, part_size, in_flight, True),
+            lambda rt: self._start_put(rt, bucket, key, memory, if_none_match, part_size, in_flight, True, crc32c),
             lambda r: ObjectInfo(r[1], r[0]))
 
     def _start_get(self, rt, bucket, key, memory, offset, exact, range_size, in_flight, asynchronous, if_match=""):

@@ -59,6 +59,7 @@ struct operation final : client::runtime_job {
     op_kind kind;
     std::uint64_t id = 0;
     std::string bucket, key, if_none_match;
+    std::optional<std::uint32_t> checksum_crc32c;
     std::span<const std::byte> source;
     std::span<std::byte> destination;
     std::uint64_t offset = 0;
@@ -115,7 +116,7 @@ io::task<void> operation::run(client::object_client& c) {
             break;
         }
         case op_kind::put: {
-            auto r = co_await c.put_object(bucket, key, source, if_none_match);
+            auto r = co_await c.put_object(bucket, key, source, if_none_match, checksum_crc32c);
             if (take(r)) etag = std::move(r->etag), size_bytes = source.size();
             break;
         }
@@ -371,18 +372,22 @@ NB_MODULE(_native, m) {
             "put",
             [](runtime& rt, std::string bucket, std::string key, std::uintptr_t address,
                std::uint64_t length, bool multipart, std::uint64_t part_size, unsigned in_flight,
-               std::string if_none_match, bool async_, nb::object keep) {
+               std::string if_none_match, bool async_, nb::object keep,
+               std::optional<std::uint32_t> crc32c) {
+                if (multipart && crc32c)
+                    throw nb::value_error("a caller's CRC32C goes with a single PUT only");
                 auto op = make_op(multipart ? op_kind::multipart_put : op_kind::put,
                                   std::move(bucket), std::move(key));
                 op->source = {as_source(address), length};
                 op->multipart = {part_size, in_flight};
                 op->if_none_match = std::move(if_none_match);
+                op->checksum_crc32c = crc32c;
                 return rt.submit(op, async_, keep);
             },
             nb::arg("bucket"), nb::arg("key"), nb::arg("address"), nb::arg("length"),
             nb::arg("multipart"), nb::arg("part_size"), nb::arg("in_flight"),
             nb::arg("if_none_match") = "", nb::arg("asynchronous") = false,
-            nb::arg("keep") = nb::none())
+            nb::arg("keep") = nb::none(), nb::arg("crc32c") = nb::none())
         .def(
             "get",
             [](runtime& rt, std::string bucket, std::string key, std::uint64_t offset,

@@ -269,6 +269,18 @@ def test_interpreter_exit_finishes_requests_in_flight(fjord_server, bucket, clie
     assert sorted(e.key for e in client.list(bucket, "exit/")) == sorted(f"exit/{i}" for i in range(8))
 
 
+def test_put_with_a_crc32c_is_verified_by_the_server(client, bucket, s3):
+    data = pattern(3 * MiB + 1, 4)
+    crc = fjord.crc32c(data)
+    client.put(bucket, "checked", data, crc32c=crc)
+    head = s3.head_object(Bucket=bucket, Key="checked", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32C"] == __import__("base64").b64encode(crc.to_bytes(4, "big")).decode()
+    with pytest.raises(fjord.Error) as e:
+        client.put(bucket, "damaged", data, crc32c=crc ^ 1)
+    assert e.value.code == "BadDigest" and e.value.status == 400
+    assert not client.exists(bucket, "damaged")
+
+
 def test_crc32c_matches_the_standard_check_value():
     assert fjord.crc32c(b"123456789") == 0xE3069283
     assert fjord.crc32c(b"6789", fjord.crc32c(b"12345")) == 0xE3069283

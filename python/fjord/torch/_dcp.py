@@ -2,8 +2,9 @@
 
 A checkpoint id is an URI, s3://bucket/prefix (or fjord://bucket/prefix). Layout under the prefix:
   __{rank}_{save}_{n}.bin   one object per large tensor (at least small_item_bytes), its raw bytes as
-                            they lie in memory (C order), written from the tensor's memory by a parallel
-                            multipart upload;
+                            they lie in memory (C order), sent from the tensor's memory by one PUT with
+                            its CRC32C, which the server checks before storing (a multipart upload,
+                            unchecked there, above 5 GiB); a window of them in flight per rank;
   __{rank}_{save}_small.bin the rank's small tensors and byte items packed together;
   .metadata                 torch's Metadata (pickled, as FileSystemWriter does), whose storage_data maps
                             every item to (object, offset, length, CRC32C, dtype, shape). It is written
@@ -47,6 +48,7 @@ from .._uri import parse_uri
 
 METADATA = ".metadata"
 MiB = 1 << 20
+_MAX_SINGLE_PUT = 5 << 30  # S3's largest single PUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,12 +285,17 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
         try:
             for n, (item, t, _) in enumerate(large):
                 name = f"{base}_{n}.bin"
+                # The CRC32C goes with the PUT: the server checks the bytes it stores against it, so a
+                # tensor damaged on its way fails the save instead of committing. It is computed while
+                # the previous uploads run. A tensor over 5 GiB goes as a multipart upload, unchecked
+                # by the server (its CRC is still checked on load).
+                crc = crc32c(t)
                 if len(uploads) >= self.objects_in_flight:
                     uploads[len(uploads) - self.objects_in_flight].result()  # a window of uploads at once
-                uploads.append(self.client.put_async(self.bucket, self._key(name), t, part_size=self.part_size,
-                                                     in_flight=self.in_flight))
-                # The checksum is computed while the upload runs (both only read the tensor).
-                info = FjordStorageInfo(name, 0, _nbytes(t), crc32c(t), str(t.dtype), tuple(t.shape))
+                single = _nbytes(t) <= _MAX_SINGLE_PUT
+                uploads.append(self.client.put_async(self.bucket, self._key(name), t, crc32c=crc if single else None,
+                                                     part_size=self.part_size, in_flight=self.in_flight))
+                info = FjordStorageInfo(name, 0, _nbytes(t), crc, str(t.dtype), tuple(t.shape))
                 results.append(WriteResult(index=item.index, size_in_bytes=_nbytes(t), storage_data=info))
             pack_name = f"{base}_small.bin"
             packed, pack = [], None
@@ -301,7 +308,8 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
                     view[offset:offset + len(raw)] = raw.cast("B")
                     packed.append((item, offset, len(raw), t))
                     offset += len(raw)
-                uploads.append(self.client.put_async(self.bucket, self._key(pack_name), pack))
+                uploads.append(self.client.put_async(self.bucket, self._key(pack_name), pack,
+                                                     crc32c=crc32c(pack) if len(pack) <= _MAX_SINGLE_PUT else None))
             for item, offset, length, t in packed:
                 crc = crc32c(memoryview(pack)[offset:offset + length])
                 info = FjordStorageInfo(pack_name, offset, length, crc,
