@@ -38,6 +38,7 @@ export FJORD_ENDPOINT="http://127.0.0.1:$PORT" AWS_ENDPOINT_URL="http://127.0.0.
 export AWS_ACCESS_KEY_ID=$FJORD_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$FJORD_SECRET_KEY AWS_REGION=us-east-1
 "$FJORD" serve --data "$WORK/data" --listen "127.0.0.1:$PORT" --cores "$SERVER_CORES" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
+export BENCH_SERVER_PID=$SERVER_PID
 trap 'kill -TERM $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null; rm -rf "$WORK/data" "$WORK/local"' EXIT
 for _ in $(seq 200); do curl -sf -o /dev/null "$FJORD_ENDPOINT/health/ready" && break; sleep 0.1; done
 
@@ -64,6 +65,10 @@ print(f"{'path':18s} {'save GiB/s':>10s} {'/disk':>6s} {'1st save':>9s} {'/disk'
 for m, r in results.items():
     print(f"{m:18s} {r['save_gib_s']:10.3f} {r['save_gib_s'] / write:6.2f} {r['fresh_save_gib_s']:9.3f} "
           f"{r['fresh_save_gib_s'] / first:6.2f} {r['load_gib_s']:10.3f} {r['load_gib_s'] / read:6.2f}  {r['identical']}")
+print("CPU seconds per GiB (ranks, all their threads; server):")
+for m, r in results.items():
+    print(f"  {m:16s} save {r['save_rank_cpu_s_per_gib']:.2f} + {r['save_server_cpu_s_per_gib']:.2f}   "
+          f"load {r['load_rank_cpu_s_per_gib']:.2f} + {r['load_server_cpu_s_per_gib']:.2f}")
 if "fjord" in results and "s3torchconnector" in results:
     f, s = results["fjord"], results["s3torchconnector"]
     print(f"fjord / s3torchconnector: save {f['save_gib_s'] / s['save_gib_s']:.2f}x, "

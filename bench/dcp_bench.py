@@ -112,20 +112,22 @@ def rank_main(a) -> int:
         if n == 2:
             remove(f"{uri}-1")
         dist.barrier()
-        t0 = time.monotonic()
+        t0, c0, s0 = time.monotonic(), cpu_seconds(), server_cpu()
         dcp.save(state, storage_writer=writer(save_uri))
         dist.barrier()
         out["fresh_save_s" if n == 0 else "save_s"] = time.monotonic() - t0
+        out["save_cpu_s"], out["save_server_cpu_s"] = cpu_seconds() - c0, server_cpu() - s0
     remove(f"{uri}-2")
     if a.rank == 0:
         out["page_cache_dropped"] = drop_page_cache()
     dist.barrier()
     target = {k: torch.zeros_like(v) for k, v in state.items()}
     dist.barrier()
-    t0 = time.monotonic()
+    t0, c0, s0 = time.monotonic(), cpu_seconds(), server_cpu()
     dcp.load(target, storage_reader=reader())
     dist.barrier()
     out["load_s"] = time.monotonic() - t0
+    out["load_cpu_s"], out["load_server_cpu_s"] = cpu_seconds() - c0, server_cpu() - s0
     out["identical"] = all(torch.equal(target[k].view(torch.uint8), v.view(torch.uint8)) for k, v in state.items())
     del target
     if a.method == "fjord":
@@ -145,6 +147,21 @@ def rank_main(a) -> int:
     print(json.dumps(out), flush=True)
     dist.destroy_process_group()
     return 0
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU seconds of this process (all its threads), or of another one by pid."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu() -> float:
+    pid = os.environ.get("BENCH_SERVER_PID")
+    return cpu_seconds(int(pid)) if pid else 0.0
 
 
 def fjord_options(variable: str) -> dict:
@@ -196,6 +213,10 @@ def run_method(a, method: str) -> dict:
               "fresh_save_s": max(o["fresh_save_s"] for o in outs),
               "load_s": max(o["load_s"] for o in outs), "identical": all(o["identical"] for o in outs),
               "page_cache_dropped": outs[0].get("page_cache_dropped")}
+    gib = total / (1 << 30)
+    for phase in ("save", "load"):  # CPU seconds per GiB: all ranks together, and the server (rank 0's view)
+        result[f"{phase}_rank_cpu_s_per_gib"] = sum(o[f"{phase}_cpu_s"] for o in outs) / gib
+        result[f"{phase}_server_cpu_s_per_gib"] = outs[0][f"{phase}_server_cpu_s"] / gib
     result["save_gib_s"] = total / result["save_s"] / (1 << 30)
     result["fresh_save_gib_s"] = total / result["fresh_save_s"] / (1 << 30)
     result["load_gib_s"] = total / result["load_s"] / (1 << 30)
