@@ -23,7 +23,7 @@ from typing import Iterator, NamedTuple
 
 from . import _native
 from ._errors import AccessDenied, Error, InvalidRange, NoSuchKey, PreconditionFailed, TransportError, from_native
-from ._memory import Memory, memory_of
+from ._memory import memory_of
 
 MiB = 1 << 20
 _MIN_PART = 5 * MiB

@@ -393,9 +393,23 @@ io::task<base::result<void>> s3_client::create_bucket(std::string bucket) {
     co_return base::fail(std::move(err));
 }
 
+namespace {
+// A caller's value for a request header (a condition's ETag, a checksum) must stay inside its header:
+// no control byte (CR, LF, NUL, ...) and no quote, which would end or split it.
+base::result<void> check_header_value(std::string_view name, std::string_view value) {
+    for (unsigned char ch : value)
+        if (ch < 0x20 || ch == 0x7f || ch == '"')
+            return base::fail(base::errc::invalid_argument,
+                              std::string(name) + " holds a control byte or a quote");
+    return {};
+}
+}  // namespace
+
 io::task<base::result<put_result>> s3_client::put_object(std::string bucket, std::string key,
                                                          std::span<const std::byte> body,
                                                          put_options how) {
+    FJORD_CO_TRY(check_header_value("If-None-Match", how.if_none_match));
+    FJORD_CO_TRY(check_header_value("x-amz-checksum-crc32c", how.checksum_crc32c));
     request req{.method = "PUT",
                 .raw_path = object_path(bucket, key),
                 .body = body,
@@ -427,6 +441,7 @@ io::task<base::result<get_result>> s3_client::get_object_range(std::string bucke
                                                                std::span<std::byte> destination,
                                                                std::string if_match) {
     FJORD_ASSERT(!destination.empty(), "a range GET needs at least one byte of destination");
+    FJORD_CO_TRY(check_header_value("If-Match", if_match));
     std::string range =
         "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + destination.size() - 1);
     request req{.method = "GET",

@@ -82,6 +82,11 @@ def test_reads_never_mix_two_versions(fjord_server, client, bucket):
     with pytest.raises(fjord.PreconditionFailed):  # that version is gone
         client.get_into(bucket, "v", bytearray(12 * MiB), if_match=first.etag)
     assert client.get(bucket, "v") == pattern(12 * MiB, 2)
+    for hostile in ('x"\r\nX-Injected: 1', "a\x00b", "tab\tin"):  # stays out of the request head
+        with pytest.raises(fjord.Error, match="control byte or a quote"):
+            client.get_into(bucket, "v", bytearray(10), if_match=hostile)
+        with pytest.raises(fjord.Error, match="control byte or a quote"):
+            client.put(bucket, "v2", b"x", if_none_match=hostile)
     fs = fsspec.filesystem("fjord", endpoint_url=fjord_server.endpoint, key=fjord_server.access_key,
                            secret=fjord_server.secret_key, skip_instance_cache=True)
     try:
