@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,6 +42,63 @@ struct bucket_info {
 struct write_conditions {
     bool if_none_match_any = false;
     std::optional<std::string> if_match_etag;  // without quotes
+};
+
+// A KV bucket (docs/kv.md): immutable blocks in the KV tier (DRAM in front of a log-structured NVMe
+// store) instead of the object engine. When a write is acknowledged is the bucket's choice.
+enum class kv_write_ack : std::uint8_t {
+    nvme,  // after the block is on stable storage (O_DSYNC): survives a crash
+    dram,  // once the block is in DRAM; it reaches NVMe shortly after (cache semantics: a crash may lose it)
+};
+struct kv_bucket_options {
+    std::uint64_t capacity_bytes = 0;  // NVMe space the bucket may use; 0: the tier's default
+    std::int64_t ttl_seconds = 0;      // blocks older than this read as absent; 0: no expiry
+    kv_write_ack ack = kv_write_ack::nvme;
+};
+
+// A block's bytes in memory (the DRAM tier's copy, or a read just verified), immutable and shared by
+// its readers on any core (the reference count is atomic). The bytes sit after a 4 KiB header area in
+// one 4 KiB-aligned allocation, so the same memory is the O_DIRECT record the NVMe tier writes.
+class block_buffer {
+public:
+    static constexpr std::size_t header_bytes = 4096;
+    static std::shared_ptr<block_buffer> allocate(std::size_t value_bytes);
+    ~block_buffer();
+    block_buffer(const block_buffer&) = delete;
+    block_buffer& operator=(const block_buffer&) = delete;
+    std::span<std::byte> value() { return {_base + header_bytes, _value_bytes}; }
+    std::span<const std::byte> value() const { return {_base + header_bytes, _value_bytes}; }
+    // The header area and the value, padded with zeros to a multiple of 4 KiB.
+    std::span<std::byte> record() { return {_base, _record_bytes}; }
+    std::uint32_t value_crc = 0;  // CRC32C of value(), set by whoever filled it
+
+private:
+    block_buffer(std::byte* base, std::size_t value_bytes, std::size_t record_bytes)
+        : _base(base), _value_bytes(value_bytes), _record_bytes(record_bytes) {}
+    std::byte* _base;
+    std::size_t _value_bytes;
+    std::size_t _record_bytes;
+};
+using block_ref = std::shared_ptr<const block_buffer>;
+
+// What a KV bucket's batch API needs beyond object_store: lookups of many keys in one message per
+// owner core, and blocks as shared buffers instead of streams. Implemented by the KV tier (kv/tier.h).
+class block_store {
+public:
+    virtual ~block_store() = default;
+    // Each key's size, or nullopt when absent (never stored, deleted, evicted, expired); in order.
+    virtual io::task<base::result<std::vector<std::optional<std::uint64_t>>>> sizes(
+        std::string bucket, std::vector<std::string> keys) = 0;
+    // A block's verified bytes and its record; not_found when absent, or when its bytes fail their
+    // CRC32C (the block is then dropped and counted, never served).
+    virtual io::task<base::result<std::pair<block_ref, object_record>>> read_block(
+        std::string bucket, std::string key) = 0;
+    // Stores a filled buffer (value_crc set) under `key` with `record` (size set by the store).
+    // With if_none_match_any, an existing key is kept and the answer is false.
+    virtual io::task<base::result<bool>> write_block(std::string bucket, std::string key,
+                                                     std::shared_ptr<block_buffer> bytes,
+                                                     object_record record,
+                                                     write_conditions conditions) = 0;
 };
 
 struct list_request {
@@ -185,6 +243,9 @@ public:
     // Buckets.
     virtual io::task<base::result<void>> create_bucket(std::string name) = 0;
     virtual io::task<base::result<void>> delete_bucket(std::string name) = 0;
+    // A KV bucket; stores without a KV tier refuse (not_implemented).
+    virtual io::task<base::result<void>> create_kv_bucket(std::string name,
+                                                          kv_bucket_options options);
     virtual bool bucket_exists(const std::string& name) const = 0;  // this core's view
     virtual std::vector<bucket_info> list_buckets() const = 0;      // this core's view, sorted
 
@@ -229,6 +290,11 @@ public:
         std::string upload_id_marker, std::uint32_t max_uploads) = 0;
 
     virtual storage_stats stats() const = 0;
+    // The block interface of `bucket` when it is a KV bucket (this core's view), else nullptr.
+    virtual block_store* blocks_of(const std::string& bucket) {
+        (void)bucket;
+        return nullptr;
+    }
 };
 
 }  // namespace fjord::store

@@ -1,0 +1,142 @@
+#include "store/bucket_router.h"
+
+#include <algorithm>
+
+namespace fjord::store {
+
+namespace {
+auto taken(const std::string& name) {
+    return base::fail(
+        base::errc::bucket_already_owned_by_you,
+        "Your previous request to create the named bucket succeeded and you already own it: " +
+            name);
+}
+}  // namespace
+
+io::task<base::result<void>> bucket_router::create_bucket(std::string name) {
+    if (_kv.bucket_exists(name)) co_return taken(name);
+    co_return co_await _objects.create_bucket(std::move(name));
+}
+
+io::task<base::result<void>> bucket_router::create_kv_bucket(std::string name,
+                                                             kv_bucket_options options) {
+    if (_objects.bucket_exists(name)) co_return taken(name);
+    co_return co_await _kv.create_kv_bucket(std::move(name), options);
+}
+
+io::task<base::result<void>> bucket_router::delete_bucket(std::string name) {
+    co_return co_await of(name).delete_bucket(std::move(name));
+}
+
+bool bucket_router::bucket_exists(const std::string& name) const {
+    return _kv.bucket_exists(name) || _objects.bucket_exists(name);
+}
+
+std::vector<bucket_info> bucket_router::list_buckets() const {
+    auto all = _objects.list_buckets();
+    auto kv = _kv.list_buckets();
+    all.insert(all.end(), kv.begin(), kv.end());
+    std::sort(all.begin(), all.end(),
+              [](const bucket_info& a, const bucket_info& b) { return a.name < b.name; });
+    return all;
+}
+
+io::task<base::result<object_record>> bucket_router::put(put_request request, byte_source& body,
+                                                         record_finisher finish) {
+    object_store& s = of(request.bucket);
+    co_return co_await s.put(std::move(request), body, std::move(finish));
+}
+
+io::task<base::result<object_record>> bucket_router::head(std::string bucket, std::string key) {
+    object_store& s = of(bucket);
+    co_return co_await s.head(std::move(bucket), std::move(key));
+}
+
+io::task<base::result<object_record>> bucket_router::get(std::string bucket, std::string key,
+                                                         read_planner plan, byte_sink& sink) {
+    object_store& s = of(bucket);
+    co_return co_await s.get(std::move(bucket), std::move(key), std::move(plan), sink);
+}
+
+io::task<base::result<object_record>> bucket_router::update(std::string bucket, std::string key,
+                                                            record_editor edit,
+                                                            write_conditions conditions) {
+    object_store& s = of(bucket);
+    co_return co_await s.update(std::move(bucket), std::move(key), std::move(edit),
+                                std::move(conditions));
+}
+
+io::task<base::result<std::optional<object_record>>> bucket_router::remove(
+    std::string bucket, std::string key, write_conditions conditions) {
+    object_store& s = of(bucket);
+    co_return co_await s.remove(std::move(bucket), std::move(key), std::move(conditions));
+}
+
+io::task<base::result<object_record>> bucket_router::copy(copy_request request, copy_planner plan) {
+    // Blocks and objects do not mix: a copy between a KV bucket and an object bucket is refused.
+    const bool kv_source = _kv.bucket_exists(request.source_bucket);
+    if (kv_source != _kv.bucket_exists(request.bucket))
+        co_return base::fail(base::errc::not_implemented,
+                             "copies between a KV bucket and an object bucket are not supported");
+    object_store& s = of(request.bucket);
+    co_return co_await s.copy(std::move(request), std::move(plan));
+}
+
+io::task<base::result<list_page>> bucket_router::list(list_request request) {
+    object_store& s = of(request.bucket);
+    co_return co_await s.list(std::move(request));
+}
+
+io::task<base::result<std::string>> bucket_router::create_upload(std::string bucket,
+                                                                 std::string key,
+                                                                 object_record metadata,
+                                                                 std::string checksum_type) {
+    object_store& s = of(bucket);
+    co_return co_await s.create_upload(std::move(bucket), std::move(key), std::move(metadata),
+                                       std::move(checksum_type));
+}
+
+io::task<base::result<upload_record>> bucket_router::get_upload(std::string bucket, std::string key,
+                                                                std::string upload_id) {
+    object_store& s = of(bucket);
+    co_return co_await s.get_upload(std::move(bucket), std::move(key), std::move(upload_id));
+}
+
+io::task<base::result<part_record>> bucket_router::upload_part(part_request request,
+                                                               byte_source& body,
+                                                               part_finisher finish) {
+    object_store& s = of(request.bucket);
+    co_return co_await s.upload_part(std::move(request), body, std::move(finish));
+}
+
+io::task<base::result<part_record>> bucket_router::copy_part(part_copy_request request,
+                                                             part_copy_planner plan) {
+    object_store& s = of(request.bucket);
+    co_return co_await s.copy_part(std::move(request), std::move(plan));
+}
+
+io::task<base::result<object_record>> bucket_router::complete_upload(std::string bucket,
+                                                                     std::string key,
+                                                                     std::string upload_id,
+                                                                     upload_finalizer finalize,
+                                                                     write_conditions conditions) {
+    object_store& s = of(bucket);
+    co_return co_await s.complete_upload(std::move(bucket), std::move(key), std::move(upload_id),
+                                         std::move(finalize), std::move(conditions));
+}
+
+io::task<base::result<void>> bucket_router::abort_upload(std::string bucket, std::string key,
+                                                         std::string upload_id) {
+    object_store& s = of(bucket);
+    co_return co_await s.abort_upload(std::move(bucket), std::move(key), std::move(upload_id));
+}
+
+io::task<base::result<std::vector<upload_record>>> bucket_router::list_uploads(
+    std::string bucket, std::string prefix, std::string key_marker, std::string upload_id_marker,
+    std::uint32_t max_uploads) {
+    object_store& s = of(bucket);
+    co_return co_await s.list_uploads(std::move(bucket), std::move(prefix), std::move(key_marker),
+                                      std::move(upload_id_marker), max_uploads);
+}
+
+}  // namespace fjord::store
