@@ -1,0 +1,143 @@
+#pragma once
+
+// One shard of a KV bucket: its index (key -> where the block is) and its log on NVMe, a sequence of
+// segment files of `segment_bytes` each, preallocated, written append-only with O_DIRECT, each record
+// a header and the block (record.h). The newest segment takes the appends; when it is full the oldest
+// is reclaimed first if the shard holds its limit of segments: its blocks that were read since they
+// were written are written again at the head of the log (second chance), the others leave the index,
+// and its file is removed. So the shard never uses more than its capacity, eviction is FIFO with
+// reinsertion of blocks in use (docs/kv.md, "Eviction"), and compaction happens as part of it.
+//
+// Recovery (open_blocking) rebuilds the index from the records' headers, newest record of a key last
+// (a tombstone removes it). A record whose header does not verify ends a segment's records, except in
+// the two newest segments (where writes may have been in flight at a crash), which are searched on to
+// their end. A block whose bytes fail their CRC32C when read is dropped and reads as absent.
+//
+// Owned by one core: every method runs there. Reads from a segment pin it, so reclaiming it waits for
+// them before its file descriptor closes.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "base/result.h"
+#include "io/task.h"
+#include "kv/dram_cache.h"
+#include "store/file_system.h"
+#include "store/object_store.h"
+
+namespace fjord::kv {
+
+struct cache_entry {
+    std::uint64_t segment_seq = 0;
+    std::uint64_t offset = 0;
+    std::uint64_t value_bytes = 0;
+    std::uint32_t value_crc = 0;
+    std::int64_t created_ms = 0;
+    store::object_record meta;
+    bool referenced = false;  // read since written: kept when its segment is reclaimed
+    bool on_disk = false;     // false while a DRAM-acknowledged write is in flight
+    std::shared_ptr<store::block_buffer> dram;  // the DRAM tier's copy, or null
+    std::optional<dram_cache::position> lru;    // set while in the DRAM tier
+};
+
+struct shard_options {
+    std::string directory;  // this shard's segment files
+    std::uint64_t capacity_bytes = 0;
+    std::uint64_t segment_bytes = 0;
+    store::kv_write_ack ack = store::kv_write_ack::nvme;
+    std::int64_t ttl_ms = 0;  // 0: none
+    store::file_system* fs = nullptr;
+};
+
+struct shard_stats {
+    std::uint64_t blocks = 0;
+    std::uint64_t disk_bytes = 0;  // segment files, allocated
+    std::uint64_t reclaimed_segments = 0;
+    std::uint64_t reinserted_blocks = 0;
+    std::uint64_t evicted_blocks = 0;
+    std::uint64_t corrupt_blocks = 0;
+};
+
+class shard_log {
+public:
+    // Recovers the index from `options.directory` (created when missing). Blocking: at startup.
+    static base::result<std::unique_ptr<shard_log>> open_blocking(shard_options options,
+                                                                  dram_cache* dram);
+    ~shard_log();
+
+    // The entry of a live key (not expired), or nullptr.
+    const cache_entry* find(const std::string& key);
+    io::task<base::result<std::pair<store::block_ref, store::object_record>>> read(std::string key);
+    io::task<base::result<bool>> write(std::string key, std::shared_ptr<store::block_buffer> bytes,
+                                       store::object_record meta,
+                                       store::write_conditions conditions);
+    io::task<base::result<std::optional<store::object_record>>> remove(
+        std::string key, store::write_conditions conditions);
+    // Keys with `prefix` after `start_after`, sorted, at most `limit`.
+    std::vector<std::pair<std::string, store::object_record>> scan(const std::string& prefix,
+                                                                   const std::string& start_after,
+                                                                   std::size_t limit);
+    shard_stats stats() const;
+    std::uint64_t max_value_bytes() const;
+
+private:
+    struct segment {
+        std::uint64_t seq = 0;
+        std::uint64_t nonce = 0;
+        int fd = -1;
+        std::uint64_t used_bytes = 0;  // appends reserved so far
+        unsigned writes_in_flight = 0;
+        unsigned readers = 0;
+        std::vector<std::string> keys;  // written here (some may have moved on since)
+    };
+    shard_log(shard_options options, dram_cache* dram);
+    base::result<void> recover_blocking();
+    base::result<void> recover_segment_blocking(segment& s, bool search_to_end);
+    void apply_recovered(segment& s, std::uint64_t offset, struct record_header& h);
+    segment* find_segment(std::uint64_t seq);
+    bool expired(const cache_entry& e) const;
+    // Reserves space for a record of `value_bytes` in the newest segment, rolling over (and reclaiming)
+    // when it is full. Returns the segment and the offset.
+    io::task<base::result<std::pair<std::uint64_t, std::uint64_t>>> reserve(
+        std::uint64_t value_bytes);
+    io::task<base::result<void>> roll_over();
+    io::task<base::result<void>> open_segment();
+    io::task<void> reclaim_oldest();
+    io::task<base::result<void>> append(const std::string& key, store::block_buffer& bytes,
+                                        const store::object_record& meta, std::int64_t created_ms,
+                                        std::uint32_t flags, std::uint64_t& seq_out,
+                                        std::uint64_t& offset_out);
+    io::task<base::result<std::shared_ptr<store::block_buffer>>> read_record(
+        std::uint64_t seq, std::uint64_t offset, const std::string& key, std::uint64_t value_bytes,
+        std::uint32_t value_crc);
+    io::task<void> write_back(std::string key, std::shared_ptr<store::block_buffer> bytes,
+                              store::object_record meta, std::int64_t created_ms);
+    void index(const std::string& key, cache_entry e);
+    void drop(std::unordered_map<std::string, cache_entry>::iterator it);
+    io::task<void> release_segment(std::uint64_t seq);
+
+    shard_options _options;
+    dram_cache* _dram;
+    std::uint64_t _max_segments = 0;
+    std::unordered_map<std::string, cache_entry> _index;
+    std::deque<std::unique_ptr<segment>> _segments;  // oldest first; the last takes appends
+    std::deque<std::unique_ptr<segment>>
+        _retired;  // reclaimed, waiting for readers before their files close
+    std::uint64_t _next_seq = 1;
+    bool _rolling = false;                     // a roll-over is in progress; others wait for it
+    unsigned _write_backs = 0;                 // DRAM-acknowledged writes on their way to NVMe
+    std::unordered_set<std::string> _writing;  // keys with a write to NVMe in flight
+    shard_stats _stats;
+};
+
+// The segment file name for a sequence number and nonce, and back.
+std::string segment_file_name(std::uint64_t seq, std::uint64_t nonce);
+bool parse_segment_file_name(const std::string& name, std::uint64_t& seq, std::uint64_t& nonce);
+
+}  // namespace fjord::kv
