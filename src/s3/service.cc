@@ -174,6 +174,7 @@ enum class s3_op {
     get_object,
     head_object,
     delete_object,
+    kv_batch,
 };
 
 struct chosen_operation {
@@ -181,6 +182,35 @@ struct chosen_operation {
     std::string_view name = "-";  // as AWS names the operation
     base::error refusal;
 };
+
+// A KV bucket is asked for with x-fjord-bucket-type: kv on CreateBucket (docs/kv.md), and its options
+// with x-fjord-kv-capacity-bytes, x-fjord-kv-ttl-seconds and x-fjord-kv-write-ack (nvme or dram).
+base::result<std::optional<store::kv_bucket_options>> kv_bucket_options_of(
+    const http::request_head& head) {
+    std::string_view type = head.value_of("x-fjord-bucket-type");
+    if (type.empty() || type == "object") return std::optional<store::kv_bucket_options>{};
+    if (type != "kv")
+        return base::fail(base::errc::invalid_argument, "x-fjord-bucket-type must be kv or object");
+    store::kv_bucket_options o;
+    if (auto v = head.value_of("x-fjord-kv-capacity-bytes"); !v.empty()) {
+        auto n = base::parse_u64(v);
+        if (!n) return base::fail(base::errc::invalid_argument, "bad x-fjord-kv-capacity-bytes");
+        o.capacity_bytes = *n;
+    }
+    if (auto v = head.value_of("x-fjord-kv-ttl-seconds"); !v.empty()) {
+        auto n = base::parse_u64(v);
+        if (!n || *n > 100ULL * 365 * 86400)
+            return base::fail(base::errc::invalid_argument, "bad x-fjord-kv-ttl-seconds");
+        o.ttl_seconds = static_cast<std::int64_t>(*n);
+    }
+    std::string_view ack = head.value_of("x-fjord-kv-write-ack");
+    if (ack == "dram")
+        o.ack = store::kv_write_ack::dram;
+    else if (!ack.empty() && ack != "nvme")
+        return base::fail(base::errc::invalid_argument,
+                          "x-fjord-kv-write-ack must be nvme or dram");
+    return std::optional<store::kv_bucket_options>{o};
+}
 
 chosen_operation named(s3_op op, std::string_view name) { return {op, name, {}}; }
 chosen_operation refused(base::error err) { return {s3_op::none, "-", std::move(err)}; }
@@ -195,6 +225,7 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
         return named(s3_op::list_multipart_uploads, "ListMultipartUploads");
     if (r.has("delete") && verb == method::post)
         return named(s3_op::delete_objects, "DeleteObjects");
+    if (r.has("fjord-batch") && verb == method::post) return named(s3_op::kv_batch, "FjordKvBatch");
     static constexpr std::string_view unsupported[] = {"uploads",
                                                        "delete",
                                                        "versioning",
@@ -584,6 +615,7 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::none: co_return co_await send_not_an_operation(c, chosen.refusal);
         case s3_op::list_buckets: co_return co_await list_buckets(c);
         case s3_op::create_bucket: co_return co_await create_bucket(c);
+        case s3_op::kv_batch: co_return co_await kv_batch(c);
         case s3_op::delete_bucket: co_return co_await delete_bucket(c);
         case s3_op::head_bucket: co_return co_await head_bucket(c);
         case s3_op::bucket_location: co_return co_await bucket_location(c);
@@ -644,7 +676,10 @@ io::task<void> service::create_bucket(context& c) {
         if (total > 64 * 1024)
             co_return co_await send_error(c, {base::errc::malformed_xml, "request body too large"});
     }
-    auto created = co_await _store.create_bucket(c.req.bucket);
+    auto kv = kv_bucket_options_of(c.ex.head());
+    if (!kv) co_return co_await send_error(c, kv.err());
+    auto created = *kv ? co_await _store.create_kv_bucket(c.req.bucket, **kv)
+                       : co_await _store.create_bucket(c.req.bucket);
     if (!created) co_return co_await send_error(c, created.err());
     auto headers = c.common_headers();
     headers.emplace_back("Location", "/" + c.req.bucket);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/kv_wire.h"
 #include "base/metrics.h"
 #include "http/connection.h"
 #include "s3/checksum.h"
@@ -114,6 +115,15 @@ private:
     io::task<void> list_multipart_uploads(context& c);
     io::task<void> get_object(context& c, bool head_only);
     io::task<void> delete_object(context& c);
+    // The KV batch API (kv_batch.cc).
+    io::task<void> kv_batch(context& c);
+    io::task<void> kv_batch_exists(context& c,
+                                   const std::vector<std::optional<std::uint64_t>>& sizes);
+    io::task<void> kv_batch_get(context& c, store::block_store& blocks,
+                                const std::vector<std::string>& keys,
+                                const std::vector<std::optional<std::uint64_t>>& sizes);
+    io::task<void> kv_batch_put(context& c, store::block_store& blocks,
+                                std::vector<base::kv_wire::entry> entries);
 
     store::object_store& _store;
     service_options _options;

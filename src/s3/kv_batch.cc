@@ -1,0 +1,278 @@
+// The KV batch API (base/kv_wire.h, docs/kv.md): exists, get and put of many blocks of a KV bucket in
+// one request, with no per-block round trip. The request is authenticated like any S3 request; blocks
+// of a put carry their CRC32C in the table, checked before anything is stored, so a put is sent with
+// UNSIGNED-PAYLOAD (a SHA-256 of a gigabyte of blocks would cost more than the transfer).
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/checksum.h"
+#include "base/clock.h"
+#include "base/kv_wire.h"
+#include "io/wait_group.h"
+#include "s3/service_internal.h"
+
+namespace fjord::s3 {
+
+namespace wire = base::kv_wire;
+
+namespace {
+
+constexpr std::size_t crc_block_bytes = 1024 * 1024;  // as the KV tier's S3 PUT (the ETag's CRCs)
+constexpr std::size_t staging_bytes = 256 * 1024;     // small pieces of a response, sent together
+constexpr std::size_t puts_in_flight = 8;
+
+auto malformed(std::string what) {
+    return base::error{base::errc::invalid_request, "malformed KV batch: " + std::move(what)};
+}
+
+io::task<base::result<void>> read_exact(http::body_reader& body, std::byte* dst, std::size_t len) {
+    std::size_t got = 0;
+    while (got < len) {
+        auto n = co_await body.read(dst + got, len - got);
+        if (!n) co_return n.as_failure();
+        if (*n == 0)
+            co_return base::fail(base::errc::incomplete_body, "the batch body ended early");
+        got += *n;
+    }
+    co_return base::result<void>{};
+}
+
+// Response bytes on their way out: small pieces are gathered in a staging buffer, a large value is
+// sent from where it lies (after what is staged).
+class batch_writer {
+public:
+    explicit batch_writer(http::exchange& ex) : _ex(ex) { _staged.reserve(staging_bytes); }
+    io::task<base::result<void>> write(std::span<const std::byte> data) {
+        if (data.size() <= staging_bytes / 4) {
+            if (_staged.size() + data.size() > staging_bytes) FJORD_CO_TRY(co_await flush());
+            _staged.insert(_staged.end(), data.begin(), data.end());
+            co_return base::result<void>{};
+        }
+        FJORD_CO_TRY(co_await flush());
+        co_return co_await _ex.send_body(data);
+    }
+    io::task<base::result<void>> zeros(std::uint64_t count) {
+        static const std::vector<std::byte> zero(64 * 1024);
+        while (count > 0) {
+            auto n = std::min<std::uint64_t>(count, zero.size());
+            FJORD_CO_TRY(co_await write(std::span(zero.data(), n)));
+            count -= n;
+        }
+        co_return base::result<void>{};
+    }
+    io::task<base::result<void>> flush() {
+        if (_staged.empty()) co_return base::result<void>{};
+        auto sent = co_await _ex.send_body(_staged);
+        _staged.clear();
+        co_return sent;
+    }
+
+private:
+    http::exchange& _ex;
+    std::vector<std::byte> _staged;
+};
+
+std::array<std::byte, wire::header_bytes> response_header(wire::op o, std::uint32_t count,
+                                                          std::uint32_t leading_hits) {
+    std::array<std::byte, wire::header_bytes> h;
+    wire::encode_header(h.data(), {wire::response_magic, wire::version,
+                                   static_cast<std::uint16_t>(o), count, leading_hits});
+    return h;
+}
+
+std::uint32_t leading(const std::vector<std::optional<std::uint64_t>>& sizes) {
+    std::uint32_t n = 0;
+    while (n < sizes.size() && sizes[n]) ++n;
+    return n;
+}
+
+// The CRC32C of a value and the per-MiB CRCs its ETag derives from.
+std::uint32_t value_crcs(std::span<const std::byte> value, std::vector<std::uint32_t>& crcs) {
+    std::uint32_t whole = 0;
+    for (std::size_t at = 0; at < value.size(); at += crc_block_bytes) {
+        auto block = value.subspan(at, std::min(crc_block_bytes, value.size() - at));
+        crcs.push_back(base::crc32c(block));
+        whole = base::crc32c_combine(whole, crcs.back(), block.size());
+    }
+    return value.empty() ? base::crc32c({}) : whole;
+}
+
+struct put_slot {
+    wire::status status = wire::status::failed;
+    std::uint32_t code = 0;
+};
+
+io::task<void> store_one(store::block_store* blocks, std::string bucket, std::string key,
+                         std::shared_ptr<store::block_buffer> bytes, store::object_record record,
+                         put_slot* slot) {
+    store::write_conditions if_absent;
+    if_absent.if_none_match_any = true;
+    auto written = co_await blocks->write_block(std::move(bucket), std::move(key), std::move(bytes),
+                                                std::move(record), if_absent);
+    if (!written) {
+        slot->status = wire::status::failed;
+        slot->code = static_cast<std::uint32_t>(written.err().code);
+    } else {
+        slot->status = *written ? wire::status::ok : wire::status::absent;
+    }
+}
+
+}  // namespace
+
+io::task<void> service::kv_batch(context& c) {
+    store::block_store* blocks = _store.blocks_of(c.req.bucket);
+    if (blocks == nullptr) {
+        if (!_store.bucket_exists(c.req.bucket))
+            co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
+        co_return co_await send_error(c, {base::errc::invalid_request,
+                                          "the batch API serves KV buckets only (fjord mb --kv)"});
+    }
+    auto op = wire::op_named(c.req.param("fjord-batch"));
+    if (!op) co_return co_await send_error(c, malformed("fjord-batch must be exists, get or put"));
+    std::array<std::byte, wire::header_bytes> head_bytes;
+    if (auto r = co_await read_exact(c.ex.body(), head_bytes.data(), head_bytes.size()); !r)
+        co_return co_await send_error(c, malformed("no frame header"));
+    wire::frame_header h = wire::decode_header(head_bytes.data());
+    if (h.magic != wire::request_magic || h.version != wire::version ||
+        h.op != static_cast<std::uint16_t>(*op))
+        co_return co_await send_error(c,
+                                      malformed("bad magic, version or operation in the header"));
+    if (h.count == 0 || h.count > wire::max_keys || h.fourth > wire::max_table_bytes)
+        co_return co_await send_error(
+            c,
+            malformed("1 to " + std::to_string(wire::max_keys) + " keys and a table of at most " +
+                      std::to_string(wire::max_table_bytes) + " bytes are allowed"));
+    std::vector<std::byte> table(h.fourth);
+    if (auto r = co_await read_exact(c.ex.body(), table.data(), table.size()); !r)
+        co_return co_await send_error(c, malformed("the table is cut short"));
+    std::vector<wire::entry> entries;
+    if (auto bad = wire::decode_table(table, h.count, *op, entries))
+        co_return co_await send_error(c, malformed(*bad));
+    if (*op == wire::op::put) co_return co_await kv_batch_put(c, *blocks, std::move(entries));
+    // exists and get take no values: nothing may follow the table.
+    std::byte extra[1];
+    auto more = co_await c.ex.body().read(extra, 1);
+    if (!more || *more != 0)
+        co_return co_await send_error(
+            c, malformed("bytes after the table of a batch " + std::string(wire::op_name(*op))));
+    std::vector<std::string> keys;
+    keys.reserve(entries.size());
+    for (auto& e : entries) keys.push_back(std::move(e.key));
+    auto sizes = co_await blocks->sizes(c.req.bucket, keys);
+    if (!sizes) co_return co_await send_error(c, sizes.err());
+    if (*op == wire::op::exists) co_return co_await kv_batch_exists(c, *sizes);
+    co_return co_await kv_batch_get(c, *blocks, keys, *sizes);
+}
+
+io::task<void> service::kv_batch_exists(context& c,
+                                        const std::vector<std::optional<std::uint64_t>>& sizes) {
+    const auto count = static_cast<std::uint32_t>(sizes.size());
+    std::vector<std::byte> body(wire::header_bytes + count * wire::exists_result_bytes);
+    auto header = response_header(wire::op::exists, count, leading(sizes));
+    std::memcpy(body.data(), header.data(), header.size());
+    std::byte* p = body.data() + wire::header_bytes;
+    for (const auto& size : sizes) {
+        p[0] = static_cast<std::byte>(size ? wire::status::ok : wire::status::absent);
+        wire::put64(p + 8, size.value_or(0));
+        p += wire::exists_result_bytes;
+    }
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/x-fjord-kv");
+    (void)co_await c.ex.send_all(
+        200, headers, std::string_view(reinterpret_cast<const char*>(body.data()), body.size()));
+}
+
+// Every block's length is known before the first is sent (Content-Length); a block that leaves between
+// the lookup and its read (evicted, or dropped as corrupt) is sent as that many zeros with status
+// failed, so the framing holds.
+io::task<void> service::kv_batch_get(context& c, store::block_store& blocks,
+                                     const std::vector<std::string>& keys,
+                                     const std::vector<std::optional<std::uint64_t>>& sizes) {
+    std::uint64_t length = wire::header_bytes;
+    for (const auto& size : sizes) length += wire::get_result_bytes + size.value_or(0);
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/x-fjord-kv");
+    if (!co_await c.ex.send_head(200, headers, length)) co_return;
+    batch_writer out(c.ex);
+    auto header =
+        response_header(wire::op::get, static_cast<std::uint32_t>(keys.size()), leading(sizes));
+    if (!co_await out.write(header)) co_return;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        std::array<std::byte, wire::get_result_bytes> result{};
+        if (!sizes[i]) {
+            result[0] = static_cast<std::byte>(wire::status::absent);
+            if (!co_await out.write(result)) co_return;
+            continue;
+        }
+        auto block = co_await blocks.read_block(c.req.bucket, keys[i]);
+        const bool same = block && block->first->value().size() == *sizes[i];
+        result[0] = static_cast<std::byte>(same ? wire::status::ok : wire::status::failed);
+        wire::put32(result.data() + 4, same ? block->first->value_crc : 0);
+        wire::put64(result.data() + 8, *sizes[i]);
+        if (!co_await out.write(result)) co_return;
+        auto sent =
+            same ? co_await out.write(block->first->value()) : co_await out.zeros(*sizes[i]);
+        if (!sent) co_return;
+    }
+    (void)co_await out.flush();
+}
+
+io::task<void> service::kv_batch_put(context& c, store::block_store& blocks,
+                                     std::vector<wire::entry> entries) {
+    if (c.ex.head().value_of("x-amz-content-sha256") != auth::unsigned_payload_value)
+        co_return co_await send_error(
+            c, malformed("a batch put is sent with x-amz-content-sha256: UNSIGNED-PAYLOAD (each "
+                         "block carries its CRC32C)"));
+    std::vector<put_slot> slots(entries.size());
+    io::wait_group writes(puts_in_flight);
+    base::result<void> body_ok;
+    for (std::size_t i = 0; i < entries.size() && body_ok; ++i) {
+        auto& e = entries[i];
+        if (e.value_bytes > _options.max_object_bytes) {
+            body_ok = base::fail(base::errc::entity_too_large, "a block is larger than allowed");
+            break;
+        }
+        auto bytes = store::block_buffer::allocate(e.value_bytes);
+        body_ok = co_await read_exact(c.ex.body(), bytes->value().data(), e.value_bytes);
+        if (!body_ok) break;
+        std::vector<std::uint32_t> crcs;
+        bytes->value_crc = value_crcs(bytes->value(), crcs);
+        if (bytes->value_crc != e.value_crc) {
+            slots[i].code = static_cast<std::uint32_t>(base::errc::bad_digest);
+            continue;
+        }
+        store::object_record record;
+        record.size_bytes = e.value_bytes;
+        record.modified_ms = base::unix_now_ms();
+        record.content_type = "application/octet-stream";
+        record.etag = derived_etag(store::written_data{e.value_bytes, crcs});
+        co_await writes.spawn(store_one(&blocks, c.req.bucket, std::move(e.key), std::move(bytes),
+                                        std::move(record), &slots[i]));
+    }
+    co_await writes.wait();
+    if (!body_ok) co_return co_await send_error(c, body_ok.err());
+    std::byte extra[1];
+    auto more = co_await c.ex.body().read(extra, 1);
+    if (!more || *more != 0)
+        co_return co_await send_error(c, malformed("bytes after the last block of a batch put"));
+    const auto count = static_cast<std::uint32_t>(slots.size());
+    std::uint32_t stored_leading = 0;
+    while (stored_leading < count && slots[stored_leading].status != wire::status::failed)
+        ++stored_leading;
+    std::vector<std::byte> body(wire::header_bytes + count * wire::put_result_bytes);
+    auto header = response_header(wire::op::put, count, stored_leading);
+    std::memcpy(body.data(), header.data(), header.size());
+    std::byte* p = body.data() + wire::header_bytes;
+    for (const auto& s : slots) {
+        p[0] = static_cast<std::byte>(s.status);
+        wire::put32(p + 4, s.code);
+        p += wire::put_result_bytes;
+    }
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/x-fjord-kv");
+    (void)co_await c.ex.send_all(
+        200, headers, std::string_view(reinterpret_cast<const char*>(body.data()), body.size()));
+}
+
+}  // namespace fjord::s3
