@@ -31,6 +31,8 @@
 #include "io/reactor.h"
 #include "s3/access_log.h"
 #include "s3/service.h"
+#include "kv/tier.h"
+#include "store/bucket_router.h"
 #include "store/engine.h"
 
 namespace {
@@ -78,6 +80,8 @@ void print_usage() {
         "                        (default 1024; each upload reserves 64 MiB steps as its body arrives)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
+        "  --kv-dram-mib N       DRAM tier of the KV buckets, all cores together (default 1024)\n"
+        "  --kv-capacity-mib N   NVMe space of a KV bucket made without a capacity (default 16384)\n"
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
         "  --access-log PATH     one JSON line per request to PATH (appended), or - for stderr (default: off)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
@@ -92,6 +96,7 @@ struct serve_config {
     std::int64_t multipart_expiry_s = 7 * 24 * 3600;
     std::int64_t multipart_expiry_interval_s = 3600;
     store::engine_options engine;
+    kv::tier_options kv;
     s3::service_options service;
     http::server_options server;
     bool default_credentials = false;
@@ -301,6 +306,18 @@ const serve_option serve_options[] = {
          return true;
      },
      512, 8192, 64},
+    {"--kv-dram-mib", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.kv.dram_bytes = n * base::MiB;
+         return true;
+     },
+     0, 1024 * 1024},
+    {"--kv-capacity-mib", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.kv.default_capacity_bytes = n * base::MiB;
+         return true;
+     },
+     64, 1ULL << 30},
     {"--buffers", kind::number,
      [](args& a, const char*, u64 n) {
          a.cfg.engine.buffers.buffer_count = n;
@@ -496,6 +513,18 @@ void log_start_up(const serve_config& cfg, store::engine& engine) {
             default_access_key);
 }
 
+// The KV tier lives in the first data directory's kv/ (docs/kv.md).
+std::unique_ptr<kv::tier> open_kv_tier(serve_config& cfg) {
+    cfg.kv.directory = cfg.engine.data_dirs[0] + "/kv";
+    cfg.kv.cores = cfg.engine.cores;
+    auto opened = kv::tier::open_blocking(cfg.kv);
+    if (!opened) {
+        LOG_ERROR("cannot open the KV tier: %s", opened.err().message.c_str());
+        return nullptr;
+    }
+    return std::move(*opened);
+}
+
 int serve(int argc, char** argv) {
     serve_config cfg;
     if (int rc = parse_serve_args(argc, argv, cfg); rc != 0) return rc == 1 ? 0 : rc;
@@ -510,6 +539,9 @@ int serve(int argc, char** argv) {
         return 1;
     }
     std::unique_ptr<store::engine> engine = std::move(*opened);
+    std::unique_ptr<kv::tier> kv_tier = open_kv_tier(cfg);
+    if (!kv_tier) return 1;
+    store::bucket_router router(*engine, *kv_tier);
     base::metrics metrics(cfg.engine.cores);
     std::unique_ptr<s3::access_log> access;
     int access_fd = -1;
@@ -518,7 +550,7 @@ int serve(int argc, char** argv) {
         if (access_fd < 0) return 1;
         access = std::make_unique<s3::access_log>(access_fd, cfg.engine.cores);
     }
-    s3::service svc(*engine, cfg.service, metrics, access.get());
+    s3::service svc(router, cfg.service, metrics, access.get());
     io::reactor_group group(cfg.engine.cores);
     std::vector<std::unique_ptr<http::server>> servers;
     for (unsigned c = 0; c < cfg.engine.cores; ++c)
