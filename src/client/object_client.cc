@@ -86,6 +86,20 @@ io::task<base::result<void>> object_client::create_bucket(std::string bucket) {
         [bucket](s3_client& c) { return c.create_bucket(bucket); });
 }
 
+io::task<base::result<void>> object_client::create_kv_bucket(std::string bucket,
+                                                             kv_bucket_request options) {
+    co_return co_await with_retries<void>(
+        [bucket, options](s3_client& c) { return c.create_kv_bucket(bucket, options); });
+}
+
+io::task<base::result<void>> object_client::kv_batch(std::string bucket, std::string op,
+                                                     std::span<const iovec> body,
+                                                     response_consumer consume) {
+    co_return co_await with_retries<void>([bucket, op, body, &consume](s3_client& c) {
+        return c.kv_batch(bucket, op, body, consume);
+    });
+}
+
 io::task<base::result<put_result>> object_client::put_object(
     std::string bucket, std::string key, std::span<const std::byte> body, std::string if_none_match,
     std::optional<std::uint32_t> checksum_crc32c) {

@@ -69,6 +69,11 @@ public:
     object_client& operator=(const object_client&) = delete;
 
     io::task<base::result<void>> create_bucket(std::string bucket);
+    io::task<base::result<void>> create_kv_bucket(std::string bucket, kv_bucket_request options);
+    // One KV batch request, retried like any other (`consume` runs again from the start of the body
+    // on a retry); client/kv_client.h builds the batches.
+    io::task<base::result<void>> kv_batch(std::string bucket, std::string op,
+                                          std::span<const iovec> body, response_consumer consume);
     // With if_none_match "*", only if the key does not exist (precondition_failed otherwise). With
     // checksum_crc32c (the body's CRC32C, put_options), the server verifies the body against it.
     io::task<base::result<put_result>> put_object(

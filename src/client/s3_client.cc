@@ -202,6 +202,8 @@ std::string s3_client::format_head(const request& req, std::uint64_t content_len
     if (!req.if_match.empty()) head.append("If-Match: \"").append(req.if_match).append("\"\r\n");
     if (!req.content_md5.empty())
         head.append("Content-MD5: ").append(req.content_md5).append("\r\n");
+    for (const auto& [name, value] : req.extra_headers)
+        head.append(name).append(": ").append(value).append("\r\n");
     if (req.method == "PUT" || req.method == "POST")
         head.append("Content-Length: ").append(std::to_string(content_length)).append("\r\n");
     head.append("Authorization: ").append(authorization).append("\r\n\r\n");
@@ -242,6 +244,19 @@ io::task<base::result<s3_client::response>> s3_client::attempt(const request& re
         chunk_close = std::string(req.body.empty() ? "" : "\r\n") + "0\r\nx-amz-checksum-" +
                       (req.crc64nvme_trailer ? "crc64nvme:" : "crc32c:") +
                       base::base64_encode(crc_bytes) + "\r\n\r\n";
+    }
+    if (!req.body_parts.empty()) {
+        std::uint64_t total = 0;
+        for (const auto& part : req.body_parts) total += part.iov_len;
+        std::string head = format_head(req, total);
+        std::vector<iovec> parts;
+        parts.reserve(req.body_parts.size() + 1);
+        parts.push_back(iovec{head.data(), head.size()});
+        for (const auto& part : req.body_parts)
+            if (part.iov_len > 0) parts.push_back(part);
+        auto sent = co_await _connection.send_all(std::span(parts.data(), parts.size()));
+        if (!sent) co_return sent.as_failure();
+        co_return co_await read_response(req, response_started);
     }
     std::string head = format_head(req, chunk_open.size() + req.body.size() + chunk_close.size());
     std::array<iovec, 4> parts;
@@ -345,6 +360,12 @@ io::task<base::result<void>> s3_client::read_body(const request& req, std::size_
         co_return base::fail(base::errc::bad_request,
                              "bytes after the response (the client never pipelines)");
     }
+    if (is_success(out.status) && req.consumer != nullptr) {
+        response_stream stream(_connection, prefix, prefix_bytes, body_bytes);
+        auto consumed = co_await (*req.consumer)(stream);
+        if (!consumed || stream.remaining_bytes() > 0) _connection.close();
+        co_return consumed;
+    }
     if (is_success(out.status) && !req.destination.empty() && !req.capture_body) {
         if (body_bytes > req.destination.size()) {
             _connection.close();
@@ -391,6 +412,61 @@ io::task<base::result<void>> s3_client::create_bucket(std::string bucket) {
     base::error err = error_from_response(r->status, r->error_body);
     if (err.code == base::errc::bucket_already_owned_by_you) co_return base::result<void>{};
     co_return base::fail(std::move(err));
+}
+
+io::task<base::result<void>> s3_client::create_kv_bucket(std::string bucket,
+                                                         kv_bucket_request options) {
+    request req{.method = "PUT", .raw_path = object_path(bucket, "")};
+    req.extra_headers = {{"x-fjord-bucket-type", "kv"},
+                         {"x-fjord-kv-write-ack", options.ack_from_dram ? "dram" : "nvme"}};
+    if (options.capacity_bytes > 0)
+        req.extra_headers.emplace_back("x-fjord-kv-capacity-bytes",
+                                       std::to_string(options.capacity_bytes));
+    if (options.ttl_seconds > 0)
+        req.extra_headers.emplace_back("x-fjord-kv-ttl-seconds",
+                                       std::to_string(options.ttl_seconds));
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (is_success(r->status)) co_return base::result<void>{};
+    co_return base::fail(error_from_response(r->status, r->error_body));
+}
+
+io::task<base::result<void>> s3_client::kv_batch(std::string bucket, std::string_view op,
+                                                 std::span<const iovec> body,
+                                                 const response_consumer& consume) {
+    request req{.method = "POST",
+                .raw_path = object_path(bucket, ""),
+                .raw_query = "fjord-batch=" + std::string(op)};
+    req.body_parts = body;
+    req.consumer = &consume;
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (is_success(r->status)) co_return base::result<void>{};
+    co_return base::fail(error_from_response(r->status, r->error_body));
+}
+
+io::task<base::result<void>> response_stream::read_exact(std::byte* dst, std::size_t len) {
+    if (len > _remaining)
+        co_return base::fail(base::errc::bad_request,
+                             "the response body is shorter than its framing");
+    std::size_t from_prefix = std::min(len, _prefix_bytes);
+    std::memcpy(dst, _prefix, from_prefix);
+    _prefix += from_prefix;
+    _prefix_bytes -= from_prefix;
+    _remaining -= len;
+    if (len > from_prefix)
+        co_return co_await _conn.receive_exact(dst + from_prefix, len - from_prefix);
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> response_stream::skip(std::uint64_t len) {
+    std::array<std::byte, 16 * 1024> scratch;
+    while (len > 0) {
+        auto n = static_cast<std::size_t>(std::min<std::uint64_t>(len, scratch.size()));
+        FJORD_CO_TRY(co_await read_exact(scratch.data(), n));
+        len -= n;
+    }
+    co_return base::result<void>{};
 }
 
 namespace {

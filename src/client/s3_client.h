@@ -15,8 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
+#include <sys/uio.h>
 #include <string>
 #include <vector>
 
@@ -112,6 +114,33 @@ struct delete_failure {
     std::string message;
 };
 
+// The body of a 2xx response, read in order by a consumer (the KV batch API's results): bytes that came
+// with the response head first, then the connection.
+class response_stream {
+public:
+    io::task<base::result<void>> read_exact(std::byte* dst, std::size_t len);
+    io::task<base::result<void>> skip(std::uint64_t len);
+    std::uint64_t remaining_bytes() const { return _remaining; }
+
+private:
+    friend class s3_client;
+    response_stream(connection& conn, const std::byte* prefix, std::size_t prefix_bytes,
+                    std::uint64_t body_bytes)
+        : _conn(conn), _prefix(prefix), _prefix_bytes(prefix_bytes), _remaining(body_bytes) {}
+    connection& _conn;
+    const std::byte* _prefix;
+    std::size_t _prefix_bytes;
+    std::uint64_t _remaining;
+};
+using response_consumer = std::function<io::task<base::result<void>>(response_stream&)>;
+
+// A KV bucket's options (x-fjord-kv-* headers of CreateBucket, docs/kv.md).
+struct kv_bucket_request {
+    std::uint64_t capacity_bytes = 0;  // 0: the server's default
+    std::uint64_t ttl_seconds = 0;     // 0: none
+    bool ack_from_dram = false;        // false: acknowledged once on NVMe
+};
+
 class s3_client {
 public:
     explicit s3_client(client_options options);
@@ -120,6 +149,13 @@ public:
 
     // Succeeds when the bucket exists afterwards, including when this account already owned it.
     io::task<base::result<void>> create_bucket(std::string bucket);
+    // CreateBucket of a KV bucket; BucketAlreadyOwnedByYou is an error here (its options may differ).
+    io::task<base::result<void>> create_kv_bucket(std::string bucket, kv_bucket_request options);
+    // One KV batch request (POST /bucket?fjord-batch=op) with a body gathered from `body`; a 2xx
+    // response body goes to `consume`, which must read all of it.
+    io::task<base::result<void>> kv_batch(std::string bucket, std::string_view op,
+                                          std::span<const iovec> body,
+                                          const response_consumer& consume);
     io::task<base::result<put_result>> put_object(std::string bucket, std::string key,
                                                   std::span<const std::byte> body,
                                                   put_options how = {});
@@ -202,6 +238,9 @@ private:
         std::string if_none_match;            // an If-None-Match header value, or empty
         std::string if_match;                 // an ETag (without quotes) for If-Match, or empty
         std::string checksum_crc32c;          // an x-amz-checksum-crc32c value, or empty
+        std::span<const iovec> body_parts;    // a gathered body (instead of `body`)
+        const response_consumer* consumer = nullptr;                     // reads a 2xx body
+        std::vector<std::pair<std::string, std::string>> extra_headers;  // unsigned
     };
 
     std::string format_head(const request& req, std::uint64_t content_length) const;
