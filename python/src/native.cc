@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/checksum.h"
+#include "client/kv_client.h"
 #include "client/object_client.h"
 #include "client/runtime.h"
 
@@ -44,7 +45,11 @@ enum class op_kind {
     head,
     remove,
     list,
-    delete_objects
+    delete_objects,
+    create_kv_bucket,
+    kv_exists,
+    kv_get,
+    kv_put
 };
 
 // Finished asynchronous operations, by id, for the package's completion thread.
@@ -67,8 +72,14 @@ struct operation final : client::runtime_job {
     client::ranged_get_options ranged;
     client::list_request listing;
     std::vector<std::string> keys;
+    client::kv_bucket_request kv_bucket;
+    client::kv_batch_options kv_batch;
+    std::vector<std::span<const std::byte>> sources;
+    std::vector<std::span<std::byte>> destinations;
 
     std::optional<base::error> error;
+    client::kv_exists_result kv_found;
+    std::vector<client::kv_outcome> kv_outcomes;
     std::string etag;
     std::uint64_t size_bytes = 0, object_size_bytes = 0;
     bool found = true;
@@ -152,6 +163,22 @@ io::task<void> operation::run(client::object_client& c) {
             if (take(r)) failures = std::move(*r);
             break;
         }
+        case op_kind::create_kv_bucket: take(co_await c.create_kv_bucket(bucket, kv_bucket)); break;
+        case op_kind::kv_exists: {
+            auto r = co_await client::kv_exists(c, bucket, keys);
+            if (take(r)) kv_found = std::move(*r);
+            break;
+        }
+        case op_kind::kv_get: {
+            auto r = co_await client::kv_get_into(c, bucket, keys, destinations, kv_batch);
+            if (take(r)) kv_outcomes = std::move(*r);
+            break;
+        }
+        case op_kind::kv_put: {
+            auto r = co_await client::kv_put_from(c, bucket, keys, sources, kv_batch);
+            if (take(r)) kv_outcomes = std::move(*r);
+            break;
+        }
     }
 }
 
@@ -182,6 +209,20 @@ nb::object error_tuple(const operation& op) {
 
 nb::object result_of(const operation& op) {
     switch (op.kind) {
+        case op_kind::kv_exists: {
+            nb::list sizes;
+            for (const auto& size : op.kv_found.sizes)
+                sizes.append(size ? nb::object(nb::int_(*size)) : nb::none());
+            return nb::make_tuple(sizes, op.kv_found.leading_hits);
+        }
+        case op_kind::kv_get:
+        case op_kind::kv_put: {
+            nb::list out;
+            for (const auto& o : op.kv_outcomes)
+                out.append(nb::make_tuple(static_cast<int>(o.status), o.size_bytes, o.error_code));
+            return out;
+        }
+        case op_kind::create_kv_bucket:
         case op_kind::create_bucket:
         case op_kind::delete_bucket:
         case op_kind::remove: return nb::none();
@@ -355,6 +396,58 @@ NB_MODULE(_native, m) {
                                  nb::none());
             },
             nb::arg("bucket"), nb::arg("asynchronous") = false)
+        .def(
+            "create_kv_bucket",
+            [](runtime& rt, std::string bucket, std::uint64_t capacity_bytes,
+               std::uint64_t ttl_seconds, bool ack_from_dram, bool async_) {
+                auto op = make_op(op_kind::create_kv_bucket, std::move(bucket));
+                op->kv_bucket = {capacity_bytes, ttl_seconds, ack_from_dram};
+                return rt.submit(op, async_, nb::none());
+            },
+            nb::arg("bucket"), nb::arg("capacity_bytes") = 0, nb::arg("ttl_seconds") = 0,
+            nb::arg("ack_from_dram") = false, nb::arg("asynchronous") = false)
+        .def(
+            "kv_exists",
+            [](runtime& rt, std::string bucket, std::vector<std::string> keys, bool async_) {
+                auto op = make_op(op_kind::kv_exists, std::move(bucket));
+                op->keys = std::move(keys);
+                return rt.submit(op, async_, nb::none());
+            },
+            nb::arg("bucket"), nb::arg("keys"), nb::arg("asynchronous") = false)
+        .def(
+            "kv_get",
+            [](runtime& rt, std::string bucket, std::vector<std::string> keys,
+               std::vector<std::uintptr_t> addresses, std::vector<std::uint64_t> lengths,
+               std::uint64_t request_bytes, unsigned in_flight, bool async_, nb::object keep) {
+                if (addresses.size() != keys.size() || lengths.size() != keys.size())
+                    throw nb::value_error("one buffer per key");
+                auto op = make_op(op_kind::kv_get, std::move(bucket));
+                op->keys = std::move(keys);
+                for (std::size_t i = 0; i < addresses.size(); ++i)
+                    op->destinations.emplace_back(as_destination(addresses[i]), lengths[i]);
+                op->kv_batch = {request_bytes, in_flight};
+                return rt.submit(op, async_, keep);
+            },
+            nb::arg("bucket"), nb::arg("keys"), nb::arg("addresses"), nb::arg("lengths"),
+            nb::arg("request_bytes"), nb::arg("in_flight"), nb::arg("asynchronous") = false,
+            nb::arg("keep") = nb::none())
+        .def(
+            "kv_put",
+            [](runtime& rt, std::string bucket, std::vector<std::string> keys,
+               std::vector<std::uintptr_t> addresses, std::vector<std::uint64_t> lengths,
+               std::uint64_t request_bytes, unsigned in_flight, bool async_, nb::object keep) {
+                if (addresses.size() != keys.size() || lengths.size() != keys.size())
+                    throw nb::value_error("one buffer per key");
+                auto op = make_op(op_kind::kv_put, std::move(bucket));
+                op->keys = std::move(keys);
+                for (std::size_t i = 0; i < addresses.size(); ++i)
+                    op->sources.emplace_back(as_source(addresses[i]), lengths[i]);
+                op->kv_batch = {request_bytes, in_flight};
+                return rt.submit(op, async_, keep);
+            },
+            nb::arg("bucket"), nb::arg("keys"), nb::arg("addresses"), nb::arg("lengths"),
+            nb::arg("request_bytes"), nb::arg("in_flight"), nb::arg("asynchronous") = false,
+            nb::arg("keep") = nb::none())
         .def(
             "delete_bucket",
             [](runtime& rt, std::string bucket, bool async_) {
