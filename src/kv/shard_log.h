@@ -84,6 +84,8 @@ public:
                                                                    const std::string& start_after,
                                                                    std::size_t limit);
     shard_stats stats() const;
+    // DRAM-acknowledged writes not yet on NVMe.
+    unsigned write_backs_in_flight() const { return _write_backs; }
     std::uint64_t max_value_bytes() const;
 
 private:
