@@ -55,6 +55,7 @@ struct command_config {
     std::uint64_t part_size_bytes = 8 * base::MiB;
     unsigned parts_in_flight = 4;
     client::object_client_options client;
+    std::optional<client::kv_bucket_request> kv;  // mb --kv
 };
 
 // One file to move.
@@ -365,7 +366,8 @@ io::task<void> bucket_command(command_run* run) {
         const location& where = run->config->operands[0];
         const std::string& name = run->config->name;
         if (name == "mb") {
-            auto r = co_await c.create_bucket(where.bucket);
+            auto r = run->config->kv ? co_await c.create_kv_bucket(where.bucket, *run->config->kv)
+                                     : co_await c.create_bucket(where.bucket);
             if (!r)
                 run->fail(where.text + ": " + r.err().message);
             else
@@ -399,6 +401,8 @@ void print_usage(std::FILE* to) {
         "       fjord ls [s3://bucket[/prefix]] [--recursive]\n"
         "       fjord rm s3://bucket/key | fjord rm s3://bucket/prefix --recursive\n"
         "       fjord mb s3://bucket | fjord rb s3://bucket\n"
+        "       fjord mb --kv s3://bucket [--capacity 16GiB] [--ttl-seconds N] [--ack nvme|dram]\n"
+        "                (a KV bucket of immutable blocks: docs/kv.md)\n"
         "common: --endpoint URL (FJORD_ENDPOINT, default http://127.0.0.1:9000),\n"
         "        --access-key K (FJORD_ACCESS_KEY), --secret-key S (FJORD_SECRET_KEY)\n",
         to);
@@ -441,11 +445,37 @@ base::result<void> check_operands(const command_config& cfg) {
     return {};
 }
 
+// mb --kv and its options.
+base::result<void> parse_kv_options(const command_options& opts, command_config& cfg) {
+    const bool kv_option =
+        opts.has("capacity") || opts.has("ttl-seconds") || opts.has("ack");
+    if (!opts.has("kv")) {
+        if (kv_option)
+            return base::fail(base::errc::invalid_argument,
+                              "--capacity, --ttl-seconds and --ack go with mb --kv");
+        return {};
+    }
+    if (cfg.name != "mb") return base::fail(base::errc::invalid_argument, "--kv goes with mb");
+    client::kv_bucket_request kv;
+    auto capacity = opts.size("capacity", 0);
+    auto ttl = opts.number("ttl-seconds", 0);
+    if (!capacity) return capacity.as_failure();
+    if (!ttl) return ttl.as_failure();
+    kv.capacity_bytes = *capacity;
+    kv.ttl_seconds = *ttl;
+    std::string ack = opts.has("ack") ? opts.text("ack") : "nvme";
+    if (ack != "nvme" && ack != "dram")
+        return base::fail(base::errc::invalid_argument, "--ack is nvme or dram");
+    kv.ack_from_dram = ack == "dram";
+    cfg.kv = kv;
+    return {};
+}
+
 base::result<command_config> parse_command(std::string name, int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
-        "endpoint",  "access-key",          "secret-key",     "jobs",
-        "part-size", "multipart-threshold", "parts-in-flight"};
-    static constexpr std::string_view flags[] = {"recursive"};
+        "endpoint",  "access-key",          "secret-key",      "jobs",     "part-size",
+        "multipart-threshold", "parts-in-flight", "capacity", "ttl-seconds", "ack"};
+    static constexpr std::string_view flags[] = {"recursive", "kv"};
     command_config cfg;
     cfg.name = std::move(name);
     std::vector<char*> options;
@@ -479,6 +509,7 @@ base::result<command_config> parse_command(std::string name, int argc, char** ar
     cfg.parts_in_flight = static_cast<unsigned>(*in_flight);
     cfg.part_size_bytes = *part;
     cfg.multipart_threshold_bytes = std::max<std::uint64_t>(*threshold, 1);
+    FJORD_TRY(parse_kv_options(*opts, cfg));
     auto ep =
         parse_http_endpoint(setting(*opts, "endpoint", "FJORD_ENDPOINT", "http://127.0.0.1:9000"));
     if (!ep) return ep.as_failure();
