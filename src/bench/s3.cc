@@ -32,6 +32,7 @@
 #include "base/clock.h"
 #include "base/units.h"
 #include "bench/bench.h"
+#include "bench/cpu.h"
 #include "cli/options.h"
 #include "bench/histogram.h"
 #include "bench/report.h"
@@ -410,36 +411,6 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     cfg.credentials.access_key = access && *access ? access : "fjordadmin";
     cfg.credentials.secret_key = secret && *secret ? secret : "fjordadmin-secret";
     return cfg;
-}
-
-// ---- CPU accounting ----
-
-// User + system CPU seconds of this process.
-double own_cpu_s() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    auto seconds = [](const timeval& tv) {
-        return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
-    };
-    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-// User + system CPU seconds of another process from /proc/<pid>/stat, or -1 if unreadable.
-double process_cpu_s(long pid) {
-    if (pid <= 0) return -1;
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto close_paren = text.rfind(')');
-    if (close_paren == std::string::npos) return -1;
-    std::istringstream fields(text.substr(close_paren + 2));
-    std::string field;
-    double utime = -1, stime = -1;
-    for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state; 14 utime, 15 stime
-        if (i == 14) utime = std::strtod(field.c_str(), nullptr);
-        if (i == 15) stime = std::strtod(field.c_str(), nullptr);
-    }
-    if (utime < 0 || stime < 0) return -1;
-    return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 // ---- results ----
