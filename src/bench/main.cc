@@ -22,6 +22,11 @@ void print_bench_usage() {
         "                      [--checkpoints 10] [--compute-seconds 5] [--part-size 5MiB] [--read-size 128MiB]\n"
         "                      [--uploads-in-flight 2] [--reads-in-flight 2] [--cores 2] [--verify-every 4]\n"
         "                      [--prefix P] [--trailer] [--keep] [--json FILE] [--report DIR]\n"
+        "       fjord bench kv --op get|put|exists|workload [--mode batch|s3|both] [--endpoint URL]\n"
+        "                      [--bucket bench-kv] [--block 2MiB] [--batch 16 (1000 for exists)] [--concurrency 16]\n"
+        "                      [--window 16] [--duration 10] [--objects N] [--capacity BYTES] [--server-pid PID]\n"
+        "                      workload: [--model llama3.1-8b|llama3.1-70b] [--users 4] [--chunk-tokens 16]\n"
+        "                      [--token-scale 1/16] [--turns 3]; [--json FILE] [--report DIR]\n"
         "--report DIR writes DIR/results.json, DIR/report.md and DIR/chart.svg.\n"
         "disk and net measure the physical limits; s3 measures a running Fjord (or any S3) server.\n"
         "s3 credentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY (default fjordadmin / fjordadmin-secret)\n",
@@ -36,6 +41,7 @@ int bench_main(int argc, char** argv) {
     if (what == "net") return bench_net_main(argc - 1, argv + 1);
     if (what == "s3") return bench_s3_main(argc - 1, argv + 1);
     if (what == "checkpoint") return bench_checkpoint_main(argc - 1, argv + 1);
+    if (what == "kv") return bench_kv_main(argc - 1, argv + 1);
     print_bench_usage();
     return what == "-h" || what == "--help" ? 0 : 2;
 }

@@ -447,8 +447,7 @@ base::result<void> check_operands(const command_config& cfg) {
 
 // mb --kv and its options.
 base::result<void> parse_kv_options(const command_options& opts, command_config& cfg) {
-    const bool kv_option =
-        opts.has("capacity") || opts.has("ttl-seconds") || opts.has("ack");
+    const bool kv_option = opts.has("capacity") || opts.has("ttl-seconds") || opts.has("ack");
     if (!opts.has("kv")) {
         if (kv_option)
             return base::fail(base::errc::invalid_argument,
@@ -473,8 +472,8 @@ base::result<void> parse_kv_options(const command_options& opts, command_config&
 
 base::result<command_config> parse_command(std::string name, int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
-        "endpoint",  "access-key",          "secret-key",      "jobs",     "part-size",
-        "multipart-threshold", "parts-in-flight", "capacity", "ttl-seconds", "ack"};
+        "endpoint",        "access-key", "secret-key",  "jobs", "part-size", "multipart-threshold",
+        "parts-in-flight", "capacity",   "ttl-seconds", "ack"};
     static constexpr std::string_view flags[] = {"recursive", "kv"};
     command_config cfg;
     cfg.name = std::move(name);
