@@ -28,8 +28,10 @@ from .kv import Store
 
 
 class FjordConnector(RemoteConnector):
-    def __init__(self, loop, local_cpu_backend, config, plugin_name: Optional[str] = None):
-        super().__init__(local_cpu_backend.config, local_cpu_backend.metadata)
+    def __init__(self, loop, local_cpu_backend, config, plugin_name: Optional[str] = None, metadata=None):
+        # The scheduler role hands a SafeLocalCPUBackend stub with no .config/.metadata: use the context's.
+        config = config if config is not None else local_cpu_backend.config
+        super().__init__(config, metadata if metadata is not None else local_cpu_backend.metadata)
         self.loop = loop
         self.local_cpu_backend = local_cpu_backend
         name = plugin_name or "fjord"
@@ -38,8 +40,9 @@ class FjordConnector(RemoteConnector):
         def option(field, default=None):
             return extra.get(f"remote_storage_plugin.{name}.{field}", default)
 
-        client = Client(option("endpoint"), option("access_key"), option("secret_key"))
-        self.store = Store(option("bucket", "lmcache"), client, create=True,
+        # The Store makes (and so owns, and closes) its Client.
+        self.store = Store(option("bucket", "lmcache"), endpoint=option("endpoint"),
+                           access_key=option("access_key"), secret_key=option("secret_key"), create=True,
                            capacity_bytes=int(option("capacity_bytes", 0)))
 
     @staticmethod
@@ -76,8 +79,13 @@ class FjordConnector(RemoteConnector):
     async def batched_get(self, keys) -> List[Optional[object]]:
         objs = [self._allocate() for _ in keys]
         wanted = [(k, o) for k, o in zip(keys, objs) if o is not None]
-        sizes = await self._in_thread(self.store.batch_get_into, [self._name(k) for k, _ in wanted],
-                                      [o.byte_array for _, o in wanted]) if wanted else []
+        try:
+            sizes = await self._in_thread(self.store.batch_get_into, [self._name(k) for k, _ in wanted],
+                                          [o.byte_array for _, o in wanted]) if wanted else []
+        except BaseException:
+            for _, o in wanted:
+                o.ref_count_down()
+            raise
         got = dict(zip((id(o) for _, o in wanted), sizes))
         out: List[Optional[object]] = []
         for obj in objs:
@@ -106,6 +114,24 @@ class FjordConnector(RemoteConnector):
     async def batched_async_contains(self, lookup_id: str, keys, pin: bool = False) -> int:
         return await self._in_thread(self.store.prefix_lookup, [self._name(k) for k in keys])
 
+    def support_batched_contains(self) -> bool:
+        return True
+
+    def batched_contains(self, keys) -> int:
+        return self.store.prefix_lookup([self._name(k) for k in keys])
+
+    async def batched_get_non_blocking(self, lookup_id: str, keys) -> List[object]:
+        objs = await self.batched_get(keys)
+        out = []
+        for i, obj in enumerate(objs):
+            if obj is None:
+                for rest in objs[i + 1:]:
+                    if rest is not None:
+                        rest.ref_count_down()
+                break
+            out.append(obj)
+        return out
+
     def support_ping(self) -> bool:
         return True
 
@@ -128,7 +154,9 @@ class FjordConnectorAdapter(ConnectorAdapter):
         super().__init__("plugin://fjord")
 
     def can_parse(self, url: str) -> bool:
-        return url.startswith("plugin://fjord")
+        # "plugin://fjord" or "plugin://fjord.<instance>", not "plugin://fjordx"
+        return url.startswith("plugin://") and url[len("plugin://"):].split(".", 1)[0] == "fjord"
 
     def create_connector(self, context: ConnectorContext) -> RemoteConnector:
-        return FjordConnector(context.loop, context.local_cpu_backend, context.config, context.plugin_name)
+        return FjordConnector(context.loop, context.local_cpu_backend, context.config, context.plugin_name,
+                              context.metadata)
