@@ -22,9 +22,11 @@ build-debug: bootstrap
 	cmake --preset debug >/dev/null
 	cmake --build --preset debug -j $(JOBS)
 
-# The Python package (python/): pip-installed into a fresh venv, build/venv-sdk (scripts/python_sdk.sh).
+# The Python package (python/): pip-installed into a fresh venv, build/venv-sdk (scripts/python_sdk.sh);
+# the KV connectors' venv with the real LMCache and vLLM packages, build/venv-connectors.
 python: bootstrap
 	scripts/python_sdk.sh
+	scripts/connectors_venv.sh
 
 # Starts a single-node server: data in ./data, listening on 127.0.0.1:9000.
 serve: build
@@ -34,12 +36,13 @@ serve: build
 unit: build
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
 
-PYTHON_TESTS := tests/integration/test_python_sdk.py tests/integration/test_python_torch.py
+PYTHON_TESTS := tests/integration/test_python_sdk.py tests/integration/test_python_torch.py tests/integration/test_python_kv.py
 
 integration: build python
 	.venv/bin/python -m pytest -q tests/integration
 	.venv-torch/bin/python -m pytest -q tests/integration/test_s3torchconnector.py
 	build/venv-sdk/bin/python -m pytest -q $(PYTHON_TESTS)
+	build/venv-connectors/bin/python -m pytest -q tests/integration/test_connectors.py
 
 test: build python
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
@@ -47,6 +50,7 @@ test: build python
 	.venv/bin/python -m pytest -q -p no:cacheprovider tests/integration
 	.venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_s3torchconnector.py
 	build/venv-sdk/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_TESTS)
+	build/venv-connectors/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_connectors.py
 	.venv/bin/python tests/crash/crash_test.py --cycles 5 --max-put-bytes 1048576 --max-parts 2
 
 # libFuzzer targets (tests/fuzz), one after another, FUZZ_SECONDS each; see docs/reliability.md.
