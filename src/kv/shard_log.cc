@@ -56,7 +56,8 @@ bool parse_segment_file_name(const std::string& name, std::uint64_t& seq, std::u
 
 shard_log::shard_log(shard_options options, dram_cache* dram)
     : _options(std::move(options)), _dram(dram) {
-    _max_segments = _options.capacity_bytes / _options.segment_bytes - 1;
+    // One segment of the capacity is the next one, opened ahead; one is the oldest while it is reclaimed.
+    _max_segments = _options.capacity_bytes / _options.segment_bytes - 2;
 }
 
 shard_log::~shard_log() {
@@ -65,14 +66,15 @@ shard_log::~shard_log() {
     for (auto* list : {&_segments, &_retired})
         for (auto& s : *list)
             if (s->fd >= 0) _options.fs->close_blocking(s->fd);
+    if (_next && _next->fd >= 0) _options.fs->close_blocking(_next->fd);
 }
 
 base::result<std::unique_ptr<shard_log>> shard_log::open_blocking(shard_options options,
                                                                   dram_cache* dram) {
     FJORD_ASSERT(options.fs != nullptr && options.segment_bytes % 4096 == 0);
-    if (options.capacity_bytes / options.segment_bytes < 3)
+    if (options.capacity_bytes / options.segment_bytes < 4)
         return base::fail(base::errc::invalid_argument,
-                          "a KV shard needs room for at least 3 segments");
+                          "a KV shard needs room for at least 4 segments");
     int rc = options.fs->mkdir_blocking(options.directory);
     if (rc < 0 && rc != -EEXIST) return io_failure("mkdir " + options.directory, rc);
     std::unique_ptr<shard_log> log(new shard_log(std::move(options), dram));
@@ -197,7 +199,7 @@ const cache_entry* shard_log::find(const std::string& key) {
     return &it->second;
 }
 
-io::task<base::result<void>> shard_log::open_segment() {
+io::task<base::result<std::unique_ptr<shard_log::segment>>> shard_log::create_segment() {
     auto s = std::make_unique<segment>();
     s->seq = _next_seq++;
     s->nonce = random_nonce();
@@ -222,37 +224,65 @@ io::task<base::result<void>> shard_log::open_segment() {
             if (rc < 0) co_return io_failure("fsync " + _options.directory, rc);
         }
     }
-    _segments.push_back(std::move(s));
-    co_return base::result<void>{};
+    co_return s;
+}
+
+// Opens the segment after the newest one while the newest fills, so that a write that finds the newest
+// full does not wait for a file to be made and allocated.
+io::task<void> shard_log::prepare_next() {
+    _preparing = true;
+    auto made = co_await create_segment();
+    _preparing = false;
+    if (made)
+        _next = std::move(*made);
+    else
+        LOG_WARN("cannot open the next KV segment in %s: %s", _options.directory.c_str(),
+                 made.err().message.c_str());
+    wake_roll_waiters();
+}
+
+void shard_log::wake_roll_waiters() {
+    for (auto h : _roll_waiters) io::reactor::current().schedule(h);
+    _roll_waiters.clear();
 }
 
 io::task<base::result<std::pair<std::uint64_t, std::uint64_t>>> shard_log::reserve(
     std::uint64_t value_bytes) {
     const std::uint64_t need = record_bytes(value_bytes);
     FJORD_ASSERT(need <= _options.segment_bytes);
-    for (int round = 0; round < 8; ++round) {
+    // Each round either reserves, waits for a roll-over in progress, or rolls over; a roll-over leaves
+    // an empty newest segment, so a few rounds suffice unless other writes keep filling it first.
+    for (int round = 0; round < 64; ++round) {
         if (!_segments.empty()) {
             segment& cur = *_segments.back();
             if (cur.used_bytes + need <= _options.segment_bytes) {
                 std::uint64_t offset = cur.used_bytes;
                 cur.used_bytes += need;
+                if (cur.used_bytes > _options.segment_bytes / 2 && !_next && !_preparing)
+                    io::spawn(prepare_next());
                 co_return std::pair{cur.seq, offset};
             }
         }
-        if (_rolling) {
-            co_await io::sleep_for(1);  // another write is opening the next segment
+        if (_rolling || _preparing) {
+            co_await roll_waiter{this};  // woken when the roll-over or the next segment is done
             continue;
         }
         _rolling = true;
         auto rolled = co_await roll_over();
         _rolling = false;
+        wake_roll_waiters();
         if (!rolled) co_return rolled.as_failure();
     }
     co_return base::fail(base::errc::slow_down, "the KV shard is rolling over its segments");
 }
 
 io::task<base::result<void>> shard_log::roll_over() {
-    FJORD_CO_TRY(co_await open_segment());
+    if (!_next) {
+        auto made = co_await create_segment();
+        if (!made) co_return made.as_failure();
+        _next = std::move(*made);
+    }
+    _segments.push_back(std::move(_next));
     if (_segments.size() > _max_segments) co_await reclaim_oldest();
     co_return base::result<void>{};
 }
@@ -512,7 +542,7 @@ std::vector<std::pair<std::string, store::object_record>> shard_log::scan(
 shard_stats shard_log::stats() const {
     shard_stats s = _stats;
     s.blocks = _index.size();
-    s.disk_bytes = (_segments.size() + _retired.size()) * _options.segment_bytes;
+    s.disk_bytes = (_segments.size() + _retired.size() + (_next ? 1 : 0)) * _options.segment_bytes;
     return s;
 }
 

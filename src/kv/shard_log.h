@@ -16,6 +16,7 @@
 // Owned by one core: every method runs there. Reads from a segment pin it, so reclaiming it waits for
 // them before its file descriptor closes.
 
+#include <coroutine>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -109,7 +110,15 @@ private:
     io::task<base::result<std::pair<std::uint64_t, std::uint64_t>>> reserve(
         std::uint64_t value_bytes);
     io::task<base::result<void>> roll_over();
-    io::task<base::result<void>> open_segment();
+    io::task<base::result<std::unique_ptr<segment>>> create_segment();
+    io::task<void> prepare_next();
+    void wake_roll_waiters();
+    struct roll_waiter {
+        shard_log* log;
+        bool await_ready() const noexcept { return !log->_rolling && !log->_preparing; }
+        void await_suspend(std::coroutine_handle<> h) { log->_roll_waiters.push_back(h); }
+        void await_resume() const noexcept {}
+    };
     io::task<void> reclaim_oldest();
     io::task<base::result<void>> append(const std::string& key, store::block_buffer& bytes,
                                         const store::object_record& meta, std::int64_t created_ms,
@@ -132,7 +141,10 @@ private:
     std::deque<std::unique_ptr<segment>>
         _retired;  // reclaimed, waiting for readers before their files close
     std::uint64_t _next_seq = 1;
-    bool _rolling = false;                     // a roll-over is in progress; others wait for it
+    bool _rolling = false;           // a roll-over is in progress; others wait for it
+    bool _preparing = false;         // the next segment is being made
+    std::unique_ptr<segment> _next;  // made ahead; takes appends once the newest is full
+    std::vector<std::coroutine_handle<>> _roll_waiters;
     unsigned _write_backs = 0;                 // DRAM-acknowledged writes on their way to NVMe
     std::unordered_set<std::string> _writing;  // keys with a write to NVMe in flight
     shard_stats _stats;

@@ -15,6 +15,7 @@
 #include "base/checksum.h"
 #include "io/reactor.h"
 #include "io/task.h"
+#include "io/wait_group.h"
 #include "kv/record.h"
 #include "store/file_system.h"
 #include "../store/store_test_util.h"
@@ -141,6 +142,29 @@ TEST(ShardLog, CapacityIsNeverExceededAndEvictionIsFifoWithReinsertion) {
         ++files;
     }
     EXPECT_LE(files * segment, capacity);
+}
+
+io::task<void> write_one(shard_log* log, std::string key, std::uint8_t seed, int* ok) {
+    auto w = co_await log->write(std::move(key), block_of(300 * 1024, seed), meta("c"), {});
+    if (w && *w) ++*ok;
+}
+
+// Writes that find the newest segment full while another write is opening the next one wait for it,
+// however long it takes, instead of failing (a roll-over of a large segment takes milliseconds).
+TEST(ShardLog, ConcurrentWritesAcrossRollOversAllSucceed) {
+    temp_dir dir;
+    auto o = options_for(dir.path(), 64 * MiB, 1 * MiB);
+    dram_cache dram(0);
+    auto log = open_log(o, &dram);
+    int ok = 0;
+    run([&]() -> io::task<void> {
+        io::wait_group writes(64);
+        for (int i = 0; i < 150; ++i)
+            co_await writes.spawn(write_one(log.get(), "c" + std::to_string(i), i & 0xff, &ok));
+        co_await writes.wait();
+    });
+    EXPECT_EQ(ok, 150);
+    EXPECT_LE(log->stats().disk_bytes, 64 * MiB);
 }
 
 TEST(ShardLog, CorruptBlockIsReportedAsMissAndDropped) {
