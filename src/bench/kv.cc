@@ -149,6 +149,11 @@ io::task<base::result<void>> run_batch(kv_run* run, kv_op op, client::object_cli
         if (op == kv_op::put) {
             auto r = co_await client::kv_put_from(*c, bucket, keys, values);
             if (!r) co_return r.as_failure();
+            for (const auto& o : *r)
+                if (o.status == client::kv_status::failed)
+                    co_return base::fail(
+                        base::errc::internal,
+                        "the server refused a block (error " + std::to_string(o.error_code) + ")");
             co_return base::result<void>{};
         }
         if (op == kv_op::get) {
@@ -229,6 +234,11 @@ io::task<void> prepare_worker(kv_run* run, unsigned w) {
             keys.push_back(set_key(i)), values.push_back(value_of(*run, i));
         auto r = co_await client::kv_put_from(*c, cfg.bucket, keys, values);
         if (!r) co_return fail(run->figures[w], r.err());
+        for (const auto& o : *r)
+            if (o.status == client::kv_status::failed)
+                co_return fail(run->figures[w], {base::errc::internal,
+                                                 "the server refused a block of the set (error " +
+                                                     std::to_string(o.error_code) + ")"});
     }
 }
 
@@ -569,6 +579,11 @@ void print_and_report(const kv_config& cfg, const std::vector<mode_result>& resu
         chart.series.push_back(mode_name(r.mode));
         for (auto [op, f] : ops_of(r)) rows.push_back(row_of(r, op, *f));
         if (cfg.op == kv_op::workload) summary += workload_summary(r);
+        if (r.total.misses)
+            summary += format_text(
+                "%s: %llu %s\n", mode_name(r.mode), static_cast<unsigned long long>(r.total.misses),
+                cfg.op == kv_op::workload ? "reads found a block gone since its lookup (evicted)"
+                                          : "blocks of the prepared set were not found");
         if (r.total.errors)
             summary += format_text("%s: %llu errors, the first: %s\n", mode_name(r.mode),
                                    static_cast<unsigned long long>(r.total.errors),
