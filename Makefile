@@ -42,7 +42,7 @@ integration: build python
 	.venv/bin/python -m pytest -q tests/integration
 	.venv-torch/bin/python -m pytest -q tests/integration/test_s3torchconnector.py
 	build/venv-sdk/bin/python -m pytest -q $(PYTHON_TESTS)
-	build/venv-connectors/bin/python -m pytest -q tests/integration/test_connectors.py
+	build/venv-connectors/bin/python -m pytest -q tests/integration/test_connectors.py tests/integration/test_nixl.py
 
 test: build python
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
@@ -50,7 +50,7 @@ test: build python
 	.venv/bin/python -m pytest -q -p no:cacheprovider tests/integration
 	.venv-torch/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_s3torchconnector.py
 	build/venv-sdk/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_TESTS)
-	build/venv-connectors/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_connectors.py
+	build/venv-connectors/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_connectors.py tests/integration/test_nixl.py
 	.venv/bin/python tests/crash/crash_test.py --cycles 5 --max-put-bytes 1048576 --max-parts 2
 
 # libFuzzer targets (tests/fuzz), one after another, FUZZ_SECONDS each; see docs/reliability.md.
