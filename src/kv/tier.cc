@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "io/cross_core.h"
 #include "io/reactor.h"
+#include "io/wait_group.h"
 
 namespace fjord::kv {
 
@@ -155,6 +156,29 @@ struct tier_ops {
             const cache_entry* e = (*shard)->find(key);
             out.emplace_back(i, e ? std::optional<std::uint64_t>(e->value_bytes) : std::nullopt);
         }
+        co_return out;
+    }
+    using fetched = std::vector<std::pair<std::size_t, store::block_ref>>;
+    static io::task<void> read_one(std::shared_ptr<shard_log> shard, std::string key,
+                                   store::block_ref* out) {
+        auto r = co_await shard->read(std::move(key));
+        if (r) *out = std::move(r->first);
+    }
+    // This core's keys of a batch: DRAM hits at once, NVMe reads up to 16 at a time.
+    static io::task<base::result<fetched>> read_many(
+        tier* t, std::string bucket, std::vector<std::pair<std::size_t, std::string>> keys) {
+        fetched out(keys.size());
+        io::wait_group reads(16);
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            auto shard = t->local_shard(bucket, keys[i].second);
+            if (!shard) {
+                co_await reads.wait();
+                co_return shard.as_failure();
+            }
+            out[i].first = keys[i].first;
+            co_await reads.spawn(read_one(*shard, std::move(keys[i].second), &out[i].second));
+        }
+        co_await reads.wait();
         co_return out;
     }
     using scanned = std::vector<std::pair<std::string, store::object_record>>;
@@ -558,6 +582,45 @@ io::task<base::result<std::pair<store::block_ref, store::object_record>>> tier::
     if (!owner) co_return owner.as_failure();
     auto op = [this, bucket, key] { return tier_ops::read(this, bucket, key); };
     co_return co_await io::invoke_on(*owner, op);
+}
+
+namespace {
+struct fetch_state {
+    std::vector<store::block_ref> blocks;
+    base::result<void> status;
+};
+
+io::task<void> fetch_from_core(tier* t, unsigned core, std::string bucket,
+                               std::vector<std::pair<std::size_t, std::string>> keys,
+                               fetch_state* state) {
+    auto op = [t, bucket, part = std::move(keys)] { return tier_ops::read_many(t, bucket, part); };
+    auto got = co_await io::invoke_on(core, op);
+    if (!got) {
+        state->status = got.as_failure();
+        co_return;
+    }
+    for (auto& [i, block] : *got) state->blocks[i] = std::move(block);
+}
+}  // namespace
+
+io::task<base::result<std::vector<store::block_ref>>> tier::read_blocks(
+    std::string bucket, std::vector<std::string> keys) {
+    auto& buckets = here().buckets;
+    auto it = buckets.find(bucket);
+    if (it == buckets.end()) co_return no_bucket(bucket);
+    const unsigned shards = it->second.config->shards;
+    std::vector<std::vector<std::pair<std::size_t, std::string>>> by_core(_options.cores);
+    for (std::size_t i = 0; i < keys.size(); ++i)
+        by_core[key_hash(keys[i]) % shards % _options.cores].emplace_back(i, std::move(keys[i]));
+    fetch_state state;
+    state.blocks.resize(keys.size());
+    io::wait_group cores(_options.cores);
+    for (unsigned c = 0; c < _options.cores; ++c)
+        if (!by_core[c].empty())
+            co_await cores.spawn(fetch_from_core(this, c, bucket, std::move(by_core[c]), &state));
+    co_await cores.wait();
+    if (!state.status) co_return state.status.as_failure();
+    co_return std::move(state.blocks);
 }
 
 io::task<base::result<bool>> tier::write_block(std::string bucket, std::string key,

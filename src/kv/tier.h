@@ -96,6 +96,8 @@ public:
         std::string bucket, std::vector<std::string> keys) override;
     io::task<base::result<std::pair<store::block_ref, store::object_record>>> read_block(
         std::string bucket, std::string key) override;
+    io::task<base::result<std::vector<store::block_ref>>> read_blocks(
+        std::string bucket, std::vector<std::string> keys) override;
     io::task<base::result<bool>> write_block(std::string bucket, std::string key,
                                              std::shared_ptr<store::block_buffer> bytes,
                                              store::object_record record,

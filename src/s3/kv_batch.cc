@@ -21,6 +21,8 @@ namespace {
 constexpr std::size_t crc_block_bytes = 1024 * 1024;  // as the KV tier's S3 PUT (the ETag's CRCs)
 constexpr std::size_t staging_bytes = 256 * 1024;     // small pieces of a response, sent together
 constexpr std::size_t puts_in_flight = 8;
+constexpr std::size_t get_window_keys = 256;
+constexpr std::uint64_t get_window_bytes = 32 * 1024 * 1024;
 
 auto malformed(std::string what) {
     return base::error{base::errc::invalid_request, "malformed KV batch: " + std::move(what)};
@@ -186,7 +188,33 @@ io::task<void> service::kv_batch_exists(context& c,
 // Every block's length is known before the first is sent (Content-Length); a block that leaves between
 // the lookup and its read (evicted, or dropped as corrupt) is sent as that many zeros with status
 // failed, so the framing holds.
-io::task<void> service::kv_batch_get(context& c, store::block_store& blocks,
+namespace {
+// Sends the results of keys [from, to), whose present blocks are `blocks`, in order.
+io::task<base::result<void>> send_window(batch_writer& out,
+                                         const std::vector<std::optional<std::uint64_t>>& sizes,
+                                         const std::vector<store::block_ref>& blocks,
+                                         std::size_t from, std::size_t to) {
+    std::size_t next_block = 0;
+    for (std::size_t i = from; i < to; ++i) {
+        std::array<std::byte, wire::get_result_bytes> result{};
+        if (!sizes[i]) {
+            result[0] = static_cast<std::byte>(wire::status::absent);
+            FJORD_CO_TRY(co_await out.write(result));
+            continue;
+        }
+        const store::block_ref& block = blocks[next_block++];
+        const bool same = block && block->value().size() == *sizes[i];
+        result[0] = static_cast<std::byte>(same ? wire::status::ok : wire::status::failed);
+        wire::put32(result.data() + 4, same ? block->value_crc : 0);
+        wire::put64(result.data() + 8, *sizes[i]);
+        FJORD_CO_TRY(co_await out.write(result));
+        FJORD_CO_TRY(same ? co_await out.write(block->value()) : co_await out.zeros(*sizes[i]));
+    }
+    co_return base::result<void>{};
+}
+}  // namespace
+
+io::task<void> service::kv_batch_get(context& c, store::block_store& blocks_store,
                                      const std::vector<std::string>& keys,
                                      const std::vector<std::optional<std::uint64_t>>& sizes) {
     std::uint64_t length = wire::header_bytes;
@@ -198,22 +226,26 @@ io::task<void> service::kv_batch_get(context& c, store::block_store& blocks,
     auto header =
         response_header(wire::op::get, static_cast<std::uint32_t>(keys.size()), leading(sizes));
     if (!co_await out.write(header)) co_return;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-        std::array<std::byte, wire::get_result_bytes> result{};
-        if (!sizes[i]) {
-            result[0] = static_cast<std::byte>(wire::status::absent);
-            if (!co_await out.write(result)) co_return;
-            continue;
+    // Windows of consecutive keys: each window's blocks are fetched in one message per owner core,
+    // then sent; a window holds at most get_window_keys keys and about get_window_bytes.
+    for (std::size_t from = 0; from < keys.size();) {
+        std::size_t to = from;
+        std::uint64_t bytes = 0;
+        std::vector<std::string> wanted;
+        while (to < keys.size() && to - from < get_window_keys &&
+               (to == from || bytes + sizes[to].value_or(0) <= get_window_bytes)) {
+            bytes += sizes[to].value_or(0);
+            if (sizes[to]) wanted.push_back(keys[to]);
+            ++to;
         }
-        auto block = co_await blocks.read_block(c.req.bucket, keys[i]);
-        const bool same = block && block->first->value().size() == *sizes[i];
-        result[0] = static_cast<std::byte>(same ? wire::status::ok : wire::status::failed);
-        wire::put32(result.data() + 4, same ? block->first->value_crc : 0);
-        wire::put64(result.data() + 8, *sizes[i]);
-        if (!co_await out.write(result)) co_return;
-        auto sent =
-            same ? co_await out.write(block->first->value()) : co_await out.zeros(*sizes[i]);
-        if (!sent) co_return;
+        std::vector<store::block_ref> blocks;
+        if (!wanted.empty()) {
+            auto got = co_await blocks_store.read_blocks(c.req.bucket, std::move(wanted));
+            if (!got) co_return;  // the head is sent: only closing the connection can say it
+            blocks = std::move(*got);
+        }
+        if (!co_await send_window(out, sizes, blocks, from, to)) co_return;
+        from = to;
     }
     (void)co_await out.flush();
 }

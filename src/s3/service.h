@@ -119,7 +119,7 @@ private:
     io::task<void> kv_batch(context& c);
     io::task<void> kv_batch_exists(context& c,
                                    const std::vector<std::optional<std::uint64_t>>& sizes);
-    io::task<void> kv_batch_get(context& c, store::block_store& blocks,
+    io::task<void> kv_batch_get(context& c, store::block_store& blocks_store,
                                 const std::vector<std::string>& keys,
                                 const std::vector<std::optional<std::uint64_t>>& sizes);
     io::task<void> kv_batch_put(context& c, store::block_store& blocks,

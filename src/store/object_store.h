@@ -93,6 +93,10 @@ public:
     // CRC32C (the block is then dropped and counted, never served).
     virtual io::task<base::result<std::pair<block_ref, object_record>>> read_block(
         std::string bucket, std::string key) = 0;
+    // The verified blocks of many keys, in order (null where absent or dropped as corrupt): one message
+    // per owner core, the cores' parts fetched side by side.
+    virtual io::task<base::result<std::vector<block_ref>>> read_blocks(
+        std::string bucket, std::vector<std::string> keys) = 0;
     // Stores a filled buffer (value_crc set) under `key` with `record` (size set by the store).
     // With if_none_match_any, an existing key is kept and the answer is false.
     virtual io::task<base::result<bool>> write_block(std::string bucket, std::string key,
