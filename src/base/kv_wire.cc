@@ -64,6 +64,8 @@ std::optional<std::string> decode_table(std::span<const std::byte> table, std::u
                    " bytes (1 to " + std::to_string(max_key_bytes) + " allowed)";
         if (table.size() - at - entry_fixed_bytes < key_bytes)
             return "entry " + std::to_string(i) + " is cut short";
+        if (get16(p + 2) != 0)  // reserved: zero now, so that a later version may give it a meaning
+            return "entry " + std::to_string(i) + " has its reserved field set";
         entry e;
         e.value_crc = get32(p + 4);
         e.value_bytes = get64(p + 8);

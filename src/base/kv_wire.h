@@ -83,7 +83,8 @@ frame_header decode_header(const std::byte* in);
 // The request header and table for these entries (values not included).
 std::vector<std::byte> encode_request(op o, const std::vector<entry>& entries);
 // Parses a request table of `count` entries; an error message when it is malformed (key length 0 or
-// over max_key_bytes, bytes left over or missing, a value size given for exists/get).
+// over max_key_bytes, a reserved field not zero, bytes left over or missing, a value size given for
+// exists/get).
 std::optional<std::string> decode_table(std::span<const std::byte> table, std::uint32_t count, op o,
                                         std::vector<entry>& out);
 

@@ -229,6 +229,8 @@ MALFORMED = [
     ("short put value", "put", lambda: frame("put", [("key", 0, 100)], [b"x" * 10])),
     ("bytes after the values", "put", lambda: frame("put", [("key", s3util.crc32c(b"v"), 1)], [b"vv"])),
     ("header only", "get", lambda: b"FJKQ"),
+    ("reserved field set", "exists", lambda: frame("exists", [("key", 0, 0)])[:18] + b"\x01\x00"
+        + frame("exists", [("key", 0, 0)])[20:]),
 ]
 
 
