@@ -4,6 +4,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <cstring>
+#include <span>
 #include <utility>
 
 #include "base/assert.h"
@@ -11,11 +13,22 @@
 namespace fjord::base {
 
 namespace {
+// Fetched once: OpenSSL 3 resolves the legacy EVP_sha256() & co. through its provider store, under a
+// lock, on every DigestInit; a fetched EVP_MD skips that (a 4 KiB request spent ~3 % of its CPU there).
+const EVP_MD* fetched(const char* name) {
+    EVP_MD* md = EVP_MD_fetch(nullptr, name, nullptr);
+    FJORD_ASSERT(md != nullptr, "OpenSSL lacks a digest Fjord needs");
+    return md;  // kept for the process's life
+}
+
 const EVP_MD* md_of(digest_kind kind) {
+    static const EVP_MD* const md5 = fetched("MD5");
+    static const EVP_MD* const sha1 = fetched("SHA1");
+    static const EVP_MD* const sha256 = fetched("SHA256");
     switch (kind) {
-        case digest_kind::md5: return EVP_md5();
-        case digest_kind::sha1: return EVP_sha1();
-        case digest_kind::sha256: return EVP_sha256();
+        case digest_kind::md5: return md5;
+        case digest_kind::sha1: return sha1;
+        case digest_kind::sha256: return sha256;
     }
     FJORD_UNREACHABLE("digest kind");
 }
@@ -66,13 +79,29 @@ std::string md5(std::string_view data) {
     return d.finish();
 }
 
+// HMAC (RFC 2104) over the fetched SHA-256: OpenSSL's one-shot HMAC() fetches its MAC and digest
+// implementations on every call, which cost more than the five short HMACs of a SigV4 check themselves.
 std::string hmac_sha256(std::string_view key, std::string_view data) {
-    unsigned char out[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    FJORD_ASSERT(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-                      reinterpret_cast<const unsigned char*>(data.data()), data.size(), out,
-                      &len) != nullptr);
-    return std::string(reinterpret_cast<char*>(out), len);
+    constexpr std::size_t block_bytes = 64;
+    unsigned char k[block_bytes] = {};
+    if (key.size() > block_bytes) {
+        std::string hashed = sha256(key);
+        std::memcpy(k, hashed.data(), hashed.size());
+    } else {
+        std::memcpy(k, key.data(), key.size());
+    }
+    unsigned char pad[block_bytes];
+    thread_local digest inner(digest_kind::sha256), outer(digest_kind::sha256);
+    for (std::size_t i = 0; i < block_bytes; ++i) pad[i] = k[i] ^ 0x36;
+    inner.update(std::as_bytes(std::span(pad)));
+    inner.update(std::as_bytes(std::span(data.data(), data.size())));
+    std::string inner_hash = inner.finish();
+    for (std::size_t i = 0; i < block_bytes; ++i) pad[i] = k[i] ^ 0x5c;
+    outer.update(std::as_bytes(std::span(pad)));
+    outer.update(std::as_bytes(std::span(inner_hash.data(), inner_hash.size())));
+    OPENSSL_cleanse(k, sizeof k);
+    OPENSSL_cleanse(pad, sizeof pad);
+    return outer.finish();
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
