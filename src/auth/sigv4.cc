@@ -478,6 +478,27 @@ base::result<void> check_decodable(const request_view& req) {
     return {};
 }
 
+// The signing key of a credential for a day and region, derived with four HMACs: each core keeps the
+// last few it derived (a server sees one or a few keys a day), keyed by everything the key depends on.
+std::string cached_signing_key(const credentials& creds, const std::string& date,
+                               const std::string& region) {
+    struct entry {
+        std::string access_key, secret_digest, date, region, key;
+    };
+    constexpr std::size_t max_entries = 8;
+    thread_local std::vector<entry> cache;
+    // The secret enters as its digest, so that a changed secret never finds a stale key.
+    std::string secret_digest = base::sha256(creds.secret_key);
+    for (const auto& e : cache)
+        if (e.date == date && e.region == region && e.access_key == creds.access_key &&
+            base::constant_time_equal(e.secret_digest, secret_digest))
+            return e.key;
+    std::string key = derive_signing_key(creds.secret_key, date, region, s3_service);
+    if (cache.size() == max_entries) cache.erase(cache.begin());
+    cache.push_back({creds.access_key, std::move(secret_digest), date, region, key});
+    return key;
+}
+
 // The checks both forms share once the claim is parsed: key, coverage, and the signature itself.
 base::result<auth_result> check_claim(const request_view& req, const credential_store& store,
                                       claimed_auth claim) {
@@ -490,8 +511,8 @@ base::result<auth_result> check_claim(const request_view& req, const credential_
 
     std::string scope =
         make_scope(claim.credential.date_yyyymmdd, claim.credential.region, s3_service);
-    std::string signing_key = derive_signing_key(creds->secret_key, claim.credential.date_yyyymmdd,
-                                                 claim.credential.region, s3_service);
+    std::string signing_key =
+        cached_signing_key(*creds, claim.credential.date_yyyymmdd, claim.credential.region);
     std::string canonical =
         canonical_request(req, claim.signed_headers, claim.hashed_payload, claim.presigned);
     std::string expected =
