@@ -247,12 +247,13 @@ void shard_log::wake_roll_waiters() {
 }
 
 io::task<base::result<std::pair<std::uint64_t, std::uint64_t>>> shard_log::reserve(
-    std::uint64_t value_bytes) {
+    std::uint64_t value_bytes, bool may_roll) {
     const std::uint64_t need = record_bytes(value_bytes);
     FJORD_ASSERT(need <= _options.segment_bytes);
-    // Each round either reserves, waits for a roll-over in progress, or rolls over; a roll-over leaves
-    // an empty newest segment, so a few rounds suffice unless other writes keep filling it first.
-    for (int round = 0; round < 64; ++round) {
+    // Each round either reserves, waits for a roll-over in progress, or rolls over. Under contention
+    // other writes may take a fresh segment first many times over, so the bound is time, not rounds.
+    const std::int64_t deadline_ns = base::monotonic_now_ns() + 30'000'000'000LL;
+    while (base::monotonic_now_ns() < deadline_ns) {
         if (!_segments.empty()) {
             segment& cur = *_segments.back();
             if (cur.used_bytes + need <= _options.segment_bytes) {
@@ -263,6 +264,8 @@ io::task<base::result<std::pair<std::uint64_t, std::uint64_t>>> shard_log::reser
                 co_return std::pair{cur.seq, offset};
             }
         }
+        if (!may_roll)
+            co_return base::fail(base::errc::slow_down, "no room left in the newest KV segment");
         if (_rolling || _preparing) {
             co_await roll_waiter{this};  // woken when the roll-over or the next segment is done
             continue;
@@ -323,7 +326,9 @@ io::task<void> shard_log::reclaim_oldest() {
         it = _index.find(key);
         if (it == _index.end() || it->second.segment_seq != victim_seq) continue;
         std::uint64_t seq = 0, offset = 0;
-        if (!bytes || !co_await append(key, *bytes, e.meta, e.created_ms, 0, seq, offset)) {
+        // Writes that came in meanwhile may have filled the fresh segment: then the block leaves.
+        if (!bytes || !co_await append(key, *bytes, e.meta, e.created_ms, 0, seq, offset,
+                                       /*may_roll=*/false)) {
             drop(_index.find(key));
             ++_stats.evicted_blocks;
             continue;
@@ -359,8 +364,9 @@ io::task<void> shard_log::release_segment(std::uint64_t seq) {
 io::task<base::result<void>> shard_log::append(const std::string& key, store::block_buffer& bytes,
                                                const store::object_record& meta,
                                                std::int64_t created_ms, std::uint32_t flags,
-                                               std::uint64_t& seq_out, std::uint64_t& offset_out) {
-    auto at = co_await reserve(bytes.value().size());
+                                               std::uint64_t& seq_out, std::uint64_t& offset_out,
+                                               bool may_roll) {
+    auto at = co_await reserve(bytes.value().size(), may_roll);
     if (!at) co_return at.as_failure();
     segment* s = find_segment(at->first);
     FJORD_ASSERT(s != nullptr);

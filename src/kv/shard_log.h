@@ -106,9 +106,11 @@ private:
     segment* find_segment(std::uint64_t seq);
     bool expired(const cache_entry& e) const;
     // Reserves space for a record of `value_bytes` in the newest segment, rolling over (and reclaiming)
-    // when it is full. Returns the segment and the offset.
+    // when it is full. Returns the segment and the offset. With may_roll false (the reinsertions of a
+    // reclaim, which runs inside a roll-over), a full newest segment fails at once instead of waiting
+    // for the roll-over in progress, which would be waiting for it.
     io::task<base::result<std::pair<std::uint64_t, std::uint64_t>>> reserve(
-        std::uint64_t value_bytes);
+        std::uint64_t value_bytes, bool may_roll);
     io::task<base::result<void>> roll_over();
     io::task<base::result<std::unique_ptr<segment>>> create_segment();
     io::task<void> prepare_next();
@@ -123,7 +125,7 @@ private:
     io::task<base::result<void>> append(const std::string& key, store::block_buffer& bytes,
                                         const store::object_record& meta, std::int64_t created_ms,
                                         std::uint32_t flags, std::uint64_t& seq_out,
-                                        std::uint64_t& offset_out);
+                                        std::uint64_t& offset_out, bool may_roll = true);
     io::task<base::result<std::shared_ptr<store::block_buffer>>> read_record(
         std::uint64_t seq, std::uint64_t offset, const std::string& key, std::uint64_t value_bytes,
         std::uint32_t value_crc);
