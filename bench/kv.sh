@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The KV tier against the physical limits of this machine, in one run (docs/kv.md; docs/benchmarks.md):
 #   1. raw O_DIRECT disk read of 2 MiB blocks (`fjord bench disk`) and loopback TCP (`fjord bench net`)
-#   2. server CPU per 4 KiB S3 GET and PUT on an object bucket (32 connections)
+#   2. server CPU per 4 KiB S3 GET and PUT on an object bucket and on a KV bucket (32 connections)
 #   3. a fresh `fjord serve` with a 2 GiB DRAM tier: batch get of 2 MiB blocks from DRAM, one block per
 #      request, 16 requests at once (and plain S3 for comparison); batch exists of 1,000 keys, one at a time;
 #      64 KiB blocks in batches of 64, batch API against plain S3 (one GET per block)
 #   4. the same server restarted with no DRAM tier (--kv-dram-mib 0): batch get of 2 MiB blocks from NVMe
-#   5. the MLPerf-style KV-cache workload (llama3.1-8b, scaled), batch API and plain S3
+#   5. the MLPerf-style KV-cache workload (llama3.1-8b, scaled), batch API and plain S3, BENCH_USERS users;
+#      and the batch API with 2 users
 # and a table of each figure against its limit or target. Knobs (environment): FJORD_BINARY
 # (build/release/fjord), BENCH_DIR (build/bench-kv; on the file system to measure), BENCH_DURATION (10 s per
 # phase), BENCH_USERS (8, the workload), BENCH_CORES (2, server and client each).
@@ -54,6 +55,11 @@ S3=("$FJORD" bench s3 --endpoint "$ENDPOINT" --bucket small --size 4KiB --concur
     --cores "$CORES" --server-pid "$SERVER_PID")
 "${S3[@]}" --op get --json "$RESULTS/s3-get-4k.json"
 "${S3[@]}" --op put --json "$RESULTS/s3-put-4k.json"
+echo "== server CPU per 4 KiB S3 request (KV bucket, 32 connections)"
+"$FJORD" mb --kv s3://kvsmall --capacity 2GiB --endpoint "$ENDPOINT"
+S3[6]=kvsmall
+"${S3[@]}" --op get --json "$RESULTS/kv-s3-get-4k.json"
+"${S3[@]}" --op put --json "$RESULTS/kv-s3-put-4k.json"
 echo "== 2 MiB blocks from DRAM"
 "${KV[@]}" --server-pid "$SERVER_PID" --bucket kv2m --capacity 8GiB --op get --block 2MiB --batch 1 \
     --concurrency 16 --objects 512 --json "$RESULTS/kv-get-2m-dram.json"
@@ -75,6 +81,8 @@ echo "== the KV-cache workload"
 start_server --kv-dram-mib 512
 "${KV[@]}" --server-pid "$SERVER_PID" --bucket kvwork --capacity 8GiB --op workload --users "$USERS" \
     --json "$RESULTS/kv-workload.json" --report "$RESULTS/kv-workload"
+"${KV[@]}" --server-pid "$SERVER_PID" --bucket kvwork2 --capacity 8GiB --op workload --users 2 --mode batch \
+    --json "$RESULTS/kv-workload-2users.json"
 stop_server
 
 python3 - "$RESULTS" <<'PY'
@@ -91,11 +99,12 @@ def gib_s(m, o):
 def per_block_us(m, o):
     return m["server_cpu_s"] * 1e6 / o["blocks"] if o["blocks"] else float("nan")
 rows = []
-for name in ("s3-get-4k", "s3-put-4k"):
+for name in ("s3-get-4k", "s3-put-4k", "kv-s3-get-4k", "kv-s3-put-4k"):
     r = j(name)
     us = r["server_cpu_s"] * 1e6 / r["operations"]
     target = 40 if "get" in name else 120
-    rows.append((f"server CPU per 4 KiB S3 {'GET' if 'get' in name else 'PUT'}", f"{us:.0f} us",
+    where = "KV bucket" if name.startswith("kv") else "object bucket"
+    rows.append((f"server CPU per 4 KiB S3 {'GET' if 'get' in name else 'PUT'} ({where})", f"{us:.0f} us",
                  f"target {target} us", f"{r['operations'] / r['seconds']:.0f} ops/s"))
 m, o = op(j("kv-get-2m-dram"), "batch", "get")
 rows.append(("batch get 2 MiB from DRAM, 16 at once", f"{gib_s(m, o):.2f} GiB/s, p99 {o['p99_ms']:.1f} ms",
@@ -114,8 +123,7 @@ for name in ("kv-get-64k", "kv-put-64k"):
     rb, rs = ob["blocks"] / mb["seconds"], os_["blocks"] / ms["seconds"]
     rows.append((f"64 KiB blocks, {what}: batch / plain S3", f"{rb:.0f} / {rs:.0f} blocks/s", f"{rb / rs:.1f}x (target 3x)",
                  f"{per_block_us(mb, ob):.0f} / {per_block_us(ms, os_):.0f} us CPU/block"))
-w = j("kv-workload")
-for m in w["modes"]:
+for m in j("kv-workload")["modes"] + [dict(j("kv-workload-2users")["modes"][0], mode="batch, 2 users")]:
     ops = {o["op"]: o for o in m["ops"]}
     hit = m["hit_tokens"] / m["context_tokens"] if m["context_tokens"] else 0
     rows.append((f"workload ({m['mode']})", f"hit {hit:.0%}, {m['context_tokens'] / m['seconds']:.0f} tokens/s",
