@@ -363,6 +363,26 @@ const std::byte* as_source(std::uintptr_t address) {
 }
 std::byte* as_destination(std::uintptr_t address) { return reinterpret_cast<std::byte*>(address); }
 
+// A batch get (into the buffers) or put (from them): one (address, length) per key.
+std::shared_ptr<operation> kv_batch_op(op_kind kind, std::string bucket,
+                                       std::vector<std::string> keys,
+                                       const std::vector<std::uintptr_t>& addresses,
+                                       const std::vector<std::uint64_t>& lengths,
+                                       client::kv_batch_options batch) {
+    if (addresses.size() != keys.size() || lengths.size() != keys.size())
+        throw nb::value_error("one buffer per key");
+    auto op = make_op(kind, std::move(bucket));
+    op->keys = std::move(keys);
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+        if (kind == op_kind::kv_get)
+            op->destinations.emplace_back(as_destination(addresses[i]), lengths[i]);
+        else
+            op->sources.emplace_back(as_source(addresses[i]), lengths[i]);
+    }
+    op->kv_batch = batch;
+    return op;
+}
+
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -419,14 +439,9 @@ NB_MODULE(_native, m) {
             [](runtime& rt, std::string bucket, std::vector<std::string> keys,
                std::vector<std::uintptr_t> addresses, std::vector<std::uint64_t> lengths,
                std::uint64_t request_bytes, unsigned in_flight, bool async_, nb::object keep) {
-                if (addresses.size() != keys.size() || lengths.size() != keys.size())
-                    throw nb::value_error("one buffer per key");
-                auto op = make_op(op_kind::kv_get, std::move(bucket));
-                op->keys = std::move(keys);
-                for (std::size_t i = 0; i < addresses.size(); ++i)
-                    op->destinations.emplace_back(as_destination(addresses[i]), lengths[i]);
-                op->kv_batch = {request_bytes, in_flight};
-                return rt.submit(op, async_, keep);
+                return rt.submit(kv_batch_op(op_kind::kv_get, std::move(bucket), std::move(keys),
+                                             addresses, lengths, {request_bytes, in_flight}),
+                                 async_, keep);
             },
             nb::arg("bucket"), nb::arg("keys"), nb::arg("addresses"), nb::arg("lengths"),
             nb::arg("request_bytes"), nb::arg("in_flight"), nb::arg("asynchronous") = false,
@@ -436,14 +451,9 @@ NB_MODULE(_native, m) {
             [](runtime& rt, std::string bucket, std::vector<std::string> keys,
                std::vector<std::uintptr_t> addresses, std::vector<std::uint64_t> lengths,
                std::uint64_t request_bytes, unsigned in_flight, bool async_, nb::object keep) {
-                if (addresses.size() != keys.size() || lengths.size() != keys.size())
-                    throw nb::value_error("one buffer per key");
-                auto op = make_op(op_kind::kv_put, std::move(bucket));
-                op->keys = std::move(keys);
-                for (std::size_t i = 0; i < addresses.size(); ++i)
-                    op->sources.emplace_back(as_source(addresses[i]), lengths[i]);
-                op->kv_batch = {request_bytes, in_flight};
-                return rt.submit(op, async_, keep);
+                return rt.submit(kv_batch_op(op_kind::kv_put, std::move(bucket), std::move(keys),
+                                             addresses, lengths, {request_bytes, in_flight}),
+                                 async_, keep);
             },
             nb::arg("bucket"), nb::arg("keys"), nb::arg("addresses"), nb::arg("lengths"),
             nb::arg("request_bytes"), nb::arg("in_flight"), nb::arg("asynchronous") = false,

@@ -554,15 +554,23 @@ io::task<base::result<std::vector<store::upload_record>>> tier::list_uploads(
     co_return std::vector<store::upload_record>{};
 }
 
-io::task<base::result<std::vector<std::optional<std::uint64_t>>>> tier::sizes(
-    std::string bucket, std::vector<std::string> keys) {
+base::result<std::vector<std::vector<std::pair<std::size_t, std::string>>>> tier::keys_by_core(
+    const std::string& bucket, std::vector<std::string>& keys) const {
     auto& buckets = here().buckets;
     auto it = buckets.find(bucket);
-    if (it == buckets.end()) co_return no_bucket(bucket);
+    if (it == buckets.end()) return no_bucket(bucket);
     const unsigned shards = it->second.config->shards;
     std::vector<std::vector<std::pair<std::size_t, std::string>>> by_core(_options.cores);
     for (std::size_t i = 0; i < keys.size(); ++i)
         by_core[key_hash(keys[i]) % shards % _options.cores].emplace_back(i, std::move(keys[i]));
+    return by_core;
+}
+
+io::task<base::result<std::vector<std::optional<std::uint64_t>>>> tier::sizes(
+    std::string bucket, std::vector<std::string> keys) {
+    auto grouped = keys_by_core(bucket, keys);
+    if (!grouped) co_return grouped.as_failure();
+    auto& by_core = *grouped;
     std::vector<std::optional<std::uint64_t>> out(keys.size());
     for (unsigned c = 0; c < _options.cores; ++c) {
         if (by_core[c].empty()) continue;
@@ -605,13 +613,9 @@ io::task<void> fetch_from_core(tier* t, unsigned core, std::string bucket,
 
 io::task<base::result<std::vector<store::block_ref>>> tier::read_blocks(
     std::string bucket, std::vector<std::string> keys) {
-    auto& buckets = here().buckets;
-    auto it = buckets.find(bucket);
-    if (it == buckets.end()) co_return no_bucket(bucket);
-    const unsigned shards = it->second.config->shards;
-    std::vector<std::vector<std::pair<std::size_t, std::string>>> by_core(_options.cores);
-    for (std::size_t i = 0; i < keys.size(); ++i)
-        by_core[key_hash(keys[i]) % shards % _options.cores].emplace_back(i, std::move(keys[i]));
+    auto grouped = keys_by_core(bucket, keys);
+    if (!grouped) co_return grouped.as_failure();
+    auto& by_core = *grouped;
     fetch_state state;
     state.blocks.resize(keys.size());
     io::wait_group cores(_options.cores);

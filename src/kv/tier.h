@@ -131,6 +131,9 @@ private:
     base::result<std::shared_ptr<shard_log>> local_shard(const std::string& bucket,
                                                          const std::string& key) const;
     base::result<unsigned> owner_of(const std::string& bucket, const std::string& key) const;
+    // Moves keys into one list per owner core, each key with its index in `keys`.
+    base::result<std::vector<std::vector<std::pair<std::size_t, std::string>>>> keys_by_core(
+        const std::string& bucket, std::vector<std::string>& keys) const;
     base::result<void> attach_bucket(unsigned core, std::shared_ptr<const bucket_config> config);
 
     friend struct tier_ops;

@@ -364,6 +364,24 @@ def creds(fjord_server) -> s3util.Credentials:
 _BUCKET_COUNTER = itertools.count()
 
 
+def make_kv_bucket(s3, bucket: str, **options):
+    """CreateBucket of a KV bucket (docs/kv.md) through a boto3 client: x-fjord-bucket-type: kv, and
+    each option as x-fjord-kv-<name> (capacity_bytes, ttl_seconds, write_ack)."""
+    headers = {"x-fjord-bucket-type": "kv"}
+    for name, value in options.items():
+        headers["x-fjord-kv-" + name.replace("_", "-")] = str(value)
+
+    def add(request, **_):
+        for name, value in headers.items():
+            request.headers[name] = value
+
+    s3.meta.events.register_first("before-sign.s3.CreateBucket", add)
+    try:
+        s3.create_bucket(Bucket=bucket)
+    finally:
+        s3.meta.events.unregister("before-sign.s3.CreateBucket", add)
+
+
 def unique_bucket_name(hint: str = "t") -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", hint.lower()).strip("-")[:30] or "t"
     return f"it-{slug}-{next(_BUCKET_COUNTER)}-{random.SystemRandom().getrandbits(32):08x}"

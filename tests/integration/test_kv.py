@@ -17,27 +17,11 @@ import requests
 from botocore.exceptions import ClientError
 
 import s3util
-from conftest import unique_bucket_name
+from conftest import make_kv_bucket, unique_bucket_name
 from s3util import KiB, MiB
 
 REQ_MAGIC, RESP_MAGIC = 0x514B4A46, 0x524B4A46
 OPS = {"exists": 1, "get": 2, "put": 3}
-
-
-def make_kv_bucket(s3, bucket, **options):
-    headers = {"x-fjord-bucket-type": "kv"}
-    for name, value in options.items():
-        headers["x-fjord-kv-" + name.replace("_", "-")] = str(value)
-
-    def add(request, **_):
-        for name, value in headers.items():
-            request.headers[name] = value
-
-    s3.meta.events.register_first("before-sign.s3.CreateBucket", add)
-    try:
-        s3.create_bucket(Bucket=bucket)
-    finally:
-        s3.meta.events.unregister("before-sign.s3.CreateBucket", add)
 
 
 def frame(op: str, entries, values=()) -> bytes:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unique_bucket_name
+from conftest import make_kv_bucket, unique_bucket_name
 
 IN_CONNECTORS_VENV = "venv-connectors" in Path(sys.prefix).name
 try:
@@ -35,22 +35,6 @@ KiB = 1024
 MiB = 1024 * KiB
 XFER_DEADLINE_S = 60.0
 _obj_dev_ids = itertools.count(1)  # OBJ dev ids map to object keys: unique per registration; 0 = probes
-
-
-def make_kv_bucket(s3, bucket, **options):
-    headers = {"x-fjord-bucket-type": "kv"}
-    for name, value in options.items():
-        headers["x-fjord-kv-" + name.replace("_", "-")] = str(value)
-
-    def add(request, **_):
-        for name, value in headers.items():
-            request.headers[name] = value
-
-    s3.meta.events.register_first("before-sign.s3.CreateBucket", add)
-    try:
-        s3.create_bucket(Bucket=bucket)
-    finally:
-        s3.meta.events.unregister("before-sign.s3.CreateBucket", add)
 
 
 def delete_bucket_and_objects(s3, bucket):
