@@ -31,6 +31,14 @@ T get(const std::byte* at) {
 
 }  // namespace
 
+bool header_fits(const std::string& key, const store::object_record& meta) {
+    std::string body;
+    store::encoder e(body);
+    e.str(key);
+    store::encode(e, meta);
+    return fixed_bytes + body.size() <= record_header_bytes;
+}
+
 bool encode_header(std::span<std::byte> area, const record_header& h, std::uint64_t nonce) {
     FJORD_ASSERT(area.size() == record_header_bytes);
     std::string body;

@@ -36,6 +36,8 @@ constexpr std::uint64_t record_bytes(std::uint64_t value_bytes) {
     return record_header_bytes + (value_bytes + 4095) / 4096 * 4096;
 }
 
+// Whether a record's header can hold this key and metadata.
+bool header_fits(const std::string& key, const store::object_record& meta);
 // Writes the header into `area` (record_header_bytes long). False when the key and metadata do not fit.
 bool encode_header(std::span<std::byte> area, const record_header& h, std::uint64_t nonce);
 // The header at `area`, or nullopt when it is not a whole, valid header of a segment with this nonce.

@@ -69,7 +69,7 @@ shard_log::~shard_log() {
     if (_next && _next->fd >= 0) _options.fs->close_blocking(_next->fd);
 }
 
-base::result<std::unique_ptr<shard_log>> shard_log::open_blocking(shard_options options,
+base::result<std::shared_ptr<shard_log>> shard_log::open_blocking(shard_options options,
                                                                   dram_cache* dram) {
     FJORD_ASSERT(options.fs != nullptr && options.segment_bytes % 4096 == 0);
     if (options.capacity_bytes / options.segment_bytes < 4)
@@ -77,7 +77,7 @@ base::result<std::unique_ptr<shard_log>> shard_log::open_blocking(shard_options 
                           "a KV shard needs room for at least 4 segments");
     int rc = options.fs->mkdir_blocking(options.directory);
     if (rc < 0 && rc != -EEXIST) return io_failure("mkdir " + options.directory, rc);
-    std::unique_ptr<shard_log> log(new shard_log(std::move(options), dram));
+    std::shared_ptr<shard_log> log(new shard_log(std::move(options), dram));
     FJORD_TRY(log->recover_blocking());
     return log;
 }
@@ -91,15 +91,25 @@ base::result<void> shard_log::recover_blocking() {
         if (parse_segment_file_name(name, seq, nonce)) found.emplace_back(seq, nonce);
     }
     std::sort(found.begin(), found.end());
-    for (std::size_t i = 0; i < found.size(); ++i) {
+    for (const auto& [seq, nonce] : found) {
         auto s = std::make_unique<segment>();
-        s->seq = found[i].first;
-        s->nonce = found[i].second;
+        s->seq = seq;
+        s->nonce = nonce;
         std::string path = _options.directory + "/" + segment_file_name(s->seq, s->nonce);
         s->fd = _options.fs->open_blocking(path, O_RDWR | O_DIRECT);
         if (s->fd < 0) return io_failure("open " + path, s->fd);
-        FJORD_TRY(recover_segment_blocking(*s, i + 2 >= found.size()));
+        // Every segment is searched to its end: a failed or torn write leaves a hole that records
+        // written after it (acknowledged) must not be lost behind. Fallocated space reads as zeros.
+        FJORD_TRY(recover_segment_blocking(*s));
         _next_seq = s->seq + 1;
+        if (s->records == 0) {  // no records (a segment opened ahead): not worth a slot
+            _options.fs->close_blocking(s->fd);
+            _options.fs->unlink_blocking(path);
+            continue;
+        }
+        // Recovered segments take no more appends (they were opened without O_DSYNC and may hold a
+        // hole): the first write after a start opens a fresh segment.
+        s->used_bytes = _options.segment_bytes;
         _segments.push_back(std::move(s));
     }
     // More segments than this capacity allows (the capacity was lowered): the oldest go.
@@ -115,7 +125,7 @@ base::result<void> shard_log::recover_blocking() {
     return base::result<void>{};
 }
 
-base::result<void> shard_log::recover_segment_blocking(segment& s, bool search_to_end) {
+base::result<void> shard_log::recover_segment_blocking(segment& s) {
     auto chunk = store::block_buffer::allocate(recovery_read_bytes - record_header_bytes);
     std::span<std::byte> buf = chunk->record();
     std::uint64_t chunk_start = 0, chunk_bytes = 0;
@@ -134,16 +144,15 @@ base::result<void> shard_log::recover_segment_blocking(segment& s, bool search_t
         if (h && end <= _options.segment_bytes) {
             apply_recovered(s, offset, *h);
             offset = end;
-            s.used_bytes = end;
             continue;
         }
-        if (!search_to_end) break;
         offset += record_header_bytes;
     }
     return base::result<void>{};
 }
 
 void shard_log::apply_recovered(segment& s, std::uint64_t offset, record_header& h) {
+    ++s.records;  // tombstones count: their segment must stay, or a deleted key would come back
     if (h.flags & record_flag_tombstone) {
         if (auto it = _index.find(h.key); it != _index.end()) drop(it);
         return;
@@ -163,6 +172,11 @@ void shard_log::apply_recovered(segment& s, std::uint64_t offset, record_header&
 
 void shard_log::index(const std::string& key, cache_entry e) {
     auto it = _index.find(key);
+    // Two writes of one key in flight: the one recovery would keep (the later record on disk) wins in
+    // memory too, whichever finished last.
+    if (it != _index.end() && it->second.on_disk && e.on_disk &&
+        std::pair(it->second.segment_seq, it->second.offset) > std::pair(e.segment_seq, e.offset))
+        return;
     if (it != _index.end()) drop(it);
     auto [at, inserted] = _index.emplace(key, std::move(e));
     FJORD_ASSERT(inserted);
@@ -178,6 +192,11 @@ bool shard_log::expired(const cache_entry& e) const {
     return _options.ttl_ms > 0 && base::unix_now_ms() - e.created_ms > _options.ttl_ms;
 }
 
+bool shard_log::is_live(std::uint64_t seq) const {
+    return std::any_of(_segments.begin(), _segments.end(),
+                       [seq](const auto& s) { return s->seq == seq; });
+}
+
 shard_log::segment* shard_log::find_segment(std::uint64_t seq) {
     for (auto* list : {&_segments, &_retired})
         for (auto& s : *list)
@@ -185,9 +204,7 @@ shard_log::segment* shard_log::find_segment(std::uint64_t seq) {
     return nullptr;
 }
 
-std::uint64_t shard_log::max_value_bytes() const {
-    return _options.segment_bytes / 2 - record_header_bytes;
-}
+std::uint64_t shard_log::max_value_bytes() const { return _options.segment_bytes / 2; }
 
 const cache_entry* shard_log::find(const std::string& key) {
     auto it = _index.find(key);
@@ -218,10 +235,12 @@ io::task<base::result<std::unique_ptr<shard_log::segment>>> shard_log::create_se
     if (_options.ack == store::kv_write_ack::nvme) {
         int dir =
             co_await _options.fs->openat(AT_FDCWD, _options.directory, O_RDONLY | O_DIRECTORY);
-        if (dir >= 0) {
-            rc = co_await _options.fs->fsync(dir, false);
-            co_await _options.fs->close(dir);
-            if (rc < 0) co_return io_failure("fsync " + _options.directory, rc);
+        rc = dir < 0 ? dir : co_await _options.fs->fsync(dir, false);
+        if (dir >= 0) co_await _options.fs->close(dir);
+        if (rc < 0) {
+            co_await _options.fs->close(s->fd);
+            co_await _options.fs->unlinkat(AT_FDCWD, path);
+            co_return io_failure("fsync " + _options.directory, rc);
         }
     }
     co_return s;
@@ -229,7 +248,8 @@ io::task<base::result<std::unique_ptr<shard_log::segment>>> shard_log::create_se
 
 // Opens the segment after the newest one while the newest fills, so that a write that finds the newest
 // full does not wait for a file to be made and allocated.
-io::task<void> shard_log::prepare_next() {
+io::task<void> shard_log::prepare_next(std::shared_ptr<shard_log> keep) {
+    (void)keep;  // the shard lives until this ends (a bucket may be deleted meanwhile)
     _preparing = true;
     auto made = co_await create_segment();
     _preparing = false;
@@ -260,7 +280,7 @@ io::task<base::result<std::pair<std::uint64_t, std::uint64_t>>> shard_log::reser
                 std::uint64_t offset = cur.used_bytes;
                 cur.used_bytes += need;
                 if (cur.used_bytes > _options.segment_bytes / 2 && !_next && !_preparing)
-                    io::spawn(prepare_next());
+                    io::spawn(prepare_next(shared_from_this()));
                 co_return std::pair{cur.seq, offset};
             }
         }
@@ -281,7 +301,9 @@ io::task<base::result<std::pair<std::uint64_t, std::uint64_t>>> shard_log::reser
 
 io::task<base::result<void>> shard_log::roll_over() {
     if (!_next) {
+        _preparing = true;  // no write starts another one meanwhile
         auto made = co_await create_segment();
+        _preparing = false;
         if (!made) co_return made.as_failure();
         _next = std::move(*made);
     }
@@ -297,14 +319,17 @@ io::task<void> shard_log::reclaim_oldest() {
     _segments.pop_front();
     segment& victim = *_retired.back();
     const std::uint64_t victim_seq = victim.seq;
-    std::uint64_t budget = _options.segment_bytes / 2;
+    std::uint64_t budget = _options.segment_bytes / 2 + record_header_bytes;
     std::vector<std::string> keep;
     for (const auto& key : victim.keys) {
         auto it = _index.find(key);
         if (it == _index.end() || it->second.segment_seq != victim_seq || !it->second.on_disk)
             continue;
         std::uint64_t need = record_bytes(it->second.value_bytes);
-        if (it->second.referenced && !expired(it->second) && need <= budget) {
+        // A key with a write in flight is not moved: the move could land after the new version on
+        // disk and bring the old one back at the next start.
+        if (it->second.referenced && !expired(it->second) && need <= budget &&
+            !_writing.contains(key)) {
             budget -= need;
             keep.push_back(key);
             continue;
@@ -327,9 +352,12 @@ io::task<void> shard_log::reclaim_oldest() {
         if (it == _index.end() || it->second.segment_seq != victim_seq) continue;
         std::uint64_t seq = 0, offset = 0;
         // Writes that came in meanwhile may have filled the fresh segment: then the block leaves.
-        if (!bytes || !co_await append(key, *bytes, e.meta, e.created_ms, 0, seq, offset,
-                                       /*may_roll=*/false)) {
-            drop(_index.find(key));
+        // A write of the key that started meanwhile makes the move pointless (and unsafe: see above).
+        if (!bytes || _writing.contains(key) ||
+            !co_await append(key, *bytes, e.meta, e.created_ms, 0, seq, offset,
+                             /*may_roll=*/false)) {
+            it = _index.find(key);
+            if (it != _index.end() && it->second.segment_seq == victim_seq) drop(it);
             ++_stats.evicted_blocks;
             continue;
         }
@@ -351,6 +379,11 @@ io::task<void> shard_log::release_segment(std::uint64_t seq) {
     for (int waited_ms = 0; (s->readers > 0 || s->writes_in_flight > 0) && waited_ms < 600'000;
          ++waited_ms)
         co_await io::sleep_for(1);
+    if (s->readers > 0 || s->writes_in_flight > 0) {
+        LOG_ERROR("KV segment %016llx in %s still in use after 10 minutes: left open",
+                  static_cast<unsigned long long>(seq), _options.directory.c_str());
+        co_return;
+    }
     std::string path = _options.directory + "/" + segment_file_name(s->seq, s->nonce);
     co_await _options.fs->close(s->fd);
     s->fd = -1;
@@ -366,6 +399,10 @@ io::task<base::result<void>> shard_log::append(const std::string& key, store::bl
                                                std::int64_t created_ms, std::uint32_t flags,
                                                std::uint64_t& seq_out, std::uint64_t& offset_out,
                                                bool may_roll) {
+    // Checked before space is reserved: a reservation never written would be a hole in the segment.
+    if (!header_fits(key, meta))
+        co_return base::fail(base::errc::metadata_too_large,
+                             "the key and metadata of a KV block must fit in 4 KiB");
     auto at = co_await reserve(bytes.value().size(), may_roll);
     if (!at) co_return at.as_failure();
     segment* s = find_segment(at->first);
@@ -442,8 +479,10 @@ io::task<base::result<std::pair<store::block_ref, store::object_record>>> shard_
             if (same) drop(it);
             co_return base::fail(base::errc::no_such_key, "the KV block was corrupt and dropped");
         }
-        if (got.err().code == base::errc::not_found)
+        if (got.err().code == base::errc::not_found) {
+            if (same) drop(it);
             co_return base::fail(base::errc::no_such_key, "the KV block was evicted");
+        }
         co_return got.as_failure();
     }
     if (same && !it->second.dram) {
@@ -479,14 +518,16 @@ io::task<base::result<bool>> shard_log::write(std::string key,
     if (_options.ack == store::kv_write_ack::dram && _write_backs < max_write_backs) {
         index(key, std::move(e));
         ++_write_backs;
-        io::spawn(write_back(key, std::move(bytes), std::move(meta), created_ms));
+        io::spawn(
+            write_back(shared_from_this(), key, std::move(bytes), std::move(meta), created_ms));
         co_return true;
     }
-    _writing.insert(key);
+    ++_writing[key];
     std::uint64_t seq = 0, offset = 0;
     auto appended = co_await append(key, *bytes, meta, created_ms, 0, seq, offset);
-    _writing.erase(key);
+    if (--_writing[key] == 0) _writing.erase(key);
     if (!appended) co_return appended.as_failure();
+    if (!is_live(seq)) co_return true;  // its segment was reclaimed while it was written: evicted
     e.segment_seq = seq;
     e.offset = offset;
     e.on_disk = true;
@@ -494,16 +535,21 @@ io::task<base::result<bool>> shard_log::write(std::string key,
     co_return true;
 }
 
-io::task<void> shard_log::write_back(std::string key, std::shared_ptr<store::block_buffer> bytes,
+io::task<void> shard_log::write_back(std::shared_ptr<shard_log> keep, std::string key,
+                                     std::shared_ptr<store::block_buffer> bytes,
                                      store::object_record meta, std::int64_t created_ms) {
+    (void)keep;  // the shard lives until this ends (a bucket may be deleted meanwhile)
     std::uint64_t seq = 0, offset = 0;
     auto appended = co_await append(key, *bytes, meta, created_ms, 0, seq, offset);
     --_write_backs;
     auto it = _index.find(key);
     if (it == _index.end() || it->second.dram != bytes || it->second.on_disk) co_return;
-    if (!appended) {
-        LOG_WARN("KV write-back of %s failed: %s (the block stays in DRAM only)", key.c_str(),
-                 appended.err().message.c_str());
+    if (!appended || !is_live(seq)) {
+        // It is a cache: a block that cannot reach NVMe leaves rather than pin DRAM for good.
+        if (!appended)
+            LOG_WARN("KV write-back of %s failed: %s (the block is dropped)", key.c_str(),
+                     appended.err().message.c_str());
+        drop(it);
         co_return;
     }
     it->second.segment_seq = seq;

@@ -9,9 +9,10 @@
 // reinsertion of blocks in use (docs/kv.md, "Eviction"), and compaction happens as part of it.
 //
 // Recovery (open_blocking) rebuilds the index from the records' headers, newest record of a key last
-// (a tombstone removes it). A record whose header does not verify ends a segment's records, except in
-// the two newest segments (where writes may have been in flight at a crash), which are searched on to
-// their end. A block whose bytes fail their CRC32C when read is dropped and reads as absent.
+// (a tombstone removes it). Every segment is searched to its end past a header that does not verify (a
+// torn or failed write leaves a hole; what follows it stays), so a start reads the shard's segments
+// once; recovered segments take no more appends. A block whose bytes fail their CRC32C when read is
+// dropped and reads as absent.
 //
 // Owned by one core: every method runs there. Reads from a segment pin it, so reclaiming it waits for
 // them before its file descriptor closes.
@@ -65,10 +66,11 @@ struct shard_stats {
     std::uint64_t corrupt_blocks = 0;
 };
 
-class shard_log {
+class shard_log : public std::enable_shared_from_this<shard_log> {
 public:
-    // Recovers the index from `options.directory` (created when missing). Blocking: at startup.
-    static base::result<std::unique_ptr<shard_log>> open_blocking(shard_options options,
+    // Recovers the index from `options.directory` (created when missing). Blocking: at startup. Held
+    // by shared pointers: background tasks (write-backs, the next segment) keep it alive.
+    static base::result<std::shared_ptr<shard_log>> open_blocking(shard_options options,
                                                                   dram_cache* dram);
     ~shard_log();
 
@@ -97,11 +99,12 @@ private:
         std::uint64_t used_bytes = 0;  // appends reserved so far
         unsigned writes_in_flight = 0;
         unsigned readers = 0;
+        std::uint64_t records = 0;      // found by recovery, tombstones included
         std::vector<std::string> keys;  // written here (some may have moved on since)
     };
     shard_log(shard_options options, dram_cache* dram);
     base::result<void> recover_blocking();
-    base::result<void> recover_segment_blocking(segment& s, bool search_to_end);
+    base::result<void> recover_segment_blocking(segment& s);
     void apply_recovered(segment& s, std::uint64_t offset, struct record_header& h);
     segment* find_segment(std::uint64_t seq);
     bool expired(const cache_entry& e) const;
@@ -113,7 +116,7 @@ private:
         std::uint64_t value_bytes, bool may_roll);
     io::task<base::result<void>> roll_over();
     io::task<base::result<std::unique_ptr<segment>>> create_segment();
-    io::task<void> prepare_next();
+    io::task<void> prepare_next(std::shared_ptr<shard_log> keep);
     void wake_roll_waiters();
     struct roll_waiter {
         shard_log* log;
@@ -129,8 +132,11 @@ private:
     io::task<base::result<std::shared_ptr<store::block_buffer>>> read_record(
         std::uint64_t seq, std::uint64_t offset, const std::string& key, std::uint64_t value_bytes,
         std::uint32_t value_crc);
-    io::task<void> write_back(std::string key, std::shared_ptr<store::block_buffer> bytes,
-                              store::object_record meta, std::int64_t created_ms);
+    io::task<void> write_back(std::shared_ptr<shard_log> keep, std::string key,
+                              std::shared_ptr<store::block_buffer> bytes, store::object_record meta,
+                              std::int64_t created_ms);
+    // The segment takes part in the log (not reclaimed).
+    bool is_live(std::uint64_t seq) const;
     void index(const std::string& key, cache_entry e);
     void drop(std::unordered_map<std::string, cache_entry>::iterator it);
     io::task<void> release_segment(std::uint64_t seq);
@@ -147,8 +153,8 @@ private:
     bool _preparing = false;         // the next segment is being made
     std::unique_ptr<segment> _next;  // made ahead; takes appends once the newest is full
     std::vector<std::coroutine_handle<>> _roll_waiters;
-    unsigned _write_backs = 0;                 // DRAM-acknowledged writes on their way to NVMe
-    std::unordered_set<std::string> _writing;  // keys with a write to NVMe in flight
+    unsigned _write_backs = 0;  // DRAM-acknowledged writes on their way to NVMe
+    std::unordered_map<std::string, unsigned> _writing;  // keys with writes to NVMe in flight
     shard_stats _stats;
 };
 

@@ -305,6 +305,12 @@ std::vector<store::bucket_info> tier::list_buckets() const {
     return out;
 }
 
+std::uint64_t tier::max_block_bytes(const std::string& bucket) const {
+    auto& buckets = here().buckets;
+    auto it = buckets.find(bucket);
+    return it == buckets.end() ? 0 : it->second.config->segment_bytes / 2;  // shard_log's limit
+}
+
 store::block_store* tier::blocks_of(const std::string& bucket) {
     return bucket_exists(bucket) ? this : nullptr;
 }

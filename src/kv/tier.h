@@ -92,6 +92,7 @@ public:
     store::storage_stats stats() const override { return {}; }
     store::block_store* blocks_of(const std::string& bucket) override;
 
+    std::uint64_t max_block_bytes(const std::string& bucket) const override;
     io::task<base::result<std::vector<std::optional<std::uint64_t>>>> sizes(
         std::string bucket, std::vector<std::string> keys) override;
     io::task<base::result<std::pair<store::block_ref, store::object_record>>> read_block(

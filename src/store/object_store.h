@@ -86,6 +86,8 @@ using block_ref = std::shared_ptr<const block_buffer>;
 class block_store {
 public:
     virtual ~block_store() = default;
+    // The largest block `bucket` takes (0 when it is not a KV bucket here).
+    virtual std::uint64_t max_block_bytes(const std::string& bucket) const = 0;
     // Each key's size, or nullopt when absent (never stored, deleted, evicted, expired); in order.
     virtual io::task<base::result<std::vector<std::optional<std::uint64_t>>>> sizes(
         std::string bucket, std::vector<std::string> keys) = 0;

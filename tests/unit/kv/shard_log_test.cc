@@ -63,7 +63,7 @@ store::object_record meta(std::string etag) {
     return r;
 }
 
-std::unique_ptr<shard_log> open_log(const shard_options& o, dram_cache* dram) {
+std::shared_ptr<shard_log> open_log(const shard_options& o, dram_cache* dram) {
     auto opened = shard_log::open_blocking(o, dram);
     EXPECT_TRUE(opened) << (opened ? "" : opened.err().message);
     return opened ? std::move(*opened) : nullptr;
@@ -250,6 +250,51 @@ TEST(ShardLog, TornRecordInTheNewestSegmentIsSkippedAndLaterRecordsKept) {
     EXPECT_NE(log->find("a"), nullptr);
     EXPECT_EQ(log->find("b"), nullptr);
     EXPECT_NE(log->find("c"), nullptr) << "a record after a torn one in the newest segment is kept";
+}
+
+// A hole in an older segment (a torn or failed write) does not hide the records after it: every
+// segment is searched to its end. And metadata too large for a header is refused before any space is
+// reserved, so it leaves no hole.
+TEST(ShardLog, RecordsAfterAHoleInAnOlderSegmentAreKept) {
+    temp_dir dir;
+    auto o = options_for(dir.path(), 16 * MiB, 1 * MiB);
+    {
+        dram_cache dram(0);
+        auto log = open_log(o, &dram);
+        run([&]() -> io::task<void> {
+            for (int i = 0; i < 3; ++i) {
+                auto w = co_await log->write("first" + std::to_string(i), block_of(8192, i),
+                                             meta("f"), {});
+                EXPECT_TRUE(w && *w);
+            }
+            store::object_record huge = meta("h");
+            huge.content_type.assign(5000, 'x');
+            auto refused = co_await log->write("huge", block_of(100, 1), huge, {});
+            EXPECT_FALSE(refused);
+            if (!refused) EXPECT_EQ(refused.err().code, base::errc::metadata_too_large);
+            for (int i = 0; i < 20; ++i) {  // several more segments after the first
+                auto w = co_await log->write("more" + std::to_string(i), block_of(300 * 1024, i),
+                                             meta("m"), {});
+                EXPECT_TRUE(w && *w);
+            }
+        });
+    }
+    // Tear the second record of the oldest segment.
+    std::string oldest;
+    for (const auto& f : std::filesystem::directory_iterator(o.directory))
+        if (oldest.empty() || f.path().string() < oldest) oldest = f.path();
+    int fd = ::open(oldest.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    const char junk[16] = "torn torn torn ";
+    ASSERT_EQ(::pwrite(fd, junk, sizeof junk, record_bytes(8192) + 20), 16);
+    ::close(fd);
+    dram_cache dram(0);
+    auto log = open_log(o, &dram);
+    EXPECT_NE(log->find("first0"), nullptr);
+    EXPECT_EQ(log->find("first1"), nullptr);
+    EXPECT_NE(log->find("first2"), nullptr)
+        << "the record after the hole in an old segment is kept";
+    EXPECT_NE(log->find("more19"), nullptr);
 }
 
 TEST(ShardLog, DramTierKeepsToItsBudget) {
