@@ -36,18 +36,23 @@ io::task<base::result<wire::frame_header>> read_header(response_stream& in, wire
 }
 
 // Requests of consecutive keys, each with at most max_keys keys and about request_bytes of values.
-std::vector<std::pair<std::size_t, std::size_t>> split(const std::vector<std::uint64_t>& sizes,
+// ... and a table of at most max_table_bytes.
+std::vector<std::pair<std::size_t, std::size_t>> split(const std::vector<std::string>& keys,
+                                                       const std::vector<std::uint64_t>& sizes,
                                                        std::uint64_t request_bytes) {
     std::vector<std::pair<std::size_t, std::size_t>> groups;
     std::size_t start = 0;
-    std::uint64_t bytes = 0;
+    std::uint64_t bytes = 0, table = 0;
     for (std::size_t i = 0; i < sizes.size(); ++i) {
-        if (i > start && (i - start == wire::max_keys || bytes + sizes[i] > request_bytes)) {
+        const std::uint64_t entry = wire::entry_fixed_bytes + keys[i].size();
+        if (i > start && (i - start == wire::max_keys || bytes + sizes[i] > request_bytes ||
+                          table + entry > wire::max_table_bytes)) {
             groups.emplace_back(start, i);
             start = i;
-            bytes = 0;
+            bytes = table = 0;
         }
         bytes += sizes[i];
+        table += entry;
     }
     if (start < sizes.size()) groups.emplace_back(start, sizes.size());
     return groups;
@@ -164,8 +169,9 @@ io::task<base::result<kv_exists_result>> kv_exists(object_client& client, std::s
     kv_exists_result out;
     out.sizes.resize(keys.size());
     bool leading = true;
-    for (std::size_t from = 0; from < keys.size(); from += wire::max_keys) {
-        std::size_t to = std::min<std::size_t>(keys.size(), from + wire::max_keys);
+    const std::vector<std::uint64_t> no_values(keys.size(), 0);
+    for (auto range : split(keys, no_values, UINT64_MAX)) {
+        const std::size_t from = range.first, to = range.second;
         auto request = wire::encode_request(wire::op::exists, entries_of(keys, from, to));
         iovec part{request.data(), request.size()};
         response_consumer consume = [&out, from,
@@ -203,7 +209,7 @@ io::task<base::result<std::vector<kv_outcome>>> kv_get_into(
     for (const auto& d : destinations) sizes.push_back(d.size());
     get_job job{&client, bucket, &keys, &destinations, &out, {}};
     io::wait_group requests(std::max(1u, options.requests_in_flight));
-    for (auto [from, to] : split(sizes, options.request_bytes))
+    for (auto [from, to] : split(keys, sizes, options.request_bytes))
         co_await requests.spawn(get_group(&job, from, to));
     co_await requests.wait();
     if (!job.status) co_return job.status.as_failure();
@@ -225,7 +231,7 @@ io::task<base::result<std::vector<kv_outcome>>> kv_put_from(
     }
     put_job job{&client, bucket, &keys, &values, &crcs, &out, {}};
     io::wait_group requests(std::max(1u, options.requests_in_flight));
-    for (auto [from, to] : split(sizes, options.request_bytes))
+    for (auto [from, to] : split(keys, sizes, options.request_bytes))
         co_await requests.spawn(put_group(&job, from, to));
     co_await requests.wait();
     if (!job.status) co_return job.status.as_failure();

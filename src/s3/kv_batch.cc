@@ -241,10 +241,16 @@ io::task<void> service::kv_batch_get(context& c, store::block_store& blocks_stor
         std::vector<store::block_ref> blocks;
         if (!wanted.empty()) {
             auto got = co_await blocks_store.read_blocks(c.req.bucket, std::move(wanted));
-            if (!got) co_return;  // the head is sent: only closing the connection can say it
+            if (!got) {  // the head is sent: only closing the connection can say it
+                c.ex.close_after();
+                co_return;
+            }
             blocks = std::move(*got);
         }
-        if (!co_await send_window(out, sizes, blocks, from, to)) co_return;
+        if (!co_await send_window(out, sizes, blocks, from, to)) {
+            c.ex.close_after();
+            co_return;
+        }
         from = to;
     }
     (void)co_await out.flush();
@@ -256,15 +262,20 @@ io::task<void> service::kv_batch_put(context& c, store::block_store& blocks,
         co_return co_await send_error(
             c, malformed("a batch put is sent with x-amz-content-sha256: UNSIGNED-PAYLOAD (each "
                          "block carries its CRC32C)"));
+    // Every size is checked before any value is read or memory taken for it.
+    const std::uint64_t max_block =
+        std::min(blocks.max_block_bytes(c.req.bucket), _options.max_object_bytes);
+    for (std::size_t i = 0; i < entries.size(); ++i)
+        if (entries[i].value_bytes > max_block)
+            co_return co_await send_error(
+                c, {base::errc::entity_too_large,
+                    "block " + std::to_string(i) + " of the batch is larger than the " +
+                        std::to_string(max_block) + " bytes a block of this bucket may have"});
     std::vector<put_slot> slots(entries.size());
     io::wait_group writes(puts_in_flight);
     base::result<void> body_ok;
     for (std::size_t i = 0; i < entries.size() && body_ok; ++i) {
         auto& e = entries[i];
-        if (e.value_bytes > _options.max_object_bytes) {
-            body_ok = base::fail(base::errc::entity_too_large, "a block is larger than allowed");
-            break;
-        }
         auto bytes = store::block_buffer::allocate(e.value_bytes);
         body_ok = co_await read_exact(c.ex.body(), bytes->value().data(), e.value_bytes);
         if (!body_ok) break;

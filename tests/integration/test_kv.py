@@ -230,6 +230,14 @@ def test_malformed_batches_are_refused_with_clear_errors(fjord_server, kv_bucket
     assert batch_exists(fjord_server, kv_bucket, ["k"])[1] == 0
 
 
+def test_batch_put_refuses_a_block_too_large_before_reading_it(fjord_server, kv_bucket):
+    # A table announcing a 1 GiB block, and no body after it: refused at once, nothing allocated.
+    body = frame("put", [("big", 0, 1 << 30)])
+    r = batch(fjord_server, kv_bucket, "put", body)
+    assert r.status_code == 400 and "EntityTooLarge" in r.text, r.text
+    assert batch_exists(fjord_server, kv_bucket, ["big"])[0] == [None]
+
+
 def test_batch_requests_need_a_kv_bucket_a_known_op_and_a_signature(fjord_server, s3, kv_bucket):
     plain = unique_bucket_name("plainb")
     s3.create_bucket(Bucket=plain)
