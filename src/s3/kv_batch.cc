@@ -8,6 +8,7 @@
 
 #include "base/checksum.h"
 #include "base/clock.h"
+#include "base/encoding.h"
 #include "base/kv_wire.h"
 #include "io/wait_group.h"
 #include "s3/service_internal.h"
@@ -151,6 +152,12 @@ io::task<void> service::kv_batch(context& c) {
     std::vector<wire::entry> entries;
     if (auto bad = wire::decode_table(table, h.count, *op, entries))
         co_return co_await send_error(c, malformed(*bad));
+    // Keys obey the S3 rule (UTF-8), so that every key a batch stores lists back in a well-formed
+    // document, as keys stored by PUT do.
+    for (std::size_t i = 0; i < entries.size(); ++i)
+        if (!base::is_valid_utf8(entries[i].key))
+            co_return co_await send_error(
+                c, malformed("the key of entry " + std::to_string(i) + " is not UTF-8"));
     if (*op == wire::op::put) co_return co_await kv_batch_put(c, *blocks, std::move(entries));
     // exists and get take no values: nothing may follow the table.
     std::byte extra[1];

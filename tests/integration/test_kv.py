@@ -213,6 +213,7 @@ MALFORMED = [
     ("short put value", "put", lambda: frame("put", [("key", 0, 100)], [b"x" * 10])),
     ("bytes after the values", "put", lambda: frame("put", [("key", s3util.crc32c(b"v"), 1)], [b"vv"])),
     ("header only", "get", lambda: b"FJKQ"),
+    ("key not UTF-8", "exists", lambda: frame("exists", [(b"k\xff\xfe", 0, 0)])),
     ("reserved field set", "exists", lambda: frame("exists", [("key", 0, 0)])[:18] + b"\x01\x00"
         + frame("exists", [("key", 0, 0)])[20:]),
 ]
@@ -228,6 +229,17 @@ def test_malformed_batches_are_refused_with_clear_errors(fjord_server, kv_bucket
         assert "batch" in s3util.xml_children(r.content)["Message"].lower()
     # The server is still fine.
     assert batch_exists(fjord_server, kv_bucket, ["k"])[1] == 0
+
+
+def test_batch_keys_with_control_bytes_list_back_well_formed(fjord_server, s3, kv_bucket):
+    """Keys may hold any UTF-8, control bytes included (as S3 keys may): stored by a batch put, they list
+    back exactly in a well-formed document (URL-encoded when XML 1.0 cannot carry them)."""
+    keys = ["cr\r\nlf", "nul\x00byte", "amp&lt;<tag>", "caf\u00e9/\u65e5\u672c"]
+    assert batch_put(fjord_server, kv_bucket, {k: k.encode() for k in keys}) == [0] * len(keys)
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket=kv_bucket, EncodingType="url")["Contents"]]
+    from urllib.parse import unquote
+    assert sorted(unquote(k) for k in listed) == sorted(keys)
+    assert batch_get(fjord_server, kv_bucket, keys)[0] == [k.encode() for k in keys]
 
 
 def test_batch_put_refuses_a_block_too_large_before_reading_it(fjord_server, kv_bucket):
