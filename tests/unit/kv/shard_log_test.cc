@@ -63,6 +63,23 @@ store::object_record meta(std::string etag) {
     return r;
 }
 
+// The segment file with the lowest sequence number (file names sort by it).
+std::string oldest_segment(const std::string& dir) {
+    std::string oldest;
+    for (const auto& f : std::filesystem::directory_iterator(dir))
+        if (oldest.empty() || f.path().string() < oldest) oldest = f.path();
+    return oldest;
+}
+
+// Overwrites bytes inside the header of the record at `offset`, as a torn write would.
+void tear_header(const std::string& segment_path, std::uint64_t offset) {
+    int fd = ::open(segment_path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << segment_path;
+    const char junk[16] = "torn torn torn ";
+    ASSERT_EQ(::pwrite(fd, junk, sizeof junk, static_cast<off_t>(offset + 20)), 16);
+    ::close(fd);
+}
+
 std::shared_ptr<shard_log> open_log(const shard_options& o, dram_cache* dram) {
     auto opened = shard_log::open_blocking(o, dram);
     EXPECT_TRUE(opened) << (opened ? "" : opened.err().message);
@@ -206,8 +223,7 @@ TEST(ShardLog, CorruptBlockIsReportedAsMissAndDropped) {
         EXPECT_TRUE(w && *w);
     });
     // Flip one byte of the block's value on disk (the first record: header, then the value).
-    std::string seg;
-    for (const auto& f : std::filesystem::directory_iterator(o.directory)) seg = f.path();
+    std::string seg = oldest_segment(o.directory);
     int fd = ::open(seg.c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     unsigned char byte = 0;
@@ -238,13 +254,7 @@ TEST(ShardLog, TornRecordInTheNewestSegmentIsSkippedAndLaterRecordsKept) {
         });
     }
     // Tear the header of "b" (the second record: 4 KiB header + 8 KiB value each).
-    std::string seg;
-    for (const auto& f : std::filesystem::directory_iterator(o.directory)) seg = f.path();
-    int fd = ::open(seg.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0);
-    const char junk[16] = "torn torn torn ";
-    ASSERT_EQ(::pwrite(fd, junk, sizeof junk, record_bytes(8192) + 20), 16);
-    ::close(fd);
+    tear_header(oldest_segment(o.directory), record_bytes(8192));
     dram_cache dram(0);
     auto log = open_log(o, &dram);
     EXPECT_NE(log->find("a"), nullptr);
@@ -280,14 +290,7 @@ TEST(ShardLog, RecordsAfterAHoleInAnOlderSegmentAreKept) {
         });
     }
     // Tear the second record of the oldest segment.
-    std::string oldest;
-    for (const auto& f : std::filesystem::directory_iterator(o.directory))
-        if (oldest.empty() || f.path().string() < oldest) oldest = f.path();
-    int fd = ::open(oldest.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0);
-    const char junk[16] = "torn torn torn ";
-    ASSERT_EQ(::pwrite(fd, junk, sizeof junk, record_bytes(8192) + 20), 16);
-    ::close(fd);
+    tear_header(oldest_segment(o.directory), record_bytes(8192));
     dram_cache dram(0);
     auto log = open_log(o, &dram);
     EXPECT_NE(log->find("first0"), nullptr);
