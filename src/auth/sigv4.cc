@@ -416,9 +416,16 @@ base::result<void> check_presign_time(const presign_params& params, std::int64_t
     auto date = base::parse_amz_date(*params.date);
     if (!date)
         return malformed("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
-    auto expires = base::parse_u64(*params.expires);
-    if (!expires || *expires < 1 || *expires > static_cast<std::uint64_t>(max_presign_expires_s))
-        return malformed("X-Amz-Expires must be between 1 and 604800 seconds");
+    // S3's wording for each way X-Amz-Expires can be out of its range of 1 to 604800 seconds.
+    std::string_view text = *params.expires;
+    if (text.starts_with('-') && base::parse_u64(text.substr(1)))
+        return malformed("X-Amz-Expires must be non-negative");
+    auto expires = base::parse_u64(text);
+    if (!expires) return malformed("X-Amz-Expires should be a number");
+    if (*expires < 1) return malformed("X-Amz-Expires must be at least 1 second");
+    if (*expires > static_cast<std::uint64_t>(max_presign_expires_s))
+        return malformed(
+            "X-Amz-Expires must be less than a week (in seconds) that is 604800 seconds");
     std::int64_t signed_at_s = static_cast<std::int64_t>(*date);
     if (signed_at_s > now_s + options.max_clock_skew_s)
         return base::fail(base::errc::access_denied, "Request is not valid yet");
@@ -427,8 +434,8 @@ base::result<void> check_presign_time(const presign_params& params, std::int64_t
     return {};
 }
 
-base::result<claimed_auth> parse_query_form(const request_view& req, std::int64_t now_s,
-                                            const verify_options& options) {
+base::result<claimed_auth> parse_query_fields(const request_view& req, std::int64_t now_s,
+                                              const verify_options& options) {
     auto params = collect_presign_params(req.raw_query);
     FJORD_TRY(params);
     claimed_auth claim;
@@ -457,6 +464,15 @@ base::result<claimed_auth> parse_query_form(const request_view& req, std::int64_
     } else {
         FJORD_TRY(parse_payload(unsigned_payload_value, claim));
     }
+    return claim;
+}
+
+// The presigned form: its malformed parameters are AuthorizationQueryParametersError, as S3 names them.
+base::result<claimed_auth> parse_query_form(const request_view& req, std::int64_t now_s,
+                                            const verify_options& options) {
+    auto claim = parse_query_fields(req, now_s, options);
+    if (!claim && claim.code() == base::errc::authorization_header_malformed)
+        return base::fail(base::errc::authorization_query_malformed, claim.err().message);
     return claim;
 }
 

@@ -210,6 +210,24 @@ def test_expired_presigned_url_is_access_denied(fjord_server, stored):
     assert response.status_code == 200, response.text
 
 
+@pytest.mark.parametrize("expires,message", [
+    ("604801", "X-Amz-Expires must be less than a week (in seconds) that is 604800 seconds"),
+    ("0", "X-Amz-Expires must be at least 1 second"),
+    ("-1", "X-Amz-Expires must be non-negative"),
+    ("soon", "X-Amz-Expires should be a number"),
+])
+def test_presigned_url_with_expires_out_of_range_is_refused_as_s3_does(fjord_server, stored, expires, message):
+    _, path = stored
+    query = s3util.presign_query(fjord_server.credentials, "GET", fjord_server.host, path, 300)
+    query = query.replace("X-Amz-Expires=300", f"X-Amz-Expires={expires}")
+    fields = assert_s3_error(requests.get(f"{fjord_server.endpoint}{path}?{query}", timeout=TIMEOUT_S),
+                             400, "AuthorizationQueryParametersError")
+    assert fields["Message"] == message
+    # The longest S3 allows is accepted.
+    week = s3util.presign_query(fjord_server.credentials, "GET", fjord_server.host, path, 604800)
+    assert requests.get(f"{fjord_server.endpoint}{path}?{week}", timeout=TIMEOUT_S).status_code == 200
+
+
 def test_presigned_url_expiring_in_one_second(fjord_server, stored):
     _, path = stored
     creds, host = fjord_server.credentials, fjord_server.host

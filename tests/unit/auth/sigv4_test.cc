@@ -917,7 +917,7 @@ TEST(sigv4_presigned, malformed_query_parameters) {
     for (const std::string& query : malformed) {
         presigned_request r(test_credentials(), 3600);
         r.raw_query = query;
-        EXPECT_EQ(r.verify(test_now_s).code(), base::errc::authorization_header_malformed) << query;
+        EXPECT_EQ(r.verify(test_now_s).code(), base::errc::authorization_query_malformed) << query;
     }
 }
 
