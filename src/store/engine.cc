@@ -743,9 +743,38 @@ io::task<base::result<void>> engine::create_bucket(std::string name) {
 
 io::task<base::result<void>> engine::delete_bucket(std::string name) {
     auto call = [=, this] { return core0_delete_bucket(name); };
-    auto deleted = co_await io::invoke_on(0, std::move(call));
+    auto deleted = co_await io::invoke_on(0, call);
+    if (!deleted && deleted.code() == base::errc::bucket_not_empty) {
+        // A bucket whose only contents are unfinished uploads is deleted with them, as S3 does: abort
+        // them, then try once more (an upload begun meanwhile makes that answer BucketNotEmpty).
+        auto aborted = co_await abort_uploads_if_no_objects(name);
+        if (!aborted) co_return aborted.as_failure();
+        if (*aborted) deleted = co_await io::invoke_on(0, call);
+    }
     if (!deleted) co_await free_space_after(deleted.err());
     co_return deleted;
+}
+
+// When `bucket` holds no object: aborts every unfinished upload in it and says whether it did.
+io::task<base::result<bool>> engine::abort_uploads_if_no_objects(std::string bucket) {
+    list_request any{bucket, "", "", "", 1};
+    auto listed = co_await list(any);
+    if (!listed) co_return listed.as_failure();
+    if (!listed->entries.empty()) co_return false;
+    constexpr std::uint32_t page_uploads = 1000;
+    constexpr int max_pages =
+        64;  // uploads begun faster than they are aborted end in BucketNotEmpty
+    for (int page = 0; page < max_pages; ++page) {
+        auto uploads = co_await list_uploads(bucket, "", "", "", page_uploads);
+        if (!uploads) co_return uploads.as_failure();
+        if (uploads->empty()) co_return true;
+        for (const auto& u : *uploads) {
+            auto aborted = co_await abort_upload(bucket, u.key, u.upload_id);
+            if (!aborted && aborted.code() != base::errc::no_such_upload)
+                co_return aborted.as_failure();
+        }
+    }
+    co_return true;
 }
 
 io::task<base::result<bool>> engine::core_set_bucket(bucket_info info, bool present) {
