@@ -36,7 +36,8 @@ base::result<void> check_tag(const std::string& key, const std::string& value) {
 
 struct delete_outcome {
     std::string key;
-    std::string if_match;  // the optional per-object <ETag> condition
+    std::string if_match;    // the optional per-object <ETag> condition
+    std::string version_id;  // the optional <VersionId>: only "null" names a version Fjord keeps
     base::errc code = base::errc::ok;
     std::string message;
 };
@@ -108,6 +109,7 @@ io::task<void> service::delete_objects(context& c) {
                 {base::errc::malformed_xml, "A DeleteObjects request may name at most 1000 keys"});
         outcomes.push_back({xml_child_text(o, "Key"),
                             std::string(base::trim(xml_child_text(o, "ETag"))),
+                            xml_child_text(o, "VersionId"),
                             base::errc::ok,
                             {}});
     }
@@ -123,6 +125,11 @@ io::task<void> service::delete_objects(context& c) {
             o.message = o.key.empty() ? "The key is empty" : "Your key is too long";
             continue;
         }
+        if (!o.version_id.empty() && o.version_id != "null") {
+            o.code = base::errc::invalid_argument;
+            o.message = "Invalid version id specified";
+            continue;
+        }
         co_await group.spawn(delete_one(&_store, c.req.bucket, &o));
     }
     co_await group.wait();
@@ -130,7 +137,10 @@ io::task<void> service::delete_objects(context& c) {
     x.open("DeleteResult", s3_xmlns);
     for (const auto& o : outcomes) {
         if (o.code == base::errc::ok) {
-            if (!quiet) x.open("Deleted").element("Key", o.key).close("Deleted");
+            if (quiet) continue;
+            x.open("Deleted").element("Key", o.key);
+            if (!o.version_id.empty()) x.element("VersionId", o.version_id);
+            x.close("Deleted");
         } else {
             x.open("Error").element("Key", o.key).element("Code", base::errc_s3_code(o.code));
             x.element("Message", o.message).close("Error");

@@ -27,7 +27,7 @@ base::result<copy_source> parse_copy_source(std::string_view header) {
     if (question != std::string_view::npos) {
         std::string_view query = header.substr(question + 1);
         if (query.starts_with("versionId=") && query.substr(10) != "null")
-            return base::fail(base::errc::not_implemented, "Fjord does not keep object versions");
+            return base::fail(base::errc::invalid_argument, "Invalid version id specified");
     }
     auto decoded = base::uri_decode(path, false);
     if (!decoded) return base::fail(base::errc::invalid_argument, "Invalid copy source encoding");

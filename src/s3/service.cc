@@ -157,6 +157,8 @@ enum class s3_op {
     bucket_location,
     list_objects,
     list_objects_v2,
+    list_object_versions,
+    get_bucket_versioning,
     list_multipart_uploads,
     delete_objects,
     create_multipart_upload,
@@ -226,6 +228,12 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
     if (r.has("delete") && verb == method::post)
         return named(s3_op::delete_objects, "DeleteObjects");
     if (r.has("fjord-batch") && verb == method::post) return named(s3_op::kv_batch, "FjordKvBatch");
+    // Fjord keeps one version of each key, the "null" version S3 has in a bucket that never had
+    // versioning enabled: these two describe exactly that (docs/s3-compatibility.md).
+    if (r.has("versions") && verb == method::get)
+        return named(s3_op::list_object_versions, "ListObjectVersions");
+    if (r.has("versioning") && verb == method::get)
+        return named(s3_op::get_bucket_versioning, "GetBucketVersioning");
     static constexpr std::string_view unsupported[] = {"uploads",
                                                        "delete",
                                                        "versioning",
@@ -273,6 +281,9 @@ chosen_operation choose_object_operation(http::method verb, const s3_request& r,
                                          const http::request_head& head) {
     using http::method;
     const bool copy_source = !head.value_of("x-amz-copy-source").empty();
+    // Every object has one version, "null"; no other version id can name anything.
+    if (r.has("versionId") && r.param("versionId") != "null")
+        return refused({base::errc::invalid_argument, "Invalid version id specified"});
     if (r.has("uploads"))
         return verb == method::post ? named(s3_op::create_multipart_upload, "CreateMultipartUpload")
                                     : refused(method_not_allowed());
@@ -621,6 +632,8 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::bucket_location: co_return co_await bucket_location(c);
         case s3_op::list_objects: co_return co_await list_objects(c, false);
         case s3_op::list_objects_v2: co_return co_await list_objects(c, true);
+        case s3_op::list_object_versions: co_return co_await list_object_versions(c);
+        case s3_op::get_bucket_versioning: co_return co_await get_bucket_versioning(c);
         case s3_op::list_multipart_uploads: co_return co_await list_multipart_uploads(c);
         case s3_op::delete_objects: co_return co_await delete_objects(c);
         case s3_op::create_multipart_upload: co_return co_await create_multipart_upload(c);
@@ -643,7 +656,44 @@ io::task<void> service::dispatch(context& c) {
 
 // ---- buckets ----
 
+namespace {
+
+// ListBuckets' optional paging: max-buckets (1 to 10,000), continuation-token (the base64 of the last
+// name sent, as in ListObjectsV2) and prefix.
+struct bucket_page_request {
+    std::size_t max_buckets = SIZE_MAX;
+    std::string after;
+    std::string prefix;
+};
+
+base::result<bucket_page_request> parse_bucket_page(const s3_request& r) {
+    bucket_page_request p;
+    p.prefix = std::string(r.param("prefix"));
+    if (r.has("max-buckets")) {
+        auto n = base::parse_u64(r.param("max-buckets"));
+        if (!n || *n < 1 || *n > 10000)
+            return base::fail(base::errc::invalid_argument,
+                              "max-buckets must be an integer from 1 to 10000");
+        p.max_buckets = *n;
+    }
+    if (!r.param("continuation-token").empty()) {
+        auto decoded = base::base64_decode(r.param("continuation-token"));
+        if (!decoded || decoded->empty())
+            return base::fail(base::errc::invalid_argument,
+                              "The continuation token provided is incorrect");
+        p.after = *decoded;
+    }
+    return p;
+}
+
+}  // namespace
+
 io::task<void> service::list_buckets(context& c) {
+    auto paging = parse_bucket_page(c.req);
+    if (!paging) co_return co_await send_error(c, paging.err());
+    auto buckets = _store.list_buckets();
+    std::sort(buckets.begin(), buckets.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
     xml_writer x;
     x.open("ListAllMyBucketsResult", s3_xmlns);
     x.open("Owner")
@@ -651,12 +701,25 @@ io::task<void> service::list_buckets(context& c) {
         .element("DisplayName", c.auth.access_key)
         .close("Owner");
     x.open("Buckets");
-    for (const auto& b : _store.list_buckets())
+    std::size_t sent = 0;
+    std::string last;
+    bool more = false;
+    for (const auto& b : buckets) {
+        if (!b.name.starts_with(paging->prefix) || b.name <= paging->after) continue;
+        if (sent == paging->max_buckets) {
+            more = true;
+            break;
+        }
         x.open("Bucket")
             .element("Name", b.name)
             .element("CreationDate", base::format_iso8601_ms(b.created_ms))
+            .element("BucketRegion", _options.region)
             .close("Bucket");
+        ++sent, last = b.name;
+    }
     x.close("Buckets");
+    if (more) x.element("ContinuationToken", base::base64_encode(last));
+    if (c.req.has("prefix")) x.element("Prefix", paging->prefix);
     x.close("ListAllMyBucketsResult");
     co_await send_xml(c, 200, x.take());
 }
@@ -713,8 +776,8 @@ io::task<void> service::bucket_location(context& c) {
 
 namespace {
 
-// The listing a ListObjects (v1) or ListObjectsV2 request asks for, or why it is malformed.
-base::result<store::list_request> parse_list_request(const s3_request& r, bool v2) {
+// What every listing request shares: bucket, prefix, delimiter, max-keys and encoding-type.
+base::result<store::list_request> parse_listing_common(const s3_request& r) {
     store::list_request lr;
     lr.bucket = r.bucket;
     lr.prefix = std::string(r.param("prefix"));
@@ -731,9 +794,18 @@ base::result<store::list_request> parse_list_request(const s3_request& r, bool v
     if (!encoding.empty() && encoding != "url")
         return base::fail(base::errc::invalid_argument,
                           "Invalid Encoding Method specified in Request");
+    return lr;
+}
+
+// The listing a ListObjects (v1) or ListObjectsV2 request asks for, or why it is malformed.
+base::result<store::list_request> parse_list_request(const s3_request& r, bool v2) {
+    auto common = parse_listing_common(r);
+    if (!common) return common.as_failure();
+    store::list_request lr = std::move(*common);
     if (!v2) {
         lr.start_after = std::string(r.param("marker"));
-    } else if (r.has("continuation-token")) {
+    } else if (!r.param("continuation-token").empty()) {
+        // An empty token is no token (S3 lists from the start and echoes it back).
         auto decoded = base::base64_decode(r.param("continuation-token"));
         if (!decoded || decoded->empty())
             return base::fail(base::errc::invalid_argument,
@@ -804,20 +876,93 @@ std::string list_result_xml(const s3_request& r, bool v2, const store::list_requ
     return x.take();
 }
 
+// The listing a ListObjectVersions request asks for. Every key has one version, "null", so a key marker
+// with any version marker resumes after that key; a version marker alone, or one naming a version
+// Fjord cannot have, is refused as S3 refuses it.
+base::result<store::list_request> parse_versions_request(const s3_request& r) {
+    auto common = parse_listing_common(r);
+    if (!common) return common.as_failure();
+    store::list_request lr = std::move(*common);
+    lr.start_after = std::string(r.param("key-marker"));
+    std::string_view version_marker = r.param("version-id-marker");
+    if (!version_marker.empty() && lr.start_after.empty())
+        return base::fail(base::errc::invalid_argument,
+                          "A version-id marker cannot be specified without a key marker.");
+    if (!version_marker.empty() && version_marker != "null")
+        return base::fail(base::errc::invalid_argument, "Invalid version id specified");
+    return lr;
+}
+
+// The ListVersionsResult document for a page: each object is its own latest, "null" version.
+std::string versions_result_xml(const s3_request& r, const store::list_request& lr,
+                                const store::list_page& page, std::string_view owner) {
+    const bool url = list_url_encoded(r, lr, page);
+    auto enc = [url](const std::string& s) { return url ? base::uri_encode(s, true) : s; };
+    xml_writer x;
+    x.open("ListVersionsResult", s3_xmlns);
+    x.element("Name", r.bucket).element("Prefix", enc(lr.prefix));
+    x.element("KeyMarker", enc(lr.start_after));
+    x.element("VersionIdMarker", r.param("version-id-marker"));
+    if (page.truncated && !page.entries.empty()) {
+        x.element("NextKeyMarker", enc(page.entries.back().name));
+        if (!page.entries.back().is_prefix) x.element("NextVersionIdMarker", "null");
+    }
+    x.element("MaxKeys", lr.max_keys);
+    if (!lr.delimiter.empty()) x.element("Delimiter", enc(lr.delimiter));
+    if (url) x.element("EncodingType", "url");
+    x.element_bool("IsTruncated", page.truncated);
+    for (const auto& e : page.entries) {
+        if (e.is_prefix) continue;
+        x.open("Version");
+        x.element("Key", enc(e.name)).element("VersionId", "null").element_bool("IsLatest", true);
+        x.element("LastModified", base::format_iso8601_ms(e.modified_ms));
+        x.element("ETag", "\"" + e.etag + "\"");
+        x.element("Size", e.size_bytes);
+        x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
+        x.element("StorageClass", "STANDARD");
+        x.close("Version");
+    }
+    for (const auto& e : page.entries)
+        if (e.is_prefix)
+            x.open("CommonPrefixes").element("Prefix", enc(e.name)).close("CommonPrefixes");
+    x.close("ListVersionsResult");
+    return x.take();
+}
+
 }  // namespace
+
+// One page of a listing, or an empty one (max-keys=0) for a bucket that exists.
+io::task<base::result<store::list_page>> service::list_page_of(const store::list_request& lr) {
+    if (lr.max_keys > 0) co_return co_await _store.list(lr);
+    if (!_store.bucket_exists(lr.bucket))
+        co_return base::fail(base::errc::no_such_bucket, "no such bucket");
+    co_return store::list_page{};
+}
+
+io::task<void> service::list_object_versions(context& c) {
+    auto lr = parse_versions_request(c.req);
+    if (!lr) co_return co_await send_error(c, lr.err());
+    auto page = co_await list_page_of(*lr);
+    if (!page) co_return co_await send_error(c, page.err());
+    co_await send_xml(c, 200, versions_result_xml(c.req, *lr, *page, c.auth.access_key));
+}
+
+// Versioning was never enabled on any Fjord bucket: S3 answers such a bucket with an empty document.
+io::task<void> service::get_bucket_versioning(context& c) {
+    if (!_store.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
+    xml_writer x;
+    x.open("VersioningConfiguration", s3_xmlns);
+    x.close("VersioningConfiguration");
+    co_await send_xml(c, 200, x.take());
+}
 
 io::task<void> service::list_objects(context& c, bool v2) {
     auto lr = parse_list_request(c.req, v2);
     if (!lr) co_return co_await send_error(c, lr.err());
-    store::list_page page;
-    if (lr->max_keys > 0) {
-        auto listed = co_await _store.list(*lr);
-        if (!listed) co_return co_await send_error(c, listed.err());
-        page = std::move(*listed);
-    } else if (!_store.bucket_exists(c.req.bucket)) {
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
-    }
-    co_await send_xml(c, 200, list_result_xml(c.req, v2, *lr, page, c.auth.access_key));
+    auto page = co_await list_page_of(*lr);
+    if (!page) co_return co_await send_error(c, page.err());
+    co_await send_xml(c, 200, list_result_xml(c.req, v2, *lr, *page, c.auth.access_key));
 }
 
 }  // namespace fjord::s3

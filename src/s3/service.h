@@ -94,6 +94,9 @@ private:
     io::task<void> head_bucket(context& c);
     io::task<void> bucket_location(context& c);
     io::task<void> list_objects(context& c, bool v2);
+    io::task<void> list_object_versions(context& c);
+    io::task<base::result<store::list_page>> list_page_of(const store::list_request& lr);
+    io::task<void> get_bucket_versioning(context& c);
     io::task<void> put_object(context& c);
     // The declared size and the digests a PUT or UploadPart body must be checked against.
     base::result<body_plan> plan_body(const context& c,
