@@ -743,38 +743,9 @@ io::task<base::result<void>> engine::create_bucket(std::string name) {
 
 io::task<base::result<void>> engine::delete_bucket(std::string name) {
     auto call = [=, this] { return core0_delete_bucket(name); };
-    auto deleted = co_await io::invoke_on(0, call);
-    if (!deleted && deleted.code() == base::errc::bucket_not_empty) {
-        // A bucket whose only contents are unfinished uploads is deleted with them, as S3 does: abort
-        // them, then try once more (an upload begun meanwhile makes that answer BucketNotEmpty).
-        auto aborted = co_await abort_uploads_if_no_objects(name);
-        if (!aborted) co_return aborted.as_failure();
-        if (*aborted) deleted = co_await io::invoke_on(0, call);
-    }
+    auto deleted = co_await io::invoke_on(0, std::move(call));
     if (!deleted) co_await free_space_after(deleted.err());
     co_return deleted;
-}
-
-// When `bucket` holds no object: aborts every unfinished upload in it and says whether it did.
-io::task<base::result<bool>> engine::abort_uploads_if_no_objects(std::string bucket) {
-    list_request any{bucket, "", "", "", 1};
-    auto listed = co_await list(any);
-    if (!listed) co_return listed.as_failure();
-    if (!listed->entries.empty()) co_return false;
-    constexpr std::uint32_t page_uploads = 1000;
-    constexpr int max_pages =
-        64;  // uploads begun faster than they are aborted end in BucketNotEmpty
-    for (int page = 0; page < max_pages; ++page) {
-        auto uploads = co_await list_uploads(bucket, "", "", "", page_uploads);
-        if (!uploads) co_return uploads.as_failure();
-        if (uploads->empty()) co_return true;
-        for (const auto& u : *uploads) {
-            auto aborted = co_await abort_upload(bucket, u.key, u.upload_id);
-            if (!aborted && aborted.code() != base::errc::no_such_upload)
-                co_return aborted.as_failure();
-        }
-    }
-    co_return true;
 }
 
 io::task<base::result<bool>> engine::core_set_bucket(bucket_info info, bool present) {
@@ -794,11 +765,29 @@ io::task<base::result<bool>> engine::core_close_if_empty(std::string name) {
         // A broken shard may hold objects of this bucket that reappear at the next start.
         FJORD_CO_TRY(journal_usable(*s->log));
         if (s->index.count(name) || s->commits_in_flight.count(name)) co_return false;
-        for (const auto& [id, upload] : s->uploads)
-            if (upload.bucket == name)
-                co_return false;  // unfinished uploads hold data in the bucket
     }
-    local().closing.insert(name);
+    local().closing.insert(name);  // unfinished uploads do not keep it: they are aborted with it
+    co_return true;
+}
+
+// Aborts this core's unfinished uploads in a bucket being deleted (closed: no new ones can begin).
+io::task<base::result<bool>> engine::core_abort_bucket_uploads(std::string name) {
+    unsigned core = io::reactor::current().core();
+    for (auto& s : _shards) {
+        if (owner_of(s->id) != core) continue;
+        std::vector<std::pair<std::string, std::string>> uploads;  // (key, upload id)
+        for (const auto& [id, upload] : s->uploads)
+            if (upload.bucket == name) uploads.emplace_back(upload.key, id);
+        for (const auto& [key, id] : uploads) {
+            auto removed = co_await shard_abort_upload(s->id, name, key, id);
+            if (!removed && removed.code() != base::errc::no_such_upload)
+                co_return removed.as_failure();
+            if (!removed) continue;
+            std::vector<segment> data;
+            for (const auto& [number, part] : removed->parts) data.push_back(part.data);
+            co_await reclaim_segments(std::move(data));
+        }
+    }
     co_return true;
 }
 
@@ -853,6 +842,11 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
             if (!closed && checked) checked = closed.as_failure();
             if (!closed || !*closed) empty = false;
         }
+        for (unsigned c = 0; c < _options.cores && checked && empty; ++c) {
+            auto call = [=, this] { return core_abort_bucket_uploads(name); };
+            auto aborted = co_await io::invoke_on(c, std::move(call));
+            if (!aborted) checked = aborted.as_failure();
+        }
         if (!checked) {
             outcome = checked;
         } else if (empty) {
@@ -863,8 +857,7 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
             outcome = co_await s0.log->append(record_delete_bucket, std::move(payload), {},
                                               [&] { local().buckets.erase(name); });
         } else {
-            outcome = base::fail(base::errc::bucket_not_empty,
-                                 "the bucket holds objects or unfinished uploads");
+            outcome = base::fail(base::errc::bucket_not_empty, "the bucket holds objects");
         }
         // After a deletion whose outcome is unknown the bucket may or may not exist after a restart: it
         // stays closed (no new objects) until then.

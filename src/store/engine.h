@@ -212,7 +212,7 @@ private:
     io::task<base::result<list_page>> core_list(list_request request);
     io::task<base::result<void>> core0_create_bucket(std::string name);
     io::task<base::result<void>> core0_delete_bucket(std::string name);
-    io::task<base::result<bool>> abort_uploads_if_no_objects(std::string bucket);
+    io::task<base::result<bool>> core_abort_bucket_uploads(std::string name);
     io::task<base::result<bool>> core_close_if_empty(std::string name);
     io::task<base::result<bool>> core_set_bucket(bucket_info info, bool present);
     io::task<void> rotate(shard& s);
