@@ -74,6 +74,10 @@ void print_usage() {
         "  --spare-data-mib N    freed data files of 1 MiB or more kept per drive for reuse by later writes,\n"
         "                        all cores together (default 1024, 0: remove them at once)\n"
         "  --spare-data-idle-seconds N   remove spare data files no write took for N s (default 600)\n"
+        "  --inline-max-bytes N  objects of at most N bytes written by one PUT are kept in their metadata\n"
+        "                        record instead of a data file (default 4096, at most 65536; 0: never)\n"
+        "  --inline-budget-mib N memory all such objects may hold together; past it they get data files\n"
+        "                        (default 256)\n"
         "  --min-free-mib N      free space each drive keeps: new writes past it get 507 (default 1024, but\n"
         "                        at most 2%% of the drive; 0: none)\n"
         "  --reserve-ahead-mib N space preallocated ahead of the bytes received, all uploads together\n"
@@ -288,6 +292,18 @@ const serve_option serve_options[] = {
          return true;
      },
      0, 1024ULL * 1024 * 1024},
+    {"--inline-max-bytes", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.inline_max_bytes = static_cast<std::uint32_t>(n);
+         return true;
+     },
+     0, 64 * 1024},
+    {"--inline-budget-mib", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.engine.inline_budget_bytes = n * base::MiB;
+         return true;
+     },
+     0, 1024 * 1024},
     {"--spare-data-mib", kind::number,
      [](args& a, const char*, u64 n) {
          a.cfg.engine.spares.bytes_per_drive = n * base::MiB;

@@ -320,6 +320,14 @@ io::task<void> service::put_object(context& c) {
 
 namespace {
 
+// What an error answer to a GET describes of the record it saw (304, 416): not the whole record, which
+// a GET would otherwise copy once more.
+struct seen_record {
+    std::string etag;
+    std::int64_t modified_ms = 0;
+    std::uint64_t size_bytes = 0;
+};
+
 // The range a GET of partNumber=n covers (part n of a multipart object; part 1 is all of any other).
 base::result<std::optional<byte_range>> part_range(const store::object_record& r, std::uint64_t n) {
     if (n > r.segments.size() && !(r.segments.empty() && n == 1))
@@ -327,7 +335,7 @@ base::result<std::optional<byte_range>> part_range(const store::object_record& r
                           "The requested partnumber is not satisfiable");
     std::uint64_t start = 0;
     for (std::uint64_t i = 0; i + 1 < n; ++i) start += r.segments[i].size_bytes;
-    std::uint64_t len = r.segments.empty() ? 0 : r.segments[n - 1].size_bytes;
+    std::uint64_t len = r.segments.empty() ? r.size_bytes : r.segments[n - 1].size_bytes;
     return len == 0 ? std::optional<byte_range>{}
                     : std::optional<byte_range>{byte_range{start, len}};
 }
@@ -358,11 +366,11 @@ io::task<void> service::get_object(context& c, bool head_only) {
     auto part_number = part_number_of(c.req, head);
     if (!part_number) co_return co_await send_error(c, part_number.err());
     response_sink sink(c.ex);
-    std::optional<store::object_record> seen;  // the record an error answer describes (304, 416)
+    std::optional<seen_record> seen;  // what a 304 or 416 answer describes
     // Chooses the answer once the store has the record: conditions, range, and the response head.
     store::read_planner plan =
         [&](const store::object_record& r) -> base::result<std::optional<store::byte_range>> {
-        seen = r;
+        seen = seen_record{r.etag, r.modified_ms, r.size_bytes};
         FJORD_TRY(check_read_conditions(head, r));
         auto range = *part_number ? part_range(r, **part_number)
                                   : parse_range(head.value_of("range"), r.size_bytes);

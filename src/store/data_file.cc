@@ -582,6 +582,10 @@ io::task<base::result<void>> read_object(const drive_set& drives, io::buffer_poo
                                          data_file_options options) {
     std::uint64_t end = offset + length;
     FJORD_ASSERT(end <= record.size_bytes);
+    if (!record.inline_data.empty()) {  // a small object kept in its record
+        const auto* bytes = reinterpret_cast<const std::byte*>(record.inline_data.data());
+        co_return co_await sink.write(std::span<const std::byte>(bytes + offset, length));
+    }
     struct piece {
         const segment* seg;
         std::uint64_t begin, end;

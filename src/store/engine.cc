@@ -295,7 +295,10 @@ base::result<void> engine::recover() {
         if (int rc = fs.mkdir_blocking(s->dir); rc < 0 && rc != -EEXIST)
             return base::fail(base::errc::io_error, "mkdir " + s->dir + ": " + strerror(-rc));
         FJORD_TRY(recover_shard(*s));
-        for (auto& [bucket, keys] : s->index) _recovery.objects += keys.size();
+        for (auto& [bucket, keys] : s->index) {
+            _recovery.objects += keys.size();
+            for (const auto& [key, record] : keys) _inline_bytes += record.inline_data.size();
+        }
         _shards.push_back(std::move(s));
     }
     if (int rc = fs.fsync_path_blocking(meta); rc < 0)
@@ -623,6 +626,7 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
 }
 
 io::task<void> engine::reclaim(object_record record) {
+    if (!record.inline_data.empty()) give_inline_budget(record.inline_data.size());
     for (const auto& seg : record.segments) co_await _spares->give(seg);
 }
 

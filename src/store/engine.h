@@ -45,7 +45,12 @@ struct engine_options {
     space_options space;
     io::buffer_pool_options buffers;
     std::uint64_t journal_rotate_bytes =
-        64ULL * 1024 * 1024;    // snapshot + new journal past this size
+        64ULL * 1024 * 1024;  // snapshot + new journal past this size (or past the last snapshot's)
+    // Objects of at most this many bytes written by one PUT are kept in their record (journal, snapshot,
+    // index) instead of a data file, while all such bytes stay within inline_budget_bytes (server-wide,
+    // held in memory); 0 turns inlining off.
+    std::uint32_t inline_max_bytes = 4096;
+    std::uint64_t inline_budget_bytes = 256ULL * 1024 * 1024;
     file_system* fs = nullptr;  // null: posix_file_system(); a simulated one in tests
     // Names this run's object ids; random unless set (tests)
     std::optional<std::uint64_t> boot_nonce;
@@ -277,6 +282,15 @@ private:
                                                             part_record part);
     // Space spares hold is given back when a write found a drive full, so that a retry finds it.
     io::task<void> free_space_after(const base::error& err);
+    // Small objects in their record (transfers.cc): the budget is taken before the bytes are read and
+    // given back when the record is reclaimed.
+    bool take_inline_budget(std::uint64_t bytes);
+    void give_inline_budget(std::uint64_t bytes);
+    io::task<base::result<object_record>> put_inline(put_request request, byte_source& body,
+                                                     record_finisher finish);
+    io::task<base::result<object_record>> copy_inline(copy_request request,
+                                                      const object_record& source,
+                                                      copy_plan planned);
 
     engine_options _options;
     drive_set _drives;
@@ -289,6 +303,7 @@ private:
     std::unique_ptr<spare_files> _spares;
     std::map<std::string, bucket_info> _recovered_buckets;
     recovery_stats _recovery;
+    std::atomic<std::uint64_t> _inline_bytes{0};  // bytes of objects held in their records
 };
 
 }  // namespace fjord::store

@@ -39,6 +39,7 @@ void encode(encoder& e, const object_record& r) {
     }
     e.u32(static_cast<std::uint32_t>(r.part_checksums.size()));
     for (const auto& c : r.part_checksums) e.str(c);
+    e.str(r.inline_data);
 }
 
 bool decode(decoder& d, object_record& r) {
@@ -85,6 +86,10 @@ bool decode(decoder& d, object_record& r) {
         if (!d.ok() || parts > 10000) return false;
         for (std::uint32_t i = 0; i < parts && d.ok(); ++i) r.part_checksums.push_back(d.str());
     }
+    r.inline_data.clear();
+    if (d.ok() && !d.at_end()) r.inline_data = d.str();  // records written before inlining end here
+    if (!r.inline_data.empty() && (!r.segments.empty() || r.inline_data.size() != r.size_bytes))
+        return false;
     return d.ok();
 }
 

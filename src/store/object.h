@@ -44,6 +44,10 @@ struct object_record {
     // For an object made by a multipart upload: each part's checksum (base64, may be empty), parallel to
     // `segments`. Empty for an object written by one PUT.
     std::vector<std::string> part_checksums;
+    // A small object's bytes, kept in its record (journal, snapshot and index) instead of a data file:
+    // then `segments` is empty and size_bytes == inline_data.size(). The journal's record checksum
+    // covers them.
+    std::string inline_data;
 };
 
 void encode(encoder& e, const object_record& r);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "base/checksum.h"
 #include "base/log.h"
 #include "io/semaphore.h"
 #include "store/engine.h"
@@ -145,9 +146,66 @@ io::task<base::result<part_record>> engine::commit_written_part(std::string buck
 
 // ---- objects ----
 
+bool engine::take_inline_budget(std::uint64_t bytes) {
+    if (_inline_bytes.fetch_add(bytes) + bytes <= _options.inline_budget_bytes) return true;
+    _inline_bytes.fetch_sub(bytes);
+    return false;
+}
+
+void engine::give_inline_budget(std::uint64_t bytes) { _inline_bytes.fetch_sub(bytes); }
+
+// A small object: its bytes go into the record, which one journal write makes durable (no data file to
+// create, write, sync and name). Space is admitted as for a data file, on the journals' drive.
+io::task<base::result<object_record>> engine::put_inline(put_request request, byte_source& body,
+                                                         record_finisher finish) {
+    const std::uint64_t size = *request.size_bytes;
+    if (!_drives.space().admits(0, size))
+        co_return base::fail(base::errc::storage_full, "no space left on drive");
+    std::string data(size, '\0');
+    auto* at = reinterpret_cast<std::byte*>(data.data());
+    std::uint64_t got = 0;
+    std::byte extra[1];
+    for (;;) {
+        bool full = got == size;
+        auto n = co_await body.read(full ? extra : at + got, full ? sizeof extra : size - got);
+        if (!n) {
+            give_inline_budget(size);
+            co_return n.as_failure();
+        }
+        if (*n == 0) break;
+        if (full) {  // the source yields more than was declared: as a data file's writer answers
+            give_inline_budget(size);
+            co_return base::fail(base::errc::incomplete_body, "the body is longer than declared");
+        }
+        got += *n;
+    }
+    if (got != size) {
+        give_inline_budget(size);
+        co_return base::fail(base::errc::incomplete_body, "the body ended after " +
+                                                              std::to_string(got) + " of " +
+                                                              std::to_string(size) + " bytes");
+    }
+    const std::uint32_t crc = base::crc32c(std::span<const std::byte>(at, size));
+    auto built = finish(written_data{size, std::span<const std::uint32_t>(&crc, 1)});
+    if (!built) {
+        give_inline_budget(size);
+        co_return built.as_failure();
+    }
+    built->size_bytes = size;
+    built->segments.clear();
+    built->inline_data = std::move(data);
+    co_return co_await commit_written(request.bucket, request.key, std::move(*built),
+                                      request.conditions);
+}
+
 io::task<base::result<object_record>> engine::put(put_request request, byte_source& body,
                                                   record_finisher finish) {
     if (!bucket_exists(request.bucket)) co_return no_bucket(request.bucket);
+    if (request.size_bytes && *request.size_bytes > 0 &&
+        *request.size_bytes <=
+            std::min<std::uint64_t>(_options.inline_max_bytes, request.max_size_bytes) &&
+        take_inline_budget(*request.size_bytes))
+        co_return co_await put_inline(std::move(request), body, std::move(finish));
     object_record record;
     seal_check build = [&](const written_data& written) -> base::result<void> {
         auto built = finish(written);
@@ -186,6 +244,13 @@ io::task<base::result<object_record>> engine::get(std::string bucket, std::strin
         auto range = plan(*found);
         if (!range) co_return range.as_failure();
         if (!*range || (*range)->length == 0) co_return found;
+        if (!found->inline_data.empty()) {  // in the record: no file to open, nothing can vanish
+            const auto* bytes = reinterpret_cast<const std::byte*>(found->inline_data.data());
+            auto sent = co_await sink.write(
+                std::span<const std::byte>(bytes + (*range)->first, (*range)->length));
+            if (!sent) co_return sent.as_failure();
+            co_return found;
+        }
         counting_sink counted(sink);
         auto sent = co_await read_object(_drives, pool(), *found, (*range)->first, (*range)->length,
                                          counted, _options.data_files);
@@ -212,6 +277,32 @@ io::task<base::result<std::optional<object_record>>> engine::remove(std::string 
     co_return removed;
 }
 
+// A copy of a small object kept in its record is one too (the budget is already taken for it).
+io::task<base::result<object_record>> engine::copy_inline(copy_request request,
+                                                          const object_record& source,
+                                                          copy_plan planned) {
+    object_record record = std::move(planned.record);
+    std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(source.inline_data.data()),
+                                     source.inline_data.size());
+    if (!planned.may_share) {  // the front end sees the bytes and finishes the record from them
+        if (planned.observe) planned.observe(bytes);
+        if (planned.finish) {
+            const std::uint32_t crc = base::crc32c(bytes);
+            auto built = planned.finish(written_data{bytes.size(), std::span(&crc, 1)});
+            if (!built) {
+                give_inline_budget(bytes.size());
+                co_return built.as_failure();
+            }
+            record = std::move(*built);
+        }
+    }
+    record.size_bytes = source.size_bytes;
+    record.segments.clear();
+    record.inline_data = source.inline_data;
+    co_return co_await commit_written(request.bucket, request.key, std::move(record),
+                                      request.conditions);
+}
+
 io::task<base::result<object_record>> engine::copy(copy_request request, copy_planner plan) {
     // The source can be replaced while it is linked or read (its data file then vanishes): look again.
     for (int attempt = 0;; ++attempt) {
@@ -219,9 +310,11 @@ io::task<base::result<object_record>> engine::copy(copy_request request, copy_pl
         if (!found) co_return found.as_failure();
         auto planned = plan(*found);
         if (!planned) co_return planned.as_failure();
+        if (!found->inline_data.empty() && take_inline_budget(found->size_bytes))
+            co_return co_await copy_inline(std::move(request), *found, std::move(*planned));
         object_record record = std::move(planned->record);
         auto shared = base::result<std::vector<segment>>(base::fail(base::errc::not_implemented));
-        if (planned->may_share && found->size_bytes > 0)
+        if (planned->may_share && found->size_bytes > 0 && found->inline_data.empty())
             shared = co_await share_segments(found->segments);
         if (!shared && shared.code() == base::errc::not_found && attempt < 2) continue;
         if (shared) {

@@ -113,6 +113,71 @@ def allowed_states(before: dict, attempts, acknowledged) -> dict:
     return allowed
 
 
+def data_files(server):
+    return [p for p in (server.data_dirs[0] / "objects").rglob("*") if p.is_file()]
+
+
+def test_small_objects_live_in_their_records_and_survive_sigkill(make_server, rng):
+    """Objects of up to --inline-max-bytes are kept in their journal record, with no data file; a SIGKILL
+    amid a series of them, overwrites included, keeps every acknowledged one."""
+    server = make_server(name="fjord-inline")
+    s3 = server.client()
+    bucket = unique_bucket_name("inline")
+    s3.create_bucket(Bucket=bucket)
+    for size in (1, 100, 4095, 4096):
+        s3.put_object(Bucket=bucket, Key=f"edge/{size}", Body=s3util.payload(rng, size))
+    assert data_files(server) == [], "objects of at most 4 KiB have no data file"
+    s3.put_object(Bucket=bucket, Key="edge/4097", Body=s3util.payload(rng, 4097))
+    assert len(data_files(server)) == 1
+
+    plan = []
+    for index in range(600):
+        key = f"small/{index % 40:02d}" if index % 3 == 0 else f"series/{index:03d}"
+        plan.append((key, f"{SEED}:inline:{index}", rng.randrange(1, 4097)))
+    writer = PutSeries(server.client(), bucket, plan)
+    writer.start()
+    try:
+        s3util.wait_until(lambda: len(writer.acknowledged) >= 60 or not writer.is_alive(),
+                          timeout_s=120, interval_s=0.002, what="60 acknowledged PUTs")
+        server.kill()
+    finally:
+        writer.stop_requested.set()
+        writer.join(timeout=60)
+    assert not writer.is_alive()
+    assert len(writer.acknowledged) >= 60, writer.error
+
+    server.start()
+    s3 = server.client()
+    allowed = allowed_states({}, writer.attempts, writer.acknowledged)
+    actual = {key: read_sha256(s3, bucket, key) for key in allowed}
+    for key, digest in actual.items():
+        assert digest in allowed[key], f"{key}: holds {digest}, allowed {allowed[key]}"
+    assert listed_keys(s3, bucket) == sorted(
+        [f"edge/{size}" for size in (1, 100, 4095, 4096, 4097)] +
+        [key for key, digest in actual.items() if digest is not None])
+    assert len(data_files(server)) == 1, "recovery wrote no data file for an inline object"
+    assert server.stop() == 0
+
+
+def test_inlining_can_be_turned_off(make_server, rng):
+    server = make_server(name="fjord-no-inline", extra_args=["--inline-max-bytes", "0"])
+    s3 = server.client()
+    bucket = unique_bucket_name("noinline")
+    s3.create_bucket(Bucket=bucket)
+    data = s3util.payload(rng, 100)
+    s3.put_object(Bucket=bucket, Key="k", Body=data)
+    assert len(data_files(server)) == 1
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == data
+    # Past the memory budget small objects get data files too (a budget of 0 MiB holds none).
+    server.stop()
+    server.extra_args = ["--inline-budget-mib", "0"]
+    server.start()
+    s3 = server.client()
+    s3.put_object(Bucket=bucket, Key="k2", Body=data)
+    assert len(data_files(server)) == 2
+    assert server.stop() == 0
+
+
 def test_acknowledged_writes_survive_sigkill(make_server, rng):
     server = make_server(name="fjord-sigkill")
     s3 = server.client()
