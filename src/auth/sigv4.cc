@@ -104,6 +104,7 @@ void append_trimmed_value(std::string& out, std::string_view value) {
 std::string canonical_headers(std::span<const header_view> headers,
                               std::span<const std::string> signed_headers_lower) {
     std::string out;
+    out.reserve(256);
     for (const std::string& name : signed_headers_lower) {
         out += name;
         out += ':';
@@ -650,7 +651,9 @@ base::result<auth_result> verify_request(const request_view& req, const credenti
 std::string canonical_request(const request_view& req,
                               std::span<const std::string> signed_headers_lower,
                               std::string_view hashed_payload, bool presigned) {
-    std::string out(req.method);
+    std::string out;
+    out.reserve(512);
+    out += req.method;
     out += '\n';
     out += canonical_uri(req.raw_path);
     out += '\n';

@@ -59,6 +59,15 @@ std::int64_t monotonic_now_ns() {
 }
 
 std::string format_http_date(std::time_t seconds) {
+    // Every response has a Date and most a Last-Modified: a few recent seconds stay formatted.
+    thread_local std::pair<std::time_t, std::string> recent[4];
+    auto& slot = recent[static_cast<std::size_t>(seconds) & 3];
+    if (slot.first == seconds && !slot.second.empty()) return slot.second;
+    slot = {seconds, format_http_date_uncached(seconds)};
+    return slot.second;
+}
+
+std::string format_http_date_uncached(std::time_t seconds) {
     tm t{};
     gmtime_r(&seconds, &t);
     char buf[64];

@@ -24,7 +24,8 @@ public:
 // Makes the calling thread's clock `c` (which must outlive its use); nullptr: the real clocks again.
 void set_thread_clock(clock_source* c);
 
-std::string format_http_date(std::time_t seconds);  // "Sun, 06 Nov 1994 08:49:37 GMT"
+std::string format_http_date(std::time_t seconds);           // "Sun, 06 Nov 1994 08:49:37 GMT"
+std::string format_http_date_uncached(std::time_t seconds);  // the same, never cached
 // RFC 1123 (and ISO 8601 as sent by some clients).
 std::optional<std::time_t> parse_http_date(std::string_view text);
 std::string format_iso8601_ms(std::int64_t unix_ms);  // "2026-11-29T16:20:47.123Z"
