@@ -45,13 +45,17 @@ void check_object_record(std::string_view payload, int prefix_strings) {
     std::string again = prefix;
     encoder e(again);
     encode(e, record);
-    // Older records end early: before the tag list, or before the part checksum list. They re-encode
-    // with empty lists (zero counts) appended.
+    // Older records end early: before the tag list, the part checksum list or the inline bytes. They
+    // re-encode with empty ones (zero counts and lengths) appended.
+    auto padded = [&](std::size_t zeros) {
+        return again == std::string(payload) + std::string(zeros, '\0');
+    };
+    bool before_inline = record.inline_data.empty() && padded(4);
     bool before_part_checksums =
-        record.part_checksums.empty() && again == std::string(payload) + std::string(4, '\0');
-    bool before_tags = record.tags.empty() && record.part_checksums.empty() &&
-                       again == std::string(payload) + std::string(8, '\0');
-    FUZZ_CHECK(again == payload || before_part_checksums || before_tags);
+        record.inline_data.empty() && record.part_checksums.empty() && padded(8);
+    bool before_tags = record.inline_data.empty() && record.tags.empty() &&
+                       record.part_checksums.empty() && padded(12);
+    FUZZ_CHECK(again == payload || before_inline || before_part_checksums || before_tags);
 }
 
 }  // namespace
