@@ -669,6 +669,9 @@ struct bucket_page_request {
 base::result<bucket_page_request> parse_bucket_page(const s3_request& r) {
     bucket_page_request p;
     p.prefix = std::string(r.param("prefix"));
+    if (!xml_representable(p.prefix))  // echoed in <Prefix>, which XML 1.0 could not carry
+        return base::fail(base::errc::invalid_argument,
+                          "prefix holds a character XML cannot carry");
     if (r.has("max-buckets")) {
         auto n = base::parse_u64(r.param("max-buckets"));
         if (!n || *n < 1 || *n > 10000)

@@ -168,7 +168,7 @@ def test_list_buckets_pages_by_max_buckets_token_and_prefix(s3):
 
 
 @pytest.mark.parametrize("query", [("max-buckets", "0"), ("max-buckets", "10001"), ("max-buckets", "x"),
-                                   ("continuation-token", "!!")])
+                                   ("continuation-token", "!!"), ("prefix", "a\x01b")])
 def test_list_buckets_refuses_bad_paging(fjord_server, query):
     signed = s3util.sign_headers(fjord_server.credentials, "GET", fjord_server.host, "/", [query])
     response = requests.get(f"{fjord_server.endpoint}/?{s3util.canonical_query([query])}",
