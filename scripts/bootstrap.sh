@@ -8,7 +8,7 @@ debian_packages=(
     build-essential cmake ninja-build pkg-config
     liburing-dev libisal-dev libssl-dev libpugixml-dev libgtest-dev googletest
     clang-14 libclang-rt-14-dev
-    rclone s3cmd curl
+    rclone s3cmd curl openssl
     python3-dev python3-venv
 )
 

@@ -129,6 +129,10 @@ std::string render_prometheus(const metrics_snapshot& s, const storage_figures& 
         out, "fjord_data_corrupted_total",
         "Reads of stored data that failed verification (checksum mismatch or missing data file).",
         s.get(counter::data_corrupted));
+    append_counter(
+        out, "fjord_tls_handshake_failures_total",
+        "Connections closed because their TLS handshake failed or did not finish in time.",
+        s.get(counter::tls_handshake_failures));
     append_help(
         out, "fjord_spare_data_files_total", "counter",
         "Data files of replaced or deleted objects: kept as spares for reuse, reused by a write, or "

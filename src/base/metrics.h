@@ -41,6 +41,7 @@ enum class counter : std::uint8_t {
     receive_timeouts,  // request bodies cut: too slow (--min-body-rate-*) or stalled (--io-timeout-ms)
     send_timeouts,     // responses cut: the client read too slowly or stopped reading
     data_corrupted,  // reads that found stored data damaged (checksum mismatch, missing file)
+    tls_handshake_failures,  // connections closed because their TLS handshake failed or stalled
     count,
 };
 

@@ -34,6 +34,7 @@
 #include "kv/tier.h"
 #include "store/bucket_router.h"
 #include "store/engine.h"
+#include "tls/tls.h"
 
 namespace {
 
@@ -47,6 +48,9 @@ void print_usage() {
         "usage: fjord serve [options]\n"
         "  --data DIR            data directory (repeatable; default ./data)\n"
         "  --listen HOST:PORT    address to listen on (default 127.0.0.1:9000)\n"
+        "  --tls-cert PATH       serve HTTPS (TLS 1.2 and 1.3) with this PEM certificate chain, leaf first;\n"
+        "                        needs --tls-key; both are read again on SIGHUP (default: plain HTTP)\n"
+        "  --tls-key PATH        the PEM private key of --tls-cert\n"
         "  --cores N             reactor threads, one per core (default: all cores)\n"
         "  --domain NAME         domain for virtual-hosted-style buckets (repeatable; default localhost)\n"
         "  --region NAME         region reported to clients (default us-east-1)\n"
@@ -106,6 +110,8 @@ struct serve_config {
     bool default_credentials = false;
     std::string access_log_path;  // empty: no access log; "-": stderr
     bool request_burst_given = false;
+    std::string tls_cert_path;  // both empty: plain HTTP
+    std::string tls_key_path;
 };
 
 // What the options of `fjord serve` set before they are checked together.
@@ -172,6 +178,16 @@ const serve_option serve_options[] = {
     {"--access-log", kind::text,
      [](args& a, const char* t, u64) {
          a.cfg.access_log_path = t;
+         return *t != 0;
+     }},
+    {"--tls-cert", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.tls_cert_path = t;
+         return *t != 0;
+     }},
+    {"--tls-key", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.tls_key_path = t;
          return *t != 0;
      }},
     {"--log-level", kind::text, [](args&, const char* t, u64) { return set_log_level(t); }},
@@ -398,6 +414,10 @@ int finish_serve_config(serve_args& a) {
             stderr);
         return 2;
     }
+    if (cfg.tls_cert_path.empty() != cfg.tls_key_path.empty()) {
+        std::fputs("fjord serve: --tls-cert and --tls-key go together\n", stderr);
+        return 2;
+    }
     if (!a.data_dirs.empty()) cfg.engine.data_dirs = a.data_dirs;
     if (!a.domains.empty()) cfg.service.domains = a.domains;
     auto ep = io::parse_endpoint(a.listen);
@@ -489,14 +509,15 @@ void log_buffer_memory(const io::buffer_pool& pool, const io::buffer_pool_option
     }
 }
 
-// Blocks the signals `fjord serve` stops on (one ordinary thread takes them with sigwait; reactor threads
-// never see them), ignores SIGPIPE, and raises the descriptor limit; returns the signals to wait for.
+// Blocks the signals `fjord serve` stops on, and SIGHUP (one ordinary thread takes them with sigwait;
+// reactor threads never see them), ignores SIGPIPE, and raises the descriptor limit; returns the signals to wait for.
 sigset_t prepare_process() {
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGUSR1);
+    sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
     // Every connection and data file is a descriptor: take the whole hard limit, not the soft default.
@@ -519,14 +540,42 @@ int open_access_log(const std::string& path) {
 // The start-up lines, written by core 0 before any core accepts.
 void log_start_up(const serve_config& cfg, store::engine& engine) {
     log_buffer_memory(engine.pool(), cfg.engine.buffers);
-    LOG_INFO("Fjord S3 server listening on http://%s:%u (%u cores, data in %s%s)",
-             cfg.server.listen.host.c_str(), cfg.server.listen.port, cfg.engine.cores,
-             cfg.engine.data_dirs[0].c_str(), cfg.engine.data_dirs.size() > 1 ? " and more" : "");
+    LOG_INFO("Fjord S3 server listening on %s://%s:%u (%u cores, data in %s%s)",
+             cfg.server.tls ? "https" : "http", cfg.server.listen.host.c_str(),
+             cfg.server.listen.port, cfg.engine.cores, cfg.engine.data_dirs[0].c_str(),
+             cfg.engine.data_dirs.size() > 1 ? " and more" : "");
     if (cfg.default_credentials)
         LOG_WARN(
             "using the development credentials (access key '%s'; its secret is in README.md): "
             "set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own",
             default_access_key);
+}
+
+// The HTTPS credentials of --tls-cert / --tls-key (none without them); false: they do not load (logged).
+// Loaded before the data directories are recovered, so a mistake in them is found at once.
+bool load_tls(serve_config& cfg, std::unique_ptr<tls::server_credentials>& out) {
+    if (cfg.tls_cert_path.empty()) return true;
+    auto loaded = tls::server_credentials::load(cfg.tls_cert_path, cfg.tls_key_path);
+    if (!loaded) {
+        LOG_ERROR("%s", loaded.err().message.c_str());
+        return false;
+    }
+    out = std::move(*loaded);
+    cfg.server.tls = out.get();
+    return true;
+}
+
+// SIGHUP: the certificate and key are read again; connections accepted from now on use them.
+void reload_tls(tls::server_credentials* tls) {
+    if (!tls) {
+        LOG_INFO("received SIGHUP: nothing to reload (no --tls-cert)");
+        return;
+    }
+    if (auto r = tls->reload(); !r)
+        LOG_ERROR("received SIGHUP: keeping the current TLS certificate: %s",
+                  r.err().message.c_str());
+    else
+        LOG_INFO("received SIGHUP: reloaded the TLS certificate %s", tls->cert_path().c_str());
 }
 
 // The KV tier lives in the first data directory's kv/ (docs/kv.md).
@@ -549,6 +598,8 @@ int serve(int argc, char** argv) {
         return 1;
     }
     sigset_t signals = prepare_process();
+    std::unique_ptr<tls::server_credentials> tls;
+    if (!load_tls(cfg, tls)) return 1;
     auto opened = store::engine::open(cfg.engine);
     if (!opened) {
         LOG_ERROR("cannot open the data directories: %s", opened.err().message.c_str());
@@ -575,7 +626,7 @@ int serve(int argc, char** argv) {
     std::atomic<bool> listen_failed{false};
     std::thread signal_thread([&] {
         int sig = 0;
-        sigwait(&signals, &sig);
+        while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) reload_tls(tls.get());
         if (sig != SIGUSR1)
             LOG_INFO("received %s: finishing in-flight requests, then stopping", strsignal(sig));
         group.stop();

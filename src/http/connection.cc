@@ -38,6 +38,16 @@ public:
     io::task<bool> drain_body(body_reader& body);
     // Half-closes, then reads and discards until the client closes or a limit is reached.
     io::task<void> linger();
+    // Requests until the connection closes; true when request bytes may still be on their way.
+    io::task<bool> serve_requests(handler& h, connection_stats& stats);
+
+    // Over TLS, the socket operations above go through the session, with the socket's conventions:
+    // bytes, 0 at the end of the stream, -errno (-ECANCELED: timed out; -EPROTO: a TLS failure).
+    io::task<bool> tls_handshake();
+    io::task<int> tls_receive(void* dst, std::size_t max, std::int64_t timeout_ms, bool idle);
+    io::task<int> tls_send(const void* src, std::size_t len, std::int64_t timeout_ms);
+    // Sends the session's pending output by the deadline (monotonic ms): 0, or -errno.
+    io::task<int> tls_flush(std::int64_t deadline_ms);
 
     io::stream socket;
     std::string remote_address = socket.peer_address();
@@ -59,6 +69,7 @@ public:
             spill.insert(0, reinterpret_cast<const char*>(data), n);
         }
     }
+    std::unique_ptr<tls::session> tls;
     io::completion* idle_wait = nullptr;
     std::int64_t head_deadline_ms = 0;  // monotonic; 0 while no byte of the next head has arrived
     bool broken = false;
@@ -186,10 +197,15 @@ io::task<base::result<std::size_t>> connection_state::read_head(request_head& he
         std::int64_t timeout_ms = idle ? limits.idle_timeout_ms : head_deadline_ms - now_ms;
         if (timeout_ms <= 0)
             co_return base::fail(base::errc::timed_out, "timed out reading a request head");
-        auto op = socket.receive(in.data() + end, in.size() - end, timeout_ms);
-        if (idle) idle_wait = op.record();
-        int n = co_await op;
-        idle_wait = nullptr;
+        int n = 0;
+        if (tls) {
+            n = co_await tls_receive(in.data() + end, in.size() - end, timeout_ms, idle);
+        } else {
+            auto op = socket.receive(in.data() + end, in.size() - end, timeout_ms);
+            if (idle) idle_wait = op.record();
+            n = co_await op;
+            idle_wait = nullptr;
+        }
         if (n == 0) co_return std::size_t{0};  // peer closed
         if (n == -ECANCELED)
             co_return base::fail(base::errc::timed_out, "timed out waiting for a request");
@@ -200,6 +216,7 @@ io::task<base::result<std::size_t>> connection_state::read_head(request_head& he
 }
 
 void connection_state::compact() {
+    if (tls) tls->shrink();
     if (start > 0) {
         std::memmove(in.data(), in.data() + start, end - start);
         end -= start;
@@ -214,7 +231,9 @@ io::task<base::result<void>> connection_state::send_bytes(const void* data, std:
         std::int64_t now_ns = base::monotonic_now_ns();
         std::int64_t wait_ms =
             rate ? rate->wait_limit_ms(now_ns, limits.io_timeout_ms) : limits.io_timeout_ms;
-        int n = wait_ms > 0 ? co_await socket.send(p, len, wait_ms) : -ECANCELED;
+        int n = -ECANCELED;
+        if (wait_ms > 0)
+            n = tls ? co_await tls_send(p, len, wait_ms) : co_await socket.send(p, len, wait_ms);
         if (n <= 0) {
             broken = true;
             if (n == -ECANCELED) {
@@ -276,7 +295,10 @@ io::task<base::result<std::size_t>> body_reader::receive_from_socket(std::byte* 
                                                                      std::size_t max) {
     connection_state& c = *_conn;
     std::int64_t wait_ms = _rate.wait_limit_ms(base::monotonic_now_ns(), c.limits.io_timeout_ms);
-    int n = wait_ms > 0 ? co_await c.socket.receive(dst, max, wait_ms) : -ECANCELED;
+    int n = -ECANCELED;
+    if (wait_ms > 0)
+        n = c.tls ? co_await c.tls_receive(dst, max, wait_ms, false)
+                  : co_await c.socket.receive(dst, max, wait_ms);
     if (n == 0)
         co_return base::fail(base::errc::incomplete_body,
                              "the client closed the connection before the body ended");
@@ -369,6 +391,8 @@ bool exchange::stopping() const { return io::reactor::current().stopping(); }
 
 std::string_view exchange::remote_address() const { return _conn.remote_address; }
 
+bool exchange::secure() const { return _conn.tls != nullptr; }
+
 void exchange::start_response() {
     FJORD_ASSERT(!_head_sent);
     _head_sent = true;
@@ -441,39 +465,28 @@ io::task<void> connection_state::linger() {
     }
 }
 
-io::task<void> serve_connection(io::stream socket, handler& h, const server_limits& limits,
-                                connection_stats& stats, base::metrics::shard& metrics) {
-    io::reactor::current().hold();
-    connection_state conn(socket, limits, metrics);
-    connections().insert(&conn);
-    ++stats.open;
-    ++stats.accepted;
-    metrics.add(base::counter::connections_accepted);
-    metrics.add(base::gauge::connections_open, 1);
-    bool unread_body = false;  // closing with request bytes perhaps still on their way
+io::task<bool> connection_state::serve_requests(handler& h, connection_stats& stats) {
     for (;;) {
         request_head head;
-        auto head_bytes = co_await conn.read_head(head);
+        auto head_bytes = co_await read_head(head);
         if (!head_bytes) {
             base::errc code = head_bytes.code();
-            if (code != base::errc::timed_out && code != base::errc::closed) {
-                std::string text = h.protocol_error_response(head_bytes.err(), conn.remote_address);
-                // The client may still be sending the rest of its head (or a body): the connection lingers
-                // so that what it sends does not turn into a reset that destroys the answer unread.
-                unread_body = (co_await conn.send_bytes(text.data(), text.size())).has_value();
-            }
-            break;
+            if (code == base::errc::timed_out || code == base::errc::closed) co_return false;
+            std::string text = h.protocol_error_response(head_bytes.err(), remote_address);
+            // The client may still be sending the rest of its head (or a body): the connection lingers
+            // so that what it sends does not turn into a reset that destroys the answer unread.
+            co_return (co_await send_bytes(text.data(), text.size())).has_value();
         }
-        if (*head_bytes == 0) break;
+        if (*head_bytes == 0) co_return false;
         ++stats.requests;
-        exchange ex(conn, head);
-        conn.start_body(ex, *head_bytes);
+        exchange ex(*this, head);
+        start_body(ex, *head_bytes);
         const std::int64_t now_ns = base::monotonic_now_ns();
-        if (conn.request_rate.try_take(now_ns)) {
+        if (request_rate.try_take(now_ns)) {
             co_await h.handle(ex);
         } else {
             metrics.add(base::counter::slowdowns);
-            std::int64_t wait_ns = conn.request_rate.wait_ns(now_ns);
+            std::int64_t wait_ns = request_rate.wait_ns(now_ns);
             std::int64_t retry_after_ms =
                 std::max<std::int64_t>(1, (wait_ns + 999'999) / 1'000'000);
             co_await h.refuse(ex, {base::errc::slow_down, "Please reduce your request rate."},
@@ -482,18 +495,34 @@ io::task<void> serve_connection(io::stream socket, handler& h, const server_limi
         if (!ex.head_sent()) {
             LOG_ERROR("handler sent no response for %.*s; closing",
                       static_cast<int>(head.target.size()), head.target.data());
-            break;
+            co_return false;
         }
-        if (conn.broken || ex._close_after || !head.keep_alive ||
-            io::reactor::current().stopping()) {
-            unread_body = !conn.broken && !ex.body().finished();
-            break;
+        if (broken || ex._close_after || !head.keep_alive || io::reactor::current().stopping())
+            co_return !broken && !ex.body().finished();
+        if (!ex.body().finished() && !co_await drain_body(ex.body())) co_return !broken;
+        compact();
+    }
+}
+
+io::task<void> serve_connection(io::stream socket, handler& h, const server_limits& limits,
+                                connection_stats& stats, base::metrics::shard& metrics,
+                                std::unique_ptr<tls::session> tls) {
+    io::reactor::current().hold();
+    connection_state conn(socket, limits, metrics);
+    conn.tls = std::move(tls);
+    connections().insert(&conn);
+    ++stats.open;
+    ++stats.accepted;
+    metrics.add(base::counter::connections_accepted);
+    metrics.add(base::gauge::connections_open, 1);
+    bool unread_body = false;  // closing with request bytes perhaps still on their way
+    if (!conn.tls || co_await conn.tls_handshake()) {
+        unread_body = co_await conn.serve_requests(h, stats);
+        if (conn.tls && !conn.broken) {
+            // close_notify, so the client knows the response ended here and was not cut.
+            conn.tls->close_notify();
+            (void)co_await conn.tls_flush(base::monotonic_now_ns() / 1'000'000 + 1'000);
         }
-        if (!ex.body().finished() && !co_await conn.drain_body(ex.body())) {
-            unread_body = !conn.broken;
-            break;
-        }
-        conn.compact();
     }
     if (unread_body && !io::reactor::current().stopping()) co_await conn.linger();
     connections().erase(&conn);
@@ -501,6 +530,92 @@ io::task<void> serve_connection(io::stream socket, handler& h, const server_limi
     metrics.add(base::gauge::connections_open, -1);
     co_await socket.close();
     io::reactor::current().release();
+}
+
+// ---- TLS ----
+
+namespace {
+std::int64_t monotonic_ms() { return base::monotonic_now_ns() / 1'000'000; }
+}  // namespace
+
+io::task<int> connection_state::tls_flush(std::int64_t deadline_ms) {
+    while (!tls->output().empty()) {
+        std::int64_t left_ms = deadline_ms - monotonic_ms();
+        if (left_ms <= 0) co_return -ECANCELED;
+        auto out = tls->output();
+        int n = co_await socket.send(out.data(), out.size(), left_ms);
+        if (n <= 0) co_return n == 0 ? -EPIPE : n;
+        tls->output_sent(static_cast<std::size_t>(n));
+    }
+    co_return 0;
+}
+
+io::task<bool> connection_state::tls_handshake() {
+    const std::int64_t deadline_ms = monotonic_ms() + limits.header_timeout_ms;
+    for (;;) {
+        auto done = tls->handshake();
+        // The server's flight, or the alert that tells the client why its handshake failed.
+        int flushed = co_await tls_flush(deadline_ms);
+        if (!done || flushed < 0) {
+            metrics.add(base::counter::tls_handshake_failures);
+            LOG_DEBUG("TLS handshake with %s failed: %s", remote_address.c_str(),
+                      done ? strerror(-flushed) : done.err().message.c_str());
+            co_return false;
+        }
+        if (*done) co_return true;
+        std::int64_t left_ms = deadline_ms - monotonic_ms();
+        auto space = tls->input_space();
+        // Shutdown may cancel a handshake in progress, as it cancels an idle connection's wait.
+        auto op = socket.receive(space.data(), space.size(), std::max<std::int64_t>(left_ms, 1));
+        idle_wait = op.record();
+        int n = co_await op;
+        idle_wait = nullptr;
+        if (n <= 0) {
+            metrics.add(base::counter::tls_handshake_failures);
+            co_return false;
+        }
+        tls->input_added(static_cast<std::size_t>(n));
+    }
+}
+
+io::task<int> connection_state::tls_receive(void* dst, std::size_t max, std::int64_t timeout_ms,
+                                            bool idle) {
+    // One deadline for the call: a client trickling a record a byte at a time gains nothing.
+    const std::int64_t deadline_ms = monotonic_ms() + timeout_ms;
+    max = std::min<std::size_t>(max, std::size_t{1} << 30);
+    for (;;) {
+        auto got = tls->read(static_cast<std::byte*>(dst), max);
+        if (!got) {
+            LOG_DEBUG("TLS connection from %s: %s", remote_address.c_str(),
+                      got.err().message.c_str());
+            co_return -EPROTO;
+        }
+        if (*got > 0) co_return static_cast<int>(*got);
+        if (tls->peer_closed()) co_return 0;
+        // Output a read produced (TLS 1.3 session tickets, alerts) goes before waiting for the peer.
+        if (int flushed = co_await tls_flush(deadline_ms); flushed < 0) co_return flushed;
+        std::int64_t left_ms = deadline_ms - monotonic_ms();
+        if (left_ms <= 0) co_return -ECANCELED;
+        auto space = tls->input_space();
+        auto op = socket.receive(space.data(), space.size(), left_ms);
+        if (idle) idle_wait = op.record();
+        int n = co_await op;
+        idle_wait = nullptr;
+        if (n <= 0) co_return n;
+        tls->input_added(static_cast<std::size_t>(n));
+    }
+}
+
+io::task<int> connection_state::tls_send(const void* src, std::size_t len,
+                                         std::int64_t timeout_ms) {
+    auto took = tls->write(static_cast<const std::byte*>(src), len);
+    if (!took) {
+        LOG_DEBUG("TLS connection to %s: %s", remote_address.c_str(), took.err().message.c_str());
+        co_return -EPROTO;
+    }
+    if (int flushed = co_await tls_flush(monotonic_ms() + timeout_ms); flushed < 0)
+        co_return flushed;
+    co_return static_cast<int>(*took);
 }
 
 void close_idle_connections() {

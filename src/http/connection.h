@@ -10,6 +10,7 @@
 // client can hold neither a connection nor the pool buffers its request uses for long.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +25,7 @@
 #include "http/request.h"
 #include "io/stream.h"
 #include "io/task.h"
+#include "tls/tls.h"
 
 namespace fjord::http {
 
@@ -120,11 +122,11 @@ public:
     std::uint64_t bytes_sent() const { return _send_rate.bytes(); }
     // Monotonic time at which the request head was complete.
     std::int64_t started_ns() const { return _started_ns; }
+    // The request came over TLS.
+    bool secure() const;
 
 private:
     friend class connection_state;
-    friend io::task<void> serve_connection(io::stream, handler&, const server_limits&,
-                                           connection_stats&, base::metrics::shard&);
     exchange(connection_state& conn, const request_head& head);
     void start_response();
     connection_state& _conn;
@@ -153,10 +155,12 @@ public:
 };
 
 // Serves one accepted stream (a socket, or a simulated one) until the peer closes, an error, or
-// shutdown; closes the stream. Bytes and connections are counted in `metrics`, the shard of the
-// calling core.
+// shutdown; closes the stream. With `tls`, the stream carries TLS: the handshake comes first (bounded by
+// header_timeout_ms) and every byte goes through the session. Bytes and connections are counted in
+// `metrics`, the shard of the calling core (bytes_received / bytes_sent count plaintext).
 io::task<void> serve_connection(io::stream socket, handler& h, const server_limits& limits,
-                                connection_stats& stats, base::metrics::shard& metrics);
+                                connection_stats& stats, base::metrics::shard& metrics,
+                                std::unique_ptr<tls::session> tls = nullptr);
 
 // Asks every idle connection on this core to close now (shutdown). Connections busy with a request
 // finish it first.

@@ -46,13 +46,24 @@ io::task<void> server::run() {
             static constexpr char busy[] =
                 "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n";
             metrics.add(base::counter::connections_refused);
-            (void)co_await io::send(fd, busy, sizeof busy - 1, 1000);
+            // A TLS client could not read a plain answer: it only sees the connection close.
+            if (!_options.tls) (void)co_await io::send(fd, busy, sizeof busy - 1, 1000);
             co_await io::close(fd);
             continue;
         }
+        std::unique_ptr<tls::session> session;
+        if (_options.tls) {
+            auto made = tls::session::accept(_options.tls->current());
+            if (!made) {
+                LOG_WARN("cannot start a TLS session: %s", made.err().message.c_str());
+                co_await io::close(fd);
+                continue;
+            }
+            session = std::move(*made);
+        }
         io::tune_connection(fd);
-        io::spawn(
-            serve_connection(io::stream::socket(fd), _handler, _options.limits, _stats, metrics));
+        io::spawn(serve_connection(io::stream::socket(fd), _handler, _options.limits, _stats,
+                                   metrics, std::move(session)));
     }
     close_idle_connections();
     co_await io::close(_listen_fd);

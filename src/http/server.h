@@ -17,6 +17,8 @@ struct server_options {
     std::size_t max_connections_per_core = 4096;
     int backlog = 1024;
     server_limits limits;
+    // Set: every connection speaks TLS with the credentials' current certificate (not owned).
+    tls::server_credentials* tls = nullptr;
 };
 
 class server {

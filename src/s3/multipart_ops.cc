@@ -253,8 +253,8 @@ io::task<void> service::complete_multipart_upload(context& c) {
     xml_writer x;
     x.open("CompleteMultipartUploadResult", s3_xmlns);
     std::string host(c.ex.head().value_of("host"));
-    x.element("Location",
-              "http://" + host + "/" + c.req.bucket + "/" + base::uri_encode(c.req.key, true));
+    x.element("Location", (c.ex.secure() ? "https://" : "http://") + host + "/" + c.req.bucket +
+                              "/" + base::uri_encode(c.req.key, true));
     x.element("Bucket", c.req.bucket)
         .element("Key", c.req.key)
         .element("ETag", "\"" + r.etag + "\"");

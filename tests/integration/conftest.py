@@ -117,8 +117,11 @@ class FjordServer:
     killed (SIGKILL) and started again on the same data and the same port."""
 
     def __init__(self, work_dir: Path, data_dirs: int = 1, extra_args=(), cores: int = 2,
-                 access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY, name: str = "fjord"):
+                 access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY, name: str = "fjord",
+                 tls=None):
+        """tls: a tls_ca.ServerCertificate; the server then speaks HTTPS with it."""
         self.name = name
+        self.tls = tls
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.data_dirs = [self.work_dir / f"data{i}" for i in range(data_dirs)]
@@ -136,7 +139,7 @@ class FjordServer:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def host(self) -> str:
@@ -151,6 +154,8 @@ class FjordServer:
         for d in self.data_dirs:
             cmd += ["--data", str(d)]
         cmd += ["--listen", self.host, "--cores", str(self.cores)] + self.extra_args
+        if self.tls:
+            cmd += ["--tls-cert", str(self.tls.cert_path), "--tls-key", str(self.tls.key_path)]
         return cmd
 
     def start(self, ready_timeout_s: float = READY_TIMEOUT_S):
@@ -172,7 +177,8 @@ class FjordServer:
 
     def is_ready(self) -> bool:
         try:
-            return requests.get(f"{self.endpoint}/health/ready", timeout=1).status_code == 200
+            return requests.get(f"{self.endpoint}/health/ready", timeout=1,
+                                verify=str(self.tls.ca_path) if self.tls else True).status_code == 200
         except requests.RequestException:
             return False
 
@@ -240,9 +246,10 @@ def make_client(server: FjordServer, addressing_style: str = "path", access_key:
     options.update(config)
     endpoint = server.endpoint
     if addressing_style == "virtual":
-        endpoint = f"http://localhost:{server.port}"
+        endpoint = f"{'https' if server.tls else 'http'}://localhost:{server.port}"
     client = boto3.session.Session().client(
         "s3", endpoint_url=endpoint, config=Config(**options),
+        verify=str(server.tls.ca_path) if server.tls else None,
         aws_access_key_id=access_key or server.access_key,
         aws_secret_access_key=secret_key or server.secret_key)
     if addressing_style == "virtual":
@@ -259,7 +266,8 @@ def make_client(server: FjordServer, addressing_style: str = "path", access_key:
 def fetch_metrics(server: FjordServer, signed: bool = True) -> requests.Response:
     """GET /metrics, SigV4-signed (the default requirement) or anonymous (for --metrics-public)."""
     headers = s3util.sign_headers(server.credentials, "GET", server.host, "/metrics").headers if signed else {}
-    return requests.get(f"{server.endpoint}/metrics", headers=headers, timeout=10)
+    return requests.get(f"{server.endpoint}/metrics", headers=headers, timeout=10,
+                        verify=str(server.tls.ca_path) if server.tls else True)
 
 
 def metric_value(text: str, series: str) -> int:
@@ -320,8 +328,9 @@ def make_server(tmp_dir):
     """Factory for a private server on a private data directory; all are killed at teardown."""
     servers = []
 
-    def factory(extra_args=(), data_dirs=1, name="fjord-private"):
-        server = FjordServer(tmp_dir / f"server{len(servers)}", data_dirs, extra_args, name=name)
+    def factory(extra_args=(), data_dirs=1, name="fjord-private", tls=None):
+        server = FjordServer(tmp_dir / f"server{len(servers)}", data_dirs, extra_args, name=name,
+                             tls=tls)
         servers.append(server)
         server.start()
         return server

@@ -478,3 +478,37 @@ def test_filesystem_rename_of_1gib_uses_multipart_copy(torch_env, checkpoint, s3
     for chunk in response["Body"].iter_chunks(PART_BYTES):
         copied.update(chunk)
     assert copied.hexdigest() == digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Over HTTPS
+# ---------------------------------------------------------------------------------------------------
+
+def test_checkpoint_and_dcp_over_https(make_server, tmp_dir, rng, monkeypatch, client_quiet):
+    """The CRT verifies the server against the trust store OpenSSL's default paths name, which
+    SSL_CERT_FILE overrides: the test CA goes there (no client option exists for it)."""
+    from tls_ca import CertificateAuthority
+
+    client_quiet.extend(NOT_FOUND_LINES)  # DCP probes for files it has not written yet
+    ca = CertificateAuthority(tmp_dir / "ca")
+    server = make_server(tls=ca.issue())
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.cert_path))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", server.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", server.secret_key)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    s3 = server.client()
+    s3.create_bucket(Bucket="torch-tls")
+    over_https = S3Checkpoint(region=REGION, endpoint=server.endpoint, s3client_config=client_config())
+    data = rng.randbytes(BIG_BYTES)
+    write_through_writer(over_https, "s3://torch-tls/shard", data)
+    assert stored(s3, "torch-tls", "shard")[0] == data
+    with over_https.reader("s3://torch-tls/shard") as reader:
+        assert reader.read() == data
+    state = {"weight": torch.arange(1 << 20, dtype=torch.float32)}
+    single_process(lambda: dcp.save(state, storage_writer=S3StorageWriter(
+        region=REGION, path="s3://torch-tls/dcp", s3client_config=client_config())))
+    loaded = {"weight": torch.zeros(1 << 20, dtype=torch.float32)}
+    single_process(lambda: dcp.load(loaded, storage_reader=S3StorageReader(
+        region=REGION, path="s3://torch-tls/dcp", s3client_config=client_config())))
+    assert torch.equal(loaded["weight"], state["weight"])
