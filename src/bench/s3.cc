@@ -58,6 +58,7 @@ constexpr unsigned list_page_keys = 1000;
 
 struct s3_config {
     io::endpoint endpoint;
+    std::shared_ptr<tls::context> tls;  // https
     std::string endpoint_text;
     std::string bucket;
     op_kind op = op_kind::put;
@@ -357,15 +358,22 @@ std::uint64_t object_set_size(const s3_config& cfg, std::uint64_t objects) {
 base::result<s3_config> parse_s3_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
         "endpoint", "bucket",  "op",         "size", "concurrency", "duration", "count",
-        "cores",    "objects", "server-pid", "json", "trailer",     "report"};
+        "cores",    "objects", "server-pid", "json", "trailer",     "report",   "ca-cert"};
     static constexpr std::string_view flags[] = {"verify", "unique-bodies"};
     auto opts = cli::command_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     s3_config cfg;
     cfg.endpoint_text = opts->text("endpoint", "http://127.0.0.1:9000");
-    auto ep = cli::parse_http_endpoint(cfg.endpoint_text);
+    bool https = false;
+    auto ep = cli::parse_endpoint_url(cfg.endpoint_text, https);
     if (!ep) return ep.as_failure();
     cfg.endpoint = *ep;
+    if (https) {
+        // Verified against --ca-cert, or the system's CAs without it.
+        auto made = tls::context::client(opts->text("ca-cert"), true);
+        if (!made) return made.as_failure();
+        cfg.tls = std::move(*made);
+    }
     cfg.bucket = opts->text("bucket");
     if (cfg.bucket.empty()) return base::fail(base::errc::invalid_argument, "--bucket is required");
     auto op = parse_op(opts->text("op"));
@@ -630,6 +638,7 @@ int bench_s3_main(int argc, char** argv) {
     shared_run run;
     run.config = &*cfg;
     run.client.endpoint = cfg->endpoint;
+    run.client.tls = cfg->tls;
     run.client.credentials = cfg->credentials;
     constexpr std::uint64_t unique_window_bytes = 4 * base::MiB;
     std::span<std::byte> data =

@@ -57,6 +57,7 @@ std::span<iovec> advance(std::span<iovec> parts, std::size_t sent) {
 void connection::close() {
     if (_fd >= 0) ::close(_fd);  // a socket close does not block (no SO_LINGER)
     _fd = -1;
+    _tls.reset();
 }
 
 io::task<base::result<void>> connection::connect() {
@@ -89,11 +90,21 @@ io::task<base::result<void>> connection::connect() {
             rc);
     }
     _fd = fd;
+    if (_options.tls) {
+        auto started = tls::session::connect(_options.tls, _options.where.host);
+        if (!started) {
+            close();
+            co_return started.as_failure();
+        }
+        _tls = std::move(*started);
+        if (auto shaken = co_await tls_handshake(); !shaken) co_return shaken;
+    }
     co_return base::result<void>{};
 }
 
 io::task<base::result<void>> connection::send_all(std::span<iovec> parts) {
     if (_fd < 0) co_return base::fail(base::errc::closed, "send on a closed connection");
+    if (_tls) co_return co_await tls_send_all(parts);
     // Each round sends what is left in one SENDMSG; MSG_WAITALL lets the kernel finish a large body
     // without a completion per socket-buffer's worth. The loop bound is the byte count itself.
     while (!parts.empty()) {
@@ -119,6 +130,7 @@ io::task<base::result<void>> connection::send_all(std::span<iovec> parts) {
 
 io::task<base::result<std::size_t>> connection::receive_some(std::byte* dst, std::size_t max) {
     if (_fd < 0) co_return base::fail(base::errc::closed, "receive on a closed connection");
+    if (_tls) co_return co_await tls_receive_some(dst, max);
     int rc = co_await io::recv(_fd, dst, max, _options.io_timeout_ms);
     if (rc <= 0) {
         close();
@@ -130,6 +142,12 @@ io::task<base::result<std::size_t>> connection::receive_some(std::byte* dst, std
 
 io::task<base::result<void>> connection::receive_exact(std::byte* dst, std::size_t len) {
     if (_fd < 0) co_return base::fail(base::errc::closed, "receive on a closed connection");
+    for (std::size_t done = 0; _tls && done < len;) {
+        auto n = co_await tls_receive_some(dst + done, len - done);
+        if (!n) co_return n.as_failure();
+        done += *n;
+    }
+    if (_tls) co_return base::result<void>{};
     std::size_t done = 0;
     while (done < len) {
         // One operation per call is capped at 1 GiB so the length fits the SQE's 32-bit field.
@@ -149,6 +167,87 @@ io::task<base::result<void>> connection::receive_exact(std::byte* dst, std::size
         done += static_cast<std::size_t>(rc);
     }
     co_return base::result<void>{};
+}
+
+// ---- TLS ----
+
+io::task<base::result<void>> connection::tls_flush() {
+    while (!_tls->output().empty()) {
+        auto out = _tls->output();
+        int rc = co_await io::send(_fd, out.data(), out.size(), _options.io_timeout_ms);
+        if (rc <= 0) {
+            close();
+            co_return rc == 0 ? base::fail(base::errc::closed, "send: connection closed")
+                              : io_failure("send", rc);
+        }
+        _tls->output_sent(static_cast<std::size_t>(rc));
+    }
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> connection::tls_fill() {
+    auto space = _tls->input_space();
+    int rc = co_await io::recv(_fd, space.data(), space.size(), _options.io_timeout_ms);
+    if (rc <= 0) {
+        close();
+        if (rc == 0) co_return base::fail(base::errc::closed, "connection closed by the server");
+        co_return io_failure("receive", rc);
+    }
+    _tls->input_added(static_cast<std::size_t>(rc));
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> connection::tls_handshake() {
+    for (;;) {
+        auto done = _tls->handshake();
+        auto flushed = co_await tls_flush();
+        if (!done) {
+            close();
+            co_return base::fail(base::errc::closed, "https://" + _options.where.host + ":" +
+                                                         std::to_string(_options.where.port) +
+                                                         ": " + done.err().message);
+        }
+        if (!flushed) co_return flushed;
+        if (*done) co_return base::result<void>{};
+        if (auto filled = co_await tls_fill(); !filled) co_return filled;
+    }
+}
+
+io::task<base::result<void>> connection::tls_send_all(std::span<iovec> parts) {
+    for (const iovec& part : parts) {
+        const auto* p = static_cast<const std::byte*>(part.iov_base);
+        std::size_t left = part.iov_len;
+        while (left > 0) {
+            auto took = _tls->write(p, left);
+            if (!took) {
+                close();
+                co_return took.as_failure();
+            }
+            p += *took;
+            left -= *took;
+            // Small parts (a head) go out with what follows; the output is flushed once it is large.
+            if (_tls->output().size() >= tls::session::max_plaintext_per_write)
+                if (auto flushed = co_await tls_flush(); !flushed) co_return flushed;
+        }
+    }
+    co_return co_await tls_flush();
+}
+
+io::task<base::result<std::size_t>> connection::tls_receive_some(std::byte* dst, std::size_t max) {
+    for (;;) {
+        auto got = _tls->read(dst, max);
+        if (!got) {
+            close();
+            co_return got.as_failure();
+        }
+        if (*got > 0) co_return *got;
+        if (_tls->peer_closed()) {
+            close();
+            co_return base::fail(base::errc::closed, "connection closed by the server");
+        }
+        if (auto flushed = co_await tls_flush(); !flushed) co_return flushed.as_failure();
+        if (auto filled = co_await tls_fill(); !filled) co_return filled.as_failure();
+    }
 }
 
 }  // namespace fjord::client

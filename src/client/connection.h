@@ -2,6 +2,8 @@
 
 // One client-side TCP connection driven by the core's io_uring: connect, gathered sends straight from
 // the caller's memory, and receives straight into the caller's memory. It knows nothing about HTTP.
+// With connection_options::tls the same calls go through a TLS session (tls/tls.h): bytes are then
+// encrypted from, and decrypted into, the caller's memory.
 //
 // Lifecycle: created closed; connect() opens it; any failed operation closes it (the socket state is
 // then unknown), and a later connect() opens a fresh one. Owned by one core, one operation at a time:
@@ -11,11 +13,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "base/result.h"
 #include "io/socket.h"
 #include "io/task.h"
+#include "tls/tls.h"
 
 namespace fjord::client {
 
@@ -23,6 +27,8 @@ struct connection_options {
     io::endpoint where;                   // IPv4 or IPv6 literal (parse_endpoint maps "localhost")
     std::int64_t io_timeout_ms = 60'000;  // bound on connect and on each send or receive operation
     int socket_buffer_bytes = 0;          // SO_SNDBUF / SO_RCVBUF; 0 keeps the kernel's autotuning
+    // Set: the connection speaks TLS (a client context), verifying the server as `where.host`.
+    std::shared_ptr<tls::context> tls;
 };
 
 class connection {
@@ -48,8 +54,16 @@ public:
     void close();
 
 private:
+    io::task<base::result<void>> tls_handshake();
+    io::task<base::result<void>> tls_flush();
+    io::task<base::result<void>> tls_send_all(std::span<iovec> parts);
+    io::task<base::result<std::size_t>> tls_receive_some(std::byte* dst, std::size_t max);
+    // One receive of ciphertext into the session's input.
+    io::task<base::result<void>> tls_fill();
+
     connection_options _options;
     int _fd = -1;
+    std::unique_ptr<tls::session> _tls;
 };
 
 }  // namespace fjord::client

@@ -159,7 +159,7 @@ s3_client::s3_client(client_options options)
     : _options(std::move(options)),
       _host_header(_options.endpoint.host + ":" + std::to_string(_options.endpoint.port)),
       _connection(connection_options{_options.endpoint, _options.io_timeout_ms,
-                                     _options.socket_buffer_bytes}),
+                                     _options.socket_buffer_bytes, _options.tls}),
       _head_buffer(_options.head_buffer_bytes) {
     FJORD_ASSERT(_options.head_buffer_bytes >= 512, "head buffer too small for any response head");
     if (_host_header.find(':') != _host_header.rfind(':'))  // IPv6 literal

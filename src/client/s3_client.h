@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <sys/uio.h>
@@ -37,7 +38,8 @@ struct client_options {
     std::int64_t io_timeout_ms = 60'000;        // per connect / send / receive operation
     std::size_t head_buffer_bytes = 16 * 1024;  // also the longest response head accepted
     std::size_t max_error_body_bytes = 64 * 1024;
-    int socket_buffer_bytes = 0;  // 0 keeps the kernel's autotuning
+    int socket_buffer_bytes = 0;        // 0 keeps the kernel's autotuning
+    std::shared_ptr<tls::context> tls;  // set: https (a client context); null: plain http
 };
 
 struct put_result {
