@@ -149,7 +149,10 @@ def test_tls_versions(tls_server, version, accepted):
         input=b"", capture_output=True, timeout=30)
     output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
     expected = {"-tls1_1": "TLSv1.1", "-tls1_2": "TLSv1.2", "-tls1_3": "TLSv1.3"}[version]
-    negotiated = f"Protocol  : {expected}" in output and "Cipher is (NONE)" not in output
+    # The line s_client prints once the handshake is done ("New, (NONE), Cipher is (NONE)" when it failed);
+    # its SSL-Session block may not come at all for TLS 1.3, whose session tickets can arrive after
+    # s_client has already seen the end of its input and quit.
+    negotiated = f"New, {expected}, Cipher is " in output
     if accepted:
         assert result.returncode == 0 and negotiated, output
         assert "Verify return code: 0 (ok)" in output, output
@@ -290,3 +293,4 @@ def test_bad_tls_options_stop_the_server_at_start(tmp_dir):
              *args], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
         assert result.returncode == status, (args, result.stderr)
         assert message in result.stderr.decode(), (args, result.stderr)
+
