@@ -22,18 +22,24 @@ namespace {
 constexpr std::string_view stored_headers[] = {"content-encoding", "content-disposition",
                                                "content-language", "cache-control", "expires"};
 
+// Content-Encoding as the client sent it, less the aws-chunked coding (which describes the upload's
+// framing, not the stored bytes): the other codings keep their text, spacing included, so a value
+// without aws-chunked is stored verbatim ("gzip, br" stays "gzip, br").
 std::string strip_aws_chunked(std::string_view content_encoding) {
     std::string out;
-    std::string_view rest = content_encoding;
-    while (!rest.empty()) {
+    bool first = true;
+    for (std::string_view rest = content_encoding;;) {
         auto comma = rest.find(',');
-        std::string_view token = base::trim(rest.substr(0, comma));
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-        if (token.empty() || base::iequals(token, "aws-chunked")) continue;
-        if (!out.empty()) out += ",";
-        out += token;
+        std::string_view piece = rest.substr(0, comma);
+        if (!base::iequals(base::trim(piece), "aws-chunked")) {
+            if (!first) out += ',';
+            out += piece;
+            first = false;
+        }
+        if (comma == std::string_view::npos) break;
+        rest = rest.substr(comma + 1);
     }
-    return out;
+    return std::string(base::trim(out));
 }
 
 }  // namespace

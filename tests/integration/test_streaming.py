@@ -28,7 +28,7 @@ def pieces(body: bytes, size_bytes: int):
 
 def streaming_put(server, bucket, key, data, mode, chunk_bytes=64 * KiB, algorithm=None,
                   checksum_value=None, tamper_chunk=None, http_chunked=False, decoded_length=None,
-                  mutate_body=None):
+                  mutate_body=None, content_encoding="aws-chunked"):
     """PUT `data` as an aws-chunked body in `mode` (a STREAMING-* payload hash).
 
     algorithm: adds an x-amz-checksum-<algorithm> trailer (right value unless checksum_value is given).
@@ -36,7 +36,7 @@ def streaming_put(server, bucket, key, data, mode, chunk_bytes=64 * KiB, algorit
     mutate_body: a function applied to the encoded body after signing (to damage it).
     """
     path = s3util.object_path(bucket, key)
-    headers = {"content-encoding": "aws-chunked",
+    headers = {"content-encoding": content_encoding,
                "x-amz-decoded-content-length": str(len(data) if decoded_length is None else decoded_length)}
     trailers = None
     if algorithm:
@@ -59,6 +59,27 @@ def streaming_put(server, bucket, key, data, mode, chunk_bytes=64 * KiB, algorit
 # ---------------------------------------------------------------------------------------------------
 # STREAMING-AWS4-HMAC-SHA256-PAYLOAD
 # ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sent,stored", [
+    ("aws-chunked", None),
+    ("aws-chunked,gzip", "gzip"),
+    ("gzip, aws-chunked", "gzip"),
+    ("AWS-Chunked, gzip, br", "gzip, br"),
+])
+def test_content_encoding_is_kept_as_sent_without_aws_chunked(fjord_server, s3, bucket, sent, stored):
+    response = streaming_put(fjord_server, bucket, "encoded", b"x" * 1000, s3util.STREAMING_SIGNED,
+                             content_encoding=sent)
+    assert response.status_code == 200, response.text
+    assert s3.head_object(Bucket=bucket, Key="encoded").get("ContentEncoding") == stored
+    got = s3.get_object(Bucket=bucket, Key="encoded")
+    assert got.get("ContentEncoding") == stored
+    assert got["Body"].read() == b"x" * 1000
+
+
+def test_content_encoding_without_aws_chunked_is_stored_verbatim(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="verbatim", Body=b"y", ContentEncoding="gzip, br")
+    assert s3.head_object(Bucket=bucket, Key="verbatim")["ContentEncoding"] == "gzip, br"
+
 
 @pytest.mark.parametrize("size_bytes,chunk_bytes", [
     (0, 64 * KiB),
