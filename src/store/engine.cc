@@ -976,9 +976,11 @@ io::task<void> engine::rotate(shard& s) {
         co_await fs.unlinkat(AT_FDCWD, tmp);
         co_return;
     }
-    if (co_await publish_snapshot(s, next_gen, tmp, jfd, new_journal))
+    if (co_await publish_snapshot(s, next_gen, tmp, jfd, new_journal)) {
+        s.log->defer_next_rotation(image.size());
         LOG_INFO("shard %u: snapshot %llu written (%zu bytes)", s.id,
                  static_cast<unsigned long long>(next_gen), image.size());
+    }
 }
 
 io::task<bool> engine::publish_snapshot(shard& s, std::uint64_t next_gen, std::string tmp, int jfd,

@@ -141,6 +141,10 @@ void journal::set_rotation(std::uint64_t rotate_bytes, std::function<io::task<vo
     _rotate = std::move(rotate);
 }
 
+void journal::defer_next_rotation(std::uint64_t snapshot_bytes) {
+    _rotate_at_bytes = std::max(_rotate_at_bytes, _offset + snapshot_bytes);
+}
+
 int journal::replace_file(int fd, std::string path) {
     int old = _fd;
     _fd = fd;

@@ -104,6 +104,12 @@ public:
     void share_data_dir_failure(std::atomic<bool>* failed) { _data_dir_failed = failed; }
     // Switches to a new file (used by rotation); the old fd is closed by the caller.
     int replace_file(int fd, std::string path);
+    // After a rotation that wrote a snapshot of `snapshot_bytes`: the next one waits until the new file
+    // holds at least that much (and rotate_bytes). A snapshot is the whole state, so rewriting it every
+    // rotate_bytes of journal would cost more writes than the journal itself once the state outgrows
+    // rotate_bytes (small objects inline make it large); this way each journal byte pays for at most one
+    // snapshot byte, and recovery reads at most twice the state.
+    void defer_next_rotation(std::uint64_t snapshot_bytes);
     // Runs the rotation now, between batches: appends that arrive meanwhile wait for the next batch.
     io::task<void> rotate_now();
 

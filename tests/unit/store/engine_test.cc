@@ -635,6 +635,57 @@ TEST(engine, journal_rotation_writes_snapshots_and_reopen_restores_everything) {
     run_engine(*e, [&](engine* en) { return verify_rotation_scenario(en, &model); });
 }
 
+// Small objects inline make a shard's snapshot larger than the rotation threshold: the journal then
+// grows to the snapshot's size before the next rotation, so the snapshot is not rewritten at every
+// rotate_bytes of journal (each journal byte pays for at most one snapshot byte).
+io::task<void> large_state_scenario(engine* e, std::map<std::string, std::string>* keys) {
+    CO_ASSERT_TRUE(co_await e->create_bucket("state"));
+    for (int round = 0; round < 4; ++round) {
+        for (int i = 0; i < 40; ++i) {
+            std::string key = "inline-" + std::to_string(i);
+            object_record r = metadata_only("r" + std::to_string(round) + "-" + key);
+            r.inline_data.assign(2000, static_cast<char>('a' + round));
+            r.size_bytes = r.inline_data.size();
+            CO_ASSERT_TRUE(co_await e->commit_put("state", key, r, no_conditions));
+            (*keys)[key] = r.etag;
+        }
+    }
+}
+
+TEST(engine, rotation_waits_for_the_journal_to_outgrow_a_large_snapshot) {
+    temp_dir dir;
+    engine_options options = test_options(dir.path());
+    options.cores = 1;
+    options.journal_rotate_bytes = 4096;
+    std::map<std::string, std::string> keys;
+    {
+        auto e = open_engine(options);
+        ASSERT_NE(e, nullptr);
+        run_engine(*e, [&](engine* en) { return large_state_scenario(en, &keys); }, 1);
+    }
+    // 160 records of ~2 KiB (~330 KiB of journal) over a state of ~85 KiB. At one rotation per 4 KiB
+    // there would be some 80 generations; growing with the snapshot (4, 8, 16, ... KiB, then the
+    // state's size), about ten.
+    std::uint64_t generation = 0;
+    for (const auto& n : files_in(dir.path() + "/meta/shard-0"))
+        if (n.starts_with("journal-") && n.ends_with(".log"))
+            generation = std::max<std::uint64_t>(generation, std::stoull(n.substr(8, 8)));
+    EXPECT_GE(generation, 2u) << "never rotated";
+    EXPECT_LE(generation, 16u) << "the snapshot was rewritten at every rotate_bytes of journal";
+    auto e = open_engine(options);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->recovery().objects, keys.size());
+    run_engine(
+        *e,
+        [&](engine* en) -> io::task<void> {
+            for (const auto& [key, etag] : keys) {
+                auto found = co_await en->head("state", key);
+                EXPECT_TRUE(found && found->etag == etag) << key;
+            }
+        },
+        1);
+}
+
 TEST(engine, explicit_snapshot_then_reopen) {
     temp_dir dir;
     rotation_model model;
