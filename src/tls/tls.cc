@@ -176,7 +176,6 @@ base::result<std::unique_ptr<session>> session::make(std::shared_ptr<context> ct
     if (!bio) return tls_failure(base::errc::internal, "cannot create a TLS session's BIO");
     BIO_set_data(bio, s.get());
     SSL_set_bio(s->_ssl, bio, bio);  // one reference, owned by the SSL from here on
-    s->_in.resize(input_buffer_bytes);
     return s;
 }
 
@@ -260,9 +259,15 @@ void session::output_sent(std::size_t n) {
 
 void session::shrink() {
     if (_out.empty() && _out.capacity() > max_record_bytes) std::vector<std::byte>().swap(_out);
+    if (_in_start == _in_end && !_in.empty()) {
+        std::vector<std::byte>().swap(_in);
+        _in_start = _in_end = 0;
+    }
 }
 
 std::span<std::byte> session::input_space() {
+    if (_in.empty())
+        _in.resize(input_buffer_bytes);  // allocated when first needed, freed by shrink()
     if (_in_start == _in_end) _in_start = _in_end = 0;
     if (_in.size() - _in_end < max_record_bytes) {
         std::memmove(_in.data(), _in.data() + _in_start, _in_end - _in_start);

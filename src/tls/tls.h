@@ -103,8 +103,8 @@ public:
         return {_out.data() + _out_start, _out.size() - _out_start};
     }
     void output_sent(std::size_t n);
-    // Gives back the output buffer's memory once nothing is pending (a connection between requests
-    // should not keep a large response's worth).
+    // Gives back the buffers' memory while nothing is pending in them (a connection between requests
+    // keeps neither a large response's records nor its input buffer).
     void shrink();
     // Room for received ciphertext (at least one maximum-size record), and how much arrived there.
     std::span<std::byte> input_space();
