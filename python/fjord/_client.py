@@ -72,14 +72,16 @@ class Client:
     multipart_threshold: PUTs of at least this many bytes go as multipart uploads;
     request_timeout / io_timeout (seconds): the deadline of one request with its retries, and of one
     socket operation; max_attempts: tries per request (retryable failures only: 5xx, resets);
-    crc32c: send every PUT and part with a CRC32C trailer that the server verifies.
+    crc32c: send every PUT and part with a CRC32C trailer that the server verifies;
+    ca_cert: for an https:// endpoint, a PEM file of the CAs that verify the server (default
+    FJORD_CA_CERT, then AWS_CA_BUNDLE; else the system's CAs).
     """
 
     def __init__(self, endpoint: str | None = None, access_key: str | None = None,
                  secret_key: str | None = None, *, region: str | None = None, threads: int | None = None,
                  max_connections: int = 16, max_attempts: int = 4, request_timeout: float = 120.0,
                  io_timeout: float = 60.0, crc32c: bool = False, part_size: int = 16 * MiB,
-                 in_flight: int = 8, multipart_threshold: int = 64 * MiB):
+                 in_flight: int = 8, multipart_threshold: int = 64 * MiB, ca_cert: str | None = None):
         endpoint = endpoint or _env("FJORD_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",
                                     default="http://127.0.0.1:9000")
         access_key = access_key or _env("FJORD_ACCESS_KEY", "AWS_ACCESS_KEY_ID")
@@ -97,7 +99,8 @@ class Client:
             threads=threads or min(4, os.cpu_count() or 1), max_connections=max_connections,
             max_attempts=max_attempts, request_timeout=request_timeout, io_timeout=io_timeout,
             crc32c=crc32c, part_size=part_size, in_flight=in_flight,
-            multipart_threshold=multipart_threshold)
+            multipart_threshold=multipart_threshold,
+            ca_cert=str(ca_cert or _env("FJORD_CA_CERT", "AWS_CA_BUNDLE", default="")))
         self._setup()
         self._runtime()  # fails now on a bad endpoint or an io_uring the kernel lacks
 
@@ -128,7 +131,7 @@ class Client:
                 self._rt = _native.Runtime(
                     c["endpoint"], c["access_key"], c["secret_key"], c["region"], c["threads"],
                     c["max_connections"], c["max_attempts"], int(c["request_timeout"] * 1000),
-                    int(c["io_timeout"] * 1000), c["crc32c"])
+                    int(c["io_timeout"] * 1000), c["crc32c"], c["ca_cert"])
                 self._pid = os.getpid()
             return self._rt
 

@@ -259,11 +259,10 @@ public:
     runtime(const std::string& endpoint, const std::string& access_key,
             const std::string& secret_key, const std::string& region, unsigned threads,
             unsigned max_connections, unsigned max_attempts, std::uint64_t request_timeout_ms,
-            std::uint64_t io_timeout_ms, bool crc32c) {
+            std::uint64_t io_timeout_ms, bool crc32c, const std::string& ca_cert) {
         client::object_client_options o;
-        auto parsed = client::parse_http_endpoint(endpoint);
-        if (!parsed) throw nb::value_error(parsed.err().message.c_str());
-        o.client.endpoint = *parsed;
+        if (auto set = client::configure_endpoint(o.client, endpoint, ca_cert); !set)
+            throw nb::value_error(set.err().message.c_str());
         o.client.credentials = {access_key, secret_key};
         if (!region.empty()) o.client.region = region;
         if (io_timeout_ms) o.client.io_timeout_ms = static_cast<std::int64_t>(io_timeout_ms);
@@ -397,12 +396,13 @@ NB_MODULE(_native, m) {
         .def("result", [](const operation& op) { return result_of(op); });
 
     nb::class_<runtime>(m, "Runtime")
-        .def(
-            nb::init<const std::string&, const std::string&, const std::string&, const std::string&,
-                     unsigned, unsigned, unsigned, std::uint64_t, std::uint64_t, bool>(),
-            nb::arg("endpoint"), nb::arg("access_key"), nb::arg("secret_key"), nb::arg("region"),
-            nb::arg("threads"), nb::arg("max_connections"), nb::arg("max_attempts"),
-            nb::arg("request_timeout_ms"), nb::arg("io_timeout_ms"), nb::arg("crc32c"))
+        .def(nb::init<const std::string&, const std::string&, const std::string&,
+                      const std::string&, unsigned, unsigned, unsigned, std::uint64_t,
+                      std::uint64_t, bool, const std::string&>(),
+             nb::arg("endpoint"), nb::arg("access_key"), nb::arg("secret_key"), nb::arg("region"),
+             nb::arg("threads"), nb::arg("max_connections"), nb::arg("max_attempts"),
+             nb::arg("request_timeout_ms"), nb::arg("io_timeout_ms"), nb::arg("crc32c"),
+             nb::arg("ca_cert"))
         .def("close", &runtime::close)
         .def("forget", &runtime::forget)
         .def_prop_ro("closed", &runtime::closed)

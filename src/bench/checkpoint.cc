@@ -35,6 +35,7 @@
 #include "cli/options.h"
 #include "bench/report.h"
 #include "client/object_client.h"
+#include "client/runtime.h"
 #include "io/cross_core.h"
 #include "io/ops.h"
 #include "io/reactor.h"
@@ -52,7 +53,7 @@ constexpr unsigned max_ranks = 256;
 constexpr unsigned files_per_rank = 2;
 
 struct checkpoint_config {
-    io::endpoint endpoint;
+    client::client_options target;  // endpoint and TLS only
     std::string endpoint_text, bucket, prefix;
     unsigned ranks = 8, checkpoints = 10, cores = 2;
     std::uint64_t scale = 32;  // sizes are divided by this
@@ -216,7 +217,8 @@ io::task<void> write_file(checkpoint_run* run, client::object_client* c, unsigne
 io::task<void> rank_worker(checkpoint_run* run, unsigned rank) {
     const checkpoint_config& cfg = *run->config;
     client::object_client_options options;
-    options.client.endpoint = cfg.endpoint;
+    options.client.endpoint = cfg.target.endpoint;
+    options.client.tls = cfg.target.tls;
     options.client.credentials = cfg.credentials;
     options.pool.max_connections = std::max(cfg.uploads_in_flight, cfg.reads_in_flight);
     options.put.crc32c_trailer = cfg.trailer;
@@ -253,7 +255,8 @@ io::task<void> rank_worker(checkpoint_run* run, unsigned rank) {
 
 io::task<void> create_bucket_task(checkpoint_run* run) {
     client::object_client_options options;
-    options.client.endpoint = run->config->endpoint;
+    options.client.endpoint = run->config->target.endpoint;
+    options.client.tls = run->config->target.tls;
     options.client.credentials = run->config->credentials;
     {
         client::object_client c(options);
@@ -281,15 +284,14 @@ base::result<checkpoint_config> parse_checkpoint_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
         "endpoint",        "bucket",          "prefix",       "ranks",     "scale",
         "checkpoints",     "compute-seconds", "part-size",    "read-size", "uploads-in-flight",
-        "reads-in-flight", "cores",           "verify-every", "json",      "report"};
+        "reads-in-flight", "cores",           "verify-every", "json",      "report",
+        "ca-cert"};
     static constexpr std::string_view flags[] = {"trailer", "keep"};
     auto opts = cli::command_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     checkpoint_config cfg;
     cfg.endpoint_text = opts->text("endpoint", "http://127.0.0.1:9000");
-    auto ep = cli::parse_http_endpoint(cfg.endpoint_text);
-    if (!ep) return ep.as_failure();
-    cfg.endpoint = *ep;
+    FJORD_TRY(client::configure_endpoint(cfg.target, cfg.endpoint_text, opts->text("ca-cert")));
     cfg.bucket = opts->text("bucket", "checkpoint");
     cfg.prefix = opts->text("prefix", "");
     std::string scale = opts->text("scale", "1/32");

@@ -29,6 +29,7 @@
 #include "bench/report.h"
 #include "cli/options.h"
 #include "client/kv_client.h"
+#include "client/runtime.h"
 #include "client/object_client.h"
 #include "io/reactor.h"
 #include "io/task.h"
@@ -42,7 +43,7 @@ enum class kv_mode { batch, s3 };
 enum class kv_op { put, get, exists, workload };
 
 struct kv_config {
-    io::endpoint endpoint;
+    client::client_options target;  // endpoint and TLS only
     std::string endpoint_text;
     std::string bucket = "bench-kv";
     std::vector<kv_mode> modes{kv_mode::batch, kv_mode::s3};
@@ -198,7 +199,8 @@ void run_phase(kv_run& run, unsigned workers, worker_function fn) {
     run.clients.resize(cores);
     group.run([&run, workers, cores, fn](unsigned core) {
         client::object_client_options o;
-        o.client.endpoint = run.cfg->endpoint;
+        o.client.endpoint = run.cfg->target.endpoint;
+        o.client.tls = run.cfg->target.tls;
         o.client.credentials = run.cfg->credentials;
         o.pool.max_connections = 512;
         run.clients[core] = std::make_unique<client::object_client>(o);
@@ -404,17 +406,15 @@ base::result<void> parse_choices(const cli::command_options& opts, kv_config& cf
 
 base::result<kv_config> parse_kv_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
-        "endpoint",    "bucket",   "op",    "mode",       "block",    "batch", "concurrency",
-        "window",      "duration", "cores", "objects",    "capacity", "model", "chunk-tokens",
-        "token-scale", "turns",    "users", "server-pid", "json",     "report"};
+        "endpoint",    "bucket",   "op",    "mode",       "block",    "batch",  "concurrency",
+        "window",      "duration", "cores", "objects",    "capacity", "model",  "chunk-tokens",
+        "token-scale", "turns",    "users", "server-pid", "json",     "report", "ca-cert"};
     auto opts = cli::command_options::parse(argc, argv, with_value, {});
     if (!opts) return opts.as_failure();
     kv_config cfg;
     FJORD_TRY(parse_choices(*opts, cfg));
     cfg.endpoint_text = opts->text("endpoint", "http://127.0.0.1:9000");
-    auto ep = cli::parse_http_endpoint(cfg.endpoint_text);
-    if (!ep) return ep.as_failure();
-    cfg.endpoint = *ep;
+    FJORD_TRY(client::configure_endpoint(cfg.target, cfg.endpoint_text, opts->text("ca-cert")));
     cfg.bucket = opts->text("bucket", cfg.bucket);
     auto block = opts->size("block", 2 * base::MiB), capacity = opts->size("capacity", 0);
     auto batch = opts->number("batch", cfg.op == kv_op::exists ? 1000 : 16);

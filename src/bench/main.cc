@@ -17,7 +17,7 @@ void print_bench_usage() {
         "       fjord bench s3 --bucket B --op put|get|mixed|head|delete|list [--endpoint http://127.0.0.1:9000]\n"
         "                      [--size 64MiB (4KiB for head, delete, list)] [--concurrency 8] [--duration 10 | --count N]\n"
         "                      [--cores 2] [--objects N] [--verify | --unique-bodies] [--trailer crc32c|crc64nvme] [--server-pid PID]\n"
-        "                      [--json FILE] [--report DIR] [--ca-cert PEM (an https:// endpoint; default: system CAs)]\n"
+        "                      [--json FILE] [--report DIR]\n"
         "       fjord bench checkpoint [--endpoint URL] [--bucket checkpoint] [--ranks 8] [--scale 1/32]\n"
         "                      [--checkpoints 10] [--compute-seconds 5] [--part-size 5MiB] [--read-size 128MiB]\n"
         "                      [--uploads-in-flight 2] [--reads-in-flight 2] [--cores 2] [--verify-every 4]\n"
@@ -29,7 +29,8 @@ void print_bench_usage() {
         "                      [--token-scale 1/16] [--turns 3]; [--json FILE] [--report DIR]\n"
         "--report DIR writes DIR/results.json, DIR/report.md and DIR/chart.svg.\n"
         "disk and net measure the physical limits; s3 measures a running Fjord (or any S3) server.\n"
-        "s3 credentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY (default fjordadmin / fjordadmin-secret)\n",
+        "s3 credentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY (default fjordadmin / fjordadmin-secret)\n"
+        "s3, checkpoint, kv: an https:// --endpoint is verified against --ca-cert PEM (default: the system's CAs)\n",
         stderr);
 }
 

@@ -37,6 +37,7 @@
 #include "bench/histogram.h"
 #include "bench/report.h"
 #include "cli/progress.h"
+#include "client/runtime.h"
 #include "client/s3_client.h"
 #include "io/reactor.h"
 #include "io/task.h"
@@ -57,8 +58,7 @@ constexpr std::uint64_t default_list_objects = 2000;               // list: two 
 constexpr unsigned list_page_keys = 1000;
 
 struct s3_config {
-    io::endpoint endpoint;
-    std::shared_ptr<tls::context> tls;  // https
+    client::client_options target;  // endpoint and TLS only
     std::string endpoint_text;
     std::string bucket;
     op_kind op = op_kind::put;
@@ -364,16 +364,8 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     if (!opts) return opts.as_failure();
     s3_config cfg;
     cfg.endpoint_text = opts->text("endpoint", "http://127.0.0.1:9000");
-    bool https = false;
-    auto ep = cli::parse_endpoint_url(cfg.endpoint_text, https);
-    if (!ep) return ep.as_failure();
-    cfg.endpoint = *ep;
-    if (https) {
-        // Verified against --ca-cert, or the system's CAs without it.
-        auto made = tls::context::client(opts->text("ca-cert"), true);
-        if (!made) return made.as_failure();
-        cfg.tls = std::move(*made);
-    }
+    // An https server is verified against --ca-cert, or the system's CAs without it.
+    FJORD_TRY(client::configure_endpoint(cfg.target, cfg.endpoint_text, opts->text("ca-cert")));
     cfg.bucket = opts->text("bucket");
     if (cfg.bucket.empty()) return base::fail(base::errc::invalid_argument, "--bucket is required");
     auto op = parse_op(opts->text("op"));
@@ -637,8 +629,8 @@ int bench_s3_main(int argc, char** argv) {
     }
     shared_run run;
     run.config = &*cfg;
-    run.client.endpoint = cfg->endpoint;
-    run.client.tls = cfg->tls;
+    run.client.endpoint = cfg->target.endpoint;
+    run.client.tls = cfg->target.tls;
     run.client.credentials = cfg->credentials;
     constexpr std::uint64_t unique_window_bytes = 4 * base::MiB;
     std::span<std::byte> data =

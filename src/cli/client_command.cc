@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "client/object_client.h"
+#include "client/runtime.h"
 #include "io/reactor.h"
 #include "io/task.h"
 
@@ -153,9 +154,9 @@ io::task<void> run_command(const client_command* cmd, client_outcome* out,
 
 base::result<client_command> parse_client_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
-        "endpoint",    "bucket",        "key",         "file",       "part-size",
-        "in-flight",   "range-size",    "offset",      "length",     "attempts",
-        "deadline-ms", "io-timeout-ms", "connections", "backoff-ms", "seed"};
+        "endpoint",    "bucket",     "key",    "file",     "part-size",   "in-flight",
+        "range-size",  "offset",     "length", "attempts", "deadline-ms", "io-timeout-ms",
+        "connections", "backoff-ms", "seed",   "ca-cert"};
     static constexpr std::string_view flags[] = {"multipart", "trailer"};
     if (argc < 1) return base::fail(base::errc::invalid_argument, "missing operation");
     client_command cmd;
@@ -166,9 +167,9 @@ base::result<client_command> parse_client_args(int argc, char** argv) {
                           "operation must be put, get, head, delete or mb");
     auto opts = command_options::parse(argc - 1, argv + 1, with_value, flags);
     if (!opts) return opts.as_failure();
-    auto ep = parse_http_endpoint(opts->text("endpoint", "http://127.0.0.1:9000"));
-    if (!ep) return ep.as_failure();
-    cmd.options.client.endpoint = *ep;
+    FJORD_TRY(client::configure_endpoint(cmd.options.client,
+                                         opts->text("endpoint", "http://127.0.0.1:9000"),
+                                         opts->text("ca-cert")));
     cmd.bucket = opts->text("bucket");
     cmd.key = opts->text("key");
     cmd.file = opts->text("file");

@@ -26,6 +26,7 @@
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "client/object_client.h"
+#include "client/runtime.h"
 #include "io/reactor.h"
 #include "io/task.h"
 #include "io/wait_group.h"
@@ -403,7 +404,8 @@ void print_usage(std::FILE* to) {
         "       fjord mb s3://bucket | fjord rb s3://bucket\n"
         "       fjord mb --kv s3://bucket [--capacity 16GiB] [--ttl-seconds N] [--ack nvme|dram]\n"
         "                (a KV bucket of immutable blocks: docs/kv.md)\n"
-        "common: --endpoint URL (FJORD_ENDPOINT, default http://127.0.0.1:9000),\n"
+        "common: --endpoint URL (FJORD_ENDPOINT, default http://127.0.0.1:9000; https:// verifies the\n"
+        "        server against --ca-cert PEM (FJORD_CA_CERT) or the system's CAs),\n"
         "        --access-key K (FJORD_ACCESS_KEY), --secret-key S (FJORD_SECRET_KEY)\n",
         to);
 }
@@ -473,7 +475,7 @@ base::result<void> parse_kv_options(const command_options& opts, command_config&
 base::result<command_config> parse_command(std::string name, int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
         "endpoint",        "access-key", "secret-key",  "jobs", "part-size", "multipart-threshold",
-        "parts-in-flight", "capacity",   "ttl-seconds", "ack"};
+        "parts-in-flight", "capacity",   "ttl-seconds", "ack",  "ca-cert"};
     static constexpr std::string_view flags[] = {"recursive", "kv"};
     command_config cfg;
     cfg.name = std::move(name);
@@ -509,10 +511,10 @@ base::result<command_config> parse_command(std::string name, int argc, char** ar
     cfg.part_size_bytes = *part;
     cfg.multipart_threshold_bytes = std::max<std::uint64_t>(*threshold, 1);
     FJORD_TRY(parse_kv_options(*opts, cfg));
-    auto ep =
-        parse_http_endpoint(setting(*opts, "endpoint", "FJORD_ENDPOINT", "http://127.0.0.1:9000"));
-    if (!ep) return ep.as_failure();
-    cfg.client.client.endpoint = *ep;
+    // An https server is verified against --ca-cert (FJORD_CA_CERT), or the system's CAs without it.
+    FJORD_TRY(client::configure_endpoint(
+        cfg.client.client, setting(*opts, "endpoint", "FJORD_ENDPOINT", "http://127.0.0.1:9000"),
+        setting(*opts, "ca-cert", "FJORD_CA_CERT", "")));
     cfg.client.client.credentials.access_key =
         setting(*opts, "access-key", "FJORD_ACCESS_KEY", "fjordadmin");
     cfg.client.client.credentials.secret_key =

@@ -128,24 +128,4 @@ std::string json_string(std::string_view text) {
     return out + "\"";
 }
 
-base::result<io::endpoint> parse_http_endpoint(std::string text) {
-    if (text.rfind("https://", 0) == 0)
-        return base::fail(base::errc::invalid_argument,
-                          "https endpoints are not supported by this command yet (fjord bench s3 "
-                          "speaks https): use http://");
-    bool https = false;
-    return parse_endpoint_url(std::move(text), https);
-}
-
-base::result<io::endpoint> parse_endpoint_url(std::string text, bool& https) {
-    https = text.rfind("https://", 0) == 0;
-    if (https)
-        text = text.substr(8);
-    else if (text.rfind("http://", 0) == 0)
-        text = text.substr(7);
-    while (!text.empty() && text.back() == '/') text.pop_back();
-    if (text.find(':') == std::string::npos) text += https ? ":443" : ":80";
-    return io::parse_endpoint(text);
-}
-
 }  // namespace fjord::cli

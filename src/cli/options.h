@@ -37,12 +37,6 @@ private:
 
 std::optional<std::uint64_t> parse_size_bytes(std::string_view text);
 
-// "http://host:port" (or "host:port") -> endpoint; https is refused.
-base::result<io::endpoint> parse_http_endpoint(std::string text);
-// The same, also taking "https://host:port" (default port 443), for commands that speak TLS; `https`
-// says which scheme it was.
-base::result<io::endpoint> parse_endpoint_url(std::string text, bool& https);
-
 // Throughput in GiB/s (2^30 bytes per second).
 double gib_per_s(std::uint64_t bytes, double seconds);
 

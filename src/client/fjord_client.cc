@@ -151,9 +151,10 @@ int fjord_client_create(const fjord_client_config* config, fjord_client** out) {
         return fail_call(-EINVAL, "endpoint, access key and secret key are required");
     *out = nullptr;
     client::object_client_options o;
-    auto endpoint = client::parse_http_endpoint(config->endpoint);
-    if (!endpoint) return fail_call(-EINVAL, endpoint.err().message);
-    o.client.endpoint = *endpoint;
+    if (auto set = client::configure_endpoint(o.client, config->endpoint,
+                                              config->ca_cert ? config->ca_cert : "");
+        !set)
+        return fail_call(-EINVAL, set.err().message);
     o.client.credentials = {config->access_key, config->secret_key};
     if (config->region && *config->region) o.client.region = config->region;
     if (config->io_timeout_ms)

@@ -25,7 +25,7 @@ extern "C" {
 typedef struct fjord_client fjord_client;
 
 typedef struct fjord_client_config {
-    const char* endpoint;                /* "http://127.0.0.1:9000" or "127.0.0.1:9000"; required */
+    const char* endpoint; /* "http://127.0.0.1:9000", "127.0.0.1:9000" or "https://..."; required */
     const char* access_key;              /* required */
     const char* secret_key;              /* required */
     const char* region;                  /* NULL: "us-east-1" */
@@ -35,6 +35,7 @@ typedef struct fjord_client_config {
     uint64_t request_timeout_ms; /* deadline of one request, all attempts together; 0: 120000 */
     uint64_t io_timeout_ms;      /* bound on one connect / send / receive; 0: 60000 */
     int crc32c_trailer;          /* nonzero: PUT and UploadPart bodies carry a CRC32C trailer */
+    const char* ca_cert; /* https: PEM file of the CAs that verify the server; NULL: the system's */
 } fjord_client_config;
 
 typedef struct fjord_object_info {

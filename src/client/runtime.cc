@@ -25,19 +25,31 @@ struct client_runtime::core_state {
     std::unique_ptr<object_client> client;
 };
 
-base::result<io::endpoint> parse_http_endpoint(std::string_view text) {
-    std::string value(text);
-    if (value.rfind("https://", 0) == 0)
-        return base::fail(base::errc::invalid_argument,
-                          "https endpoints are not supported yet: " + value);
-    if (value.rfind("http://", 0) == 0) value = value.substr(7);
+base::result<void> configure_endpoint(client_options& options, std::string_view url,
+                                      const std::string& ca_cert_path) {
+    std::string value(url);
+    const bool https = value.rfind("https://", 0) == 0;
+    if (https)
+        value = value.substr(8);
+    else if (value.rfind("http://", 0) == 0)
+        value = value.substr(7);
     while (!value.empty() && value.back() == '/') value.pop_back();
-    if (value.find(':') == std::string::npos) value += ":80";
-    auto parsed = io::parse_endpoint(value);
+    if (value.find(':') == std::string::npos) value += https ? ":443" : ":80";
+    auto parsed =
+        value.find("://") == std::string::npos
+            ? io::parse_endpoint(value)
+            : base::result<io::endpoint>(base::fail(base::errc::invalid_argument, "scheme"));
     if (!parsed)
         return base::fail(base::errc::invalid_argument,
-                          "not an http://IP:port endpoint: " + std::string(text));
-    return *parsed;
+                          "not an http(s)://IP:port endpoint: " + std::string(url));
+    options.endpoint = *parsed;
+    options.tls = nullptr;
+    if (https) {
+        auto made = tls::context::client(ca_cert_path, true);
+        if (!made) return made.as_failure();
+        options.tls = std::move(*made);
+    }
+    return {};
 }
 
 void waited_job::finished() {

@@ -26,9 +26,11 @@
 
 namespace fjord::client {
 
-// "http://host:port", "host:port" or "http://host" (port 80); an https:// endpoint is refused (the
-// client speaks plain HTTP today).
-base::result<io::endpoint> parse_http_endpoint(std::string_view text);
+// "http://host:port", "host:port", "http://host" (port 80) or "https://host[:port]" (port 443): sets
+// options.endpoint and, for https, options.tls, a context that verifies the server against the CA
+// certificates in ca_cert_path (PEM), or the system's when it is empty.
+base::result<void> configure_endpoint(client_options& options, std::string_view url,
+                                      const std::string& ca_cert_path);
 
 class runtime_job {
 public:

@@ -185,7 +185,9 @@ def test_errors_name_the_problem(fjord_server, client, bucket):
     finally:
         refused.close()
     with pytest.raises(ValueError, match="endpoint"):
-        fjord.Client("https://127.0.0.1:9000", "k", "s")
+        fjord.Client("ftp://127.0.0.1:9000", "k", "s")
+    with pytest.raises(ValueError, match="cannot load the CA certificates /no/such/ca.pem"):
+        fjord.Client("https://127.0.0.1:9000", "k", "s", ca_cert="/no/such/ca.pem")
 
 
 def test_configuration_from_the_environment(fjord_server, bucket, monkeypatch):
@@ -344,3 +346,33 @@ def test_fsspec_url_to_fs_and_s3_registration(fjord_server, bucket):
     fs, path = fsspec.core.url_to_fs(f"s3://{bucket}/via-open", **options)
     assert isinstance(fs, fjord.fsspec.FjordFileSystem)
     assert fs.cat_file(path) == b"opened by URL"
+
+
+def test_client_over_https_verifies_the_server(make_server, tmp_dir, monkeypatch):
+    from tls_ca import CertificateAuthority
+
+    ca = CertificateAuthority(tmp_dir / "ca")
+    server = make_server(tls=ca.issue())
+    assert server.endpoint.startswith("https://")
+    c = fjord.Client(server.endpoint, server.access_key, server.secret_key, threads=2,
+                     ca_cert=str(ca.cert_path), part_size=5 * MiB, multipart_threshold=8 * MiB)
+    try:
+        c.create_bucket("sdk-tls")
+        for i, size in enumerate([0, 4096, 11 * MiB + 3]):  # the last as a multipart upload
+            data = pattern(size, 100 + i)
+            c.put("sdk-tls", f"k{i}", data)
+            assert c.get("sdk-tls", f"k{i}") == data
+    finally:
+        c.close()
+    # FJORD_CA_CERT is the default; without any CA the server is not trusted and nothing is sent.
+    monkeypatch.setenv("FJORD_CA_CERT", str(ca.cert_path))
+    with fjord.Client(server.endpoint, server.access_key, server.secret_key, threads=1) as env_client:
+        assert env_client.get("sdk-tls", "k1") == pattern(4096, 101)
+    monkeypatch.delenv("FJORD_CA_CERT")
+    untrusting = fjord.Client(server.endpoint, server.access_key, server.secret_key, threads=1,
+                              max_attempts=1)
+    try:
+        with pytest.raises(Exception, match="certificate verify failed"):
+            untrusting.get("sdk-tls", "k1")
+    finally:
+        untrusting.close()
