@@ -9,6 +9,12 @@ Runs under build/venv-connectors (scripts/connectors_venv.sh, which `make test` 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -17,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unique_bucket_name
+from conftest import make_kv_bucket, unique_bucket_name
 
 IN_CONNECTORS_VENV = "venv-connectors" in Path(sys.prefix).name
 try:
@@ -162,6 +168,38 @@ def test_lmcache_remote_backend_path(lmc):
         o.ref_count_down()
     assert rb.remove(keys[0]) and not rb.contains(keys[0])
     rb.close()
+
+
+def test_lmcache_own_s3_connector_on_a_kv_bucket(fjord_server, s3, tmp_dir):
+    """LMCache's built-in S3 connector (remote_url s3://<bucket>.<host>:<port>, awscrt, virtual-hosted
+    style) storing and reading chunks in a KV bucket, unmodified (lmcache_s3_worker.py). It names the bucket
+    only in the Host header, and nothing under localhost resolves on this machine: the worker runs in a
+    private mount namespace whose /etc/hosts maps <bucket>.localhost to 127.0.0.1 (the machine's own file is
+    untouched). What it stored is then read back through boto3, byte for byte."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs a private mount namespace (unshare --mount) to resolve <bucket>.localhost")
+    bucket = unique_bucket_name("lmcache-s3")
+    make_kv_bucket(s3, bucket, capacity_bytes=256 * 1024 * 1024)
+    hosts = tmp_dir / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n127.0.0.1 {bucket}.localhost\n")
+    worker = Path(__file__).with_name("lmcache_s3_worker.py")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=fjord_server.access_key,
+               AWS_SECRET_ACCESS_KEY=fjord_server.secret_key)
+    first_hash = random.SystemRandom().getrandbits(40)
+    script = f'mount --bind "{hosts}" /etc/hosts && exec "{sys.executable}" "{worker}" {bucket} ' \
+             f'{fjord_server.port} {first_hash}'
+    result = subprocess.run(["unshare", "--mount", "sh", "-c", script], env=env, capture_output=True,
+                            text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    stored = json.loads(result.stdout.strip().splitlines()[-1])["stored"]
+    assert len(stored) == 3
+    for key, digest in stored.items():
+        body = s3.get_object(Bucket=bucket, Key=key.replace("/", "_"))["Body"].read()
+        assert len(body) == 524288 and hashlib.sha256(body).hexdigest() == digest, key
+    for key in stored:
+        s3.delete_object(Bucket=bucket, Key=key.replace("/", "_"))
+    s3.delete_bucket(Bucket=bucket)
 
 
 def test_lmcache_scheduler_role_without_a_cpu_backend(lmc):
