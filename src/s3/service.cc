@@ -620,8 +620,27 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     co_await dispatch(c);
 }
 
+namespace {
+
+// x-amz-expected-bucket-owner (and x-amz-source-expected-bucket-owner on a copy): every bucket belongs to
+// the one account the server's credentials stand for, whose ID is the caller's access key (ListBuckets'
+// <Owner><ID>); another ID is refused as S3 refuses a bucket of another account: 403 AccessDenied.
+base::result<void> check_expected_owner(const http::request_head& head, const s3_request& req,
+                                        const std::string& owner) {
+    for (const char* name : {"x-amz-expected-bucket-owner", "x-amz-source-expected-bucket-owner"}) {
+        const http::header* expected = head.find(name);
+        if (expected && !req.bucket.empty() && expected->value != owner)
+            return base::fail(base::errc::access_denied, "Access Denied");
+    }
+    return {};
+}
+
+}  // namespace
+
 io::task<void> service::dispatch(context& c) {
     chosen_operation chosen = choose_operation(c.ex.head(), c.req);
+    if (auto owned = check_expected_owner(c.ex.head(), c.req, c.auth.access_key); !owned)
+        co_return co_await send_error(c, owned.err());
     switch (chosen.op) {
         case s3_op::none: co_return co_await send_not_an_operation(c, chosen.refusal);
         case s3_op::list_buckets: co_return co_await list_buckets(c);

@@ -91,3 +91,34 @@ def test_every_endpoint_but_health_needs_authentication(fjord_server, bucket):
     for path in ("/health/live", "/health/ready"):
         response = requests.get(base + path, timeout=10)
         assert response.status_code == 200 and response.content == b""
+
+
+def test_expected_bucket_owner_is_checked(s3, bucket):
+    """x-amz-expected-bucket-owner / x-amz-source-expected-bucket-owner: the owner's ID is the one
+    ListBuckets names; any other is refused with 403 AccessDenied before anything happens."""
+    from botocore.exceptions import ClientError
+
+    owner = s3.list_buckets()["Owner"]["ID"]
+    s3.put_object(Bucket=bucket, Key="owned", Body=b"x", ExpectedBucketOwner=owner)
+    assert s3.get_object(Bucket=bucket, Key="owned", ExpectedBucketOwner=owner)["Body"].read() == b"x"
+    s3.head_bucket(Bucket=bucket, ExpectedBucketOwner=owner)
+    calls = [
+        lambda: s3.put_object(Bucket=bucket, Key="other", Body=b"y", ExpectedBucketOwner="111122223333"),
+        lambda: s3.get_object(Bucket=bucket, Key="owned", ExpectedBucketOwner="111122223333"),
+        lambda: s3.delete_object(Bucket=bucket, Key="owned", ExpectedBucketOwner="111122223333"),
+        lambda: s3.list_objects_v2(Bucket=bucket, ExpectedBucketOwner="111122223333"),
+        lambda: s3.copy_object(Bucket=bucket, Key="copy", CopySource={"Bucket": bucket, "Key": "owned"},
+                               ExpectedSourceBucketOwner="111122223333"),
+    ]
+    for call in calls:
+        with pytest.raises(ClientError) as refused:
+            call()
+        assert refused.value.response["Error"]["Code"] == "AccessDenied", refused.value.response
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    with pytest.raises(ClientError) as refused:
+        s3.head_bucket(Bucket=bucket, ExpectedBucketOwner="111122223333")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    # Nothing was written, deleted or copied by the refused calls.
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["owned"]
+    s3.copy_object(Bucket=bucket, Key="copy", CopySource={"Bucket": bucket, "Key": "owned"},
+                   ExpectedSourceBucketOwner=owner, ExpectedBucketOwner=owner)
