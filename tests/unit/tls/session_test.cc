@@ -156,6 +156,50 @@ TEST(TlsSession, HandshakeAndBytesBothWays) {
     }
 }
 
+// The network splits records anywhere: ciphertext arrives in pieces of 1 byte to a few records, and a
+// receiver reads whenever something arrived. Every byte must come through in order, whatever the split.
+TEST(TlsSession, RecordsSplitAtEveryBoundaryStillArriveWhole) {
+    certificate_files files;
+    auto p = connected(files);
+    ASSERT_TRUE(handshake(p));
+    std::mt19937 rng(11);
+    std::string data(600'000, '\0');
+    for (auto& ch : data) ch = static_cast<char>(rng());
+    std::string received;
+    std::size_t offset = 0;
+    std::vector<std::byte> sink(5'000);
+    std::vector<std::byte> wire;  // ciphertext sent but not yet received
+    while (received.size() < data.size()) {
+        if (offset < data.size()) {
+            std::size_t piece = std::min<std::size_t>(data.size() - offset, 1 + rng() % 70'000);
+            auto took =
+                p.client->write(reinterpret_cast<const std::byte*>(data.data()) + offset, piece);
+            ASSERT_TRUE(took);
+            offset += *took;
+            auto out = p.client->output();
+            wire.insert(wire.end(), out.begin(), out.end());
+            p.client->output_sent(out.size());
+        }
+        while (!wire.empty()) {
+            std::size_t n =
+                std::min<std::size_t>(wire.size(), 1 + rng() % (rng() % 4 == 0 ? 40'000 : 300));
+            auto space = p.server->input_space();
+            n = std::min(n, space.size());
+            std::memcpy(space.data(), wire.data(), n);
+            p.server->input_added(n);
+            wire.erase(wire.begin(), wire.begin() + static_cast<std::ptrdiff_t>(n));
+            for (;;) {
+                auto got = p.server->read(sink.data(), 1 + rng() % sink.size());
+                ASSERT_TRUE(got) << got.err().message;
+                if (*got == 0) break;
+                received.append(reinterpret_cast<const char*>(sink.data()), *got);
+            }
+            if (rng() % 8 == 0) p.server->shrink();  // between "requests", with nothing pending
+        }
+    }
+    EXPECT_EQ(received, data);
+}
+
 TEST(TlsSession, WriteTakesAtMostItsBoundPerCall) {
     certificate_files files;
     auto p = connected(files);
