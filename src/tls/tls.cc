@@ -13,10 +13,13 @@ namespace fjord::tls {
 
 namespace {
 
-// The largest TLS record on the wire (TLS 1.2's bound: 2^14 plaintext + 2048 expansion + 5 header),
-// and the input buffer: room for a few, so one receive can bring several records.
+// The largest TLS record on the wire (TLS 1.2's bound: 2^14 plaintext + 2048 expansion + 5 header).
 constexpr std::size_t max_record_bytes = 16384 + 2048 + 5;
-constexpr std::size_t input_buffer_bytes = 64 * 1024;
+// The input buffer needs no whole record (OpenSSL assembles records in its own buffer): it starts small,
+// so an idle connection waiting for its next request holds little, and grows to bulk size once a receive
+// fills it, so one receive of a large body brings several records.
+constexpr std::size_t idle_input_bytes = 4 * 1024;
+constexpr std::size_t bulk_input_bytes = 64 * 1024;
 
 base::failure tls_failure(base::errc code, const std::string& what) {
     return base::fail(code, what + ": " + take_errors());
@@ -28,6 +31,9 @@ base::result<void> restrict_versions(SSL_CTX* ctx) {
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
     // Records are read from our own buffer: reading ahead costs a copy less per record, never a syscall.
     SSL_CTX_set_read_ahead(ctx, 1);
+    // OpenSSL's own record buffers (about 34 KiB) are freed whenever they are empty, so an idle
+    // connection does not keep them.
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     return {};
 }
 
@@ -202,6 +208,7 @@ base::result<std::unique_ptr<session>> session::connect(std::shared_ptr<context>
 
 base::result<bool> session::handshake() {
     if (_handshake_done) return true;
+    ERR_clear_error();  // SSL_get_error reads the thread's queue: nothing stale may be in it
     int rc = SSL_do_handshake(_ssl);
     if (rc == 1) {
         _handshake_done = true;
@@ -219,6 +226,7 @@ base::result<std::size_t> session::read(std::byte* dst, std::size_t max) {
     std::size_t produced = 0;
     while (produced < max && !_peer_closed) {
         std::size_t n = 0;
+        ERR_clear_error();
         int rc = SSL_read_ex(_ssl, dst + produced, max - produced, &n);
         if (rc == 1) {
             produced += n;
@@ -238,7 +246,10 @@ base::result<std::size_t> session::read(std::byte* dst, std::size_t max) {
 base::result<std::size_t> session::write(const std::byte* src, std::size_t len) {
     std::size_t take = std::min(len, max_plaintext_per_write);
     if (take == 0) return std::size_t{0};
+    // Room for the records at once (a header and tag per 16 KiB), not by doubling as they are appended.
+    _out.reserve(_out.size() + take + (take / 16384 + 1) * 64);
     std::size_t n = 0;
+    ERR_clear_error();
     if (SSL_write_ex(_ssl, src, take, &n) != 1)
         return tls_failure(base::errc::closed, "TLS write failed");
     return n;
@@ -262,19 +273,24 @@ void session::shrink() {
     if (_in_start == _in_end && !_in.empty()) {
         std::vector<std::byte>().swap(_in);
         _in_start = _in_end = 0;
+        _last_receive_filled = false;  // the next request starts small again
     }
 }
 
 std::span<std::byte> session::input_space() {
     if (_in.empty())
-        _in.resize(input_buffer_bytes);  // allocated when first needed, freed by shrink()
-    if (_in_start == _in_end) _in_start = _in_end = 0;
-    if (_in.size() - _in_end < max_record_bytes) {
+        _in.resize(idle_input_bytes);  // allocated when first needed, freed by shrink()
+    if (_in_start == _in_end) {
+        _in_start = _in_end = 0;
+        if (_last_receive_filled && _in.size() < bulk_input_bytes) _in.resize(bulk_input_bytes);
+    }
+    if (_in.size() - _in_end < _in.size() / 4) {
         std::memmove(_in.data(), _in.data() + _in_start, _in_end - _in_start);
         _in_end -= _in_start;
         _in_start = 0;
     }
-    return {_in.data() + _in_end, _in.size() - _in_end};
+    _offered = _in.size() - _in_end;
+    return {_in.data() + _in_end, _offered};
 }
 
 std::string session::description() const {

@@ -106,9 +106,13 @@ public:
     // Gives back the buffers' memory while nothing is pending in them (a connection between requests
     // keeps neither a large response's records nor its input buffer).
     void shrink();
-    // Room for received ciphertext (at least one maximum-size record), and how much arrived there.
+    // Room for received ciphertext (small while the connection is idle, 64 KiB once receives fill it),
+    // and how much arrived there.
     std::span<std::byte> input_space();
-    void input_added(std::size_t n) { _in_end += n; }
+    void input_added(std::size_t n) {
+        _in_end += n;
+        _last_receive_filled = n == _offered;
+    }
     // "TLSv1.3 TLS_AES_128_GCM_SHA256", for logs and tests.
     std::string description() const;
 
@@ -123,6 +127,8 @@ private:
     std::vector<std::byte> _in;
     std::size_t _in_start = 0;
     std::size_t _in_end = 0;
+    std::size_t _offered = 0;           // the size of the last input_space()
+    bool _last_receive_filled = false;  // it was filled: the peer sends in bulk
     std::vector<std::byte> _out;
     std::size_t _out_start = 0;
     bool _handshake_done = false;
