@@ -6,10 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
 
+#include "base/clock.h"
 #include "io/ops.h"
 
 namespace fjord::client {
@@ -171,10 +173,11 @@ io::task<base::result<void>> connection::receive_exact(std::byte* dst, std::size
 
 // ---- TLS ----
 
-io::task<base::result<void>> connection::tls_flush() {
+io::task<base::result<void>> connection::tls_flush(std::int64_t timeout_ms) {
     while (!_tls->output().empty()) {
         auto out = _tls->output();
-        int rc = co_await io::send(_fd, out.data(), out.size(), _options.io_timeout_ms);
+        int rc = co_await io::send(_fd, out.data(), out.size(),
+                                   timeout_ms > 0 ? timeout_ms : _options.io_timeout_ms);
         if (rc <= 0) {
             close();
             co_return rc == 0 ? base::fail(base::errc::closed, "send: connection closed")
@@ -185,9 +188,10 @@ io::task<base::result<void>> connection::tls_flush() {
     co_return base::result<void>{};
 }
 
-io::task<base::result<void>> connection::tls_fill() {
+io::task<base::result<void>> connection::tls_fill(std::int64_t timeout_ms) {
     auto space = _tls->input_space();
-    int rc = co_await io::recv(_fd, space.data(), space.size(), _options.io_timeout_ms);
+    int rc = co_await io::recv(_fd, space.data(), space.size(),
+                               timeout_ms > 0 ? timeout_ms : _options.io_timeout_ms);
     if (rc <= 0) {
         close();
         if (rc == 0) co_return base::fail(base::errc::closed, "connection closed by the server");
@@ -198,9 +202,14 @@ io::task<base::result<void>> connection::tls_fill() {
 }
 
 io::task<base::result<void>> connection::tls_handshake() {
+    // One deadline for the whole handshake: a server trickling its flight cannot stretch it.
+    const std::int64_t deadline_ms = base::monotonic_now_ns() / 1'000'000 + _options.io_timeout_ms;
+    auto left_ms = [&] {
+        return std::max<std::int64_t>(1, deadline_ms - base::monotonic_now_ns() / 1'000'000);
+    };
     for (;;) {
         auto done = _tls->handshake();
-        auto flushed = co_await tls_flush();
+        auto flushed = co_await tls_flush(left_ms());
         if (!done) {
             close();
             co_return base::fail(base::errc::closed, "https://" + _options.where.host + ":" +
@@ -209,7 +218,11 @@ io::task<base::result<void>> connection::tls_handshake() {
         }
         if (!flushed) co_return flushed;
         if (*done) co_return base::result<void>{};
-        if (auto filled = co_await tls_fill(); !filled) co_return filled;
+        if (base::monotonic_now_ns() / 1'000'000 >= deadline_ms) {
+            close();
+            co_return base::fail(base::errc::timed_out, "TLS handshake: timed out");
+        }
+        if (auto filled = co_await tls_fill(left_ms()); !filled) co_return filled;
     }
 }
 

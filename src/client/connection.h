@@ -55,11 +55,12 @@ public:
 
 private:
     io::task<base::result<void>> tls_handshake();
-    io::task<base::result<void>> tls_flush();
+    // Each socket operation is bounded by timeout_ms (the handshake's remaining time), else io_timeout_ms.
+    io::task<base::result<void>> tls_flush(std::int64_t timeout_ms = 0);
     io::task<base::result<void>> tls_send_all(std::span<iovec> parts);
     io::task<base::result<std::size_t>> tls_receive_some(std::byte* dst, std::size_t max);
     // One receive of ciphertext into the session's input.
-    io::task<base::result<void>> tls_fill();
+    io::task<base::result<void>> tls_fill(std::int64_t timeout_ms = 0);
 
     connection_options _options;
     int _fd = -1;

@@ -564,9 +564,15 @@ io::task<bool> connection_state::tls_handshake() {
         }
         if (*done) co_return true;
         std::int64_t left_ms = deadline_ms - monotonic_ms();
+        // Past its deadline, or the server stopping (which cancels only receives already waiting):
+        // the handshake has failed, whatever the client still trickles in.
+        if (left_ms <= 0 || io::reactor::current().stopping()) {
+            metrics.add(base::counter::tls_handshake_failures);
+            co_return false;
+        }
         auto space = tls->input_space();
         // Shutdown may cancel a handshake in progress, as it cancels an idle connection's wait.
-        auto op = socket.receive(space.data(), space.size(), std::max<std::int64_t>(left_ms, 1));
+        auto op = socket.receive(space.data(), space.size(), left_ms);
         idle_wait = op.record();
         int n = co_await op;
         idle_wait = nullptr;
@@ -595,7 +601,7 @@ io::task<int> connection_state::tls_receive(void* dst, std::size_t max, std::int
         // Output a read produced (TLS 1.3 session tickets, alerts) goes before waiting for the peer.
         if (int flushed = co_await tls_flush(deadline_ms); flushed < 0) co_return flushed;
         std::int64_t left_ms = deadline_ms - monotonic_ms();
-        if (left_ms <= 0) co_return -ECANCELED;
+        if (left_ms <= 0 || (idle && io::reactor::current().stopping())) co_return -ECANCELED;
         auto space = tls->input_space();
         auto op = socket.receive(space.data(), space.size(), left_ms);
         if (idle) idle_wait = op.record();
@@ -608,7 +614,11 @@ io::task<int> connection_state::tls_receive(void* dst, std::size_t max, std::int
 
 io::task<int> connection_state::tls_send(const void* src, std::size_t len,
                                          std::int64_t timeout_ms) {
-    auto took = tls->write(static_cast<const std::byte*>(src), len);
+    // At most 64 KiB of plaintext per call, so that send_bytes credits the response's rate floor as
+    // each part goes out, as over plain HTTP, instead of one deadline for a large batch of records.
+    constexpr std::size_t max_plaintext_per_send = 64 * 1024;
+    auto took =
+        tls->write(static_cast<const std::byte*>(src), std::min(len, max_plaintext_per_send));
     if (!took) {
         LOG_DEBUG("TLS connection to %s: %s", remote_address.c_str(), took.err().message.c_str());
         co_return -EPROTO;
