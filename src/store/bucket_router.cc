@@ -28,6 +28,14 @@ io::task<base::result<void>> bucket_router::delete_bucket(std::string name) {
     co_return co_await of(name).delete_bucket(std::move(name));
 }
 
+io::task<base::result<void>> bucket_router::set_bucket_attribute(std::string bucket,
+                                                                 std::string name,
+                                                                 std::optional<std::string> value) {
+    object_store& store = of(bucket);
+    co_return co_await store.set_bucket_attribute(std::move(bucket), std::move(name),
+                                                  std::move(value));
+}
+
 bool bucket_router::bucket_exists(const std::string& name) const {
     return _kv.bucket_exists(name) || _objects.bucket_exists(name);
 }

@@ -19,6 +19,11 @@ public:
     io::task<base::result<void>> delete_bucket(std::string name) override;
     bool bucket_exists(const std::string& name) const override;
     std::vector<bucket_info> list_buckets() const override;
+    std::optional<bucket_info> find_bucket(const std::string& name) const override {
+        return of(name).find_bucket(name);
+    }
+    io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
+                                                      std::optional<std::string> value) override;
 
     io::task<base::result<object_record>> put(put_request request, byte_source& body,
                                               record_finisher finish) override;

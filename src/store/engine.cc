@@ -23,6 +23,18 @@ namespace fjord::store {
 
 namespace {
 
+// A record_bucket_attribute: the attribute's new value, or (value null) its removal.
+std::string bucket_attribute_payload(const std::string& bucket, const std::string& name,
+                                     const std::string* value) {
+    std::string payload;
+    encoder e(payload);
+    e.str(bucket);
+    e.str(name);
+    e.u8(value ? 1 : 0);
+    e.str(value ? *value : std::string());
+    return payload;
+}
+
 // Snapshot file: a 24-byte header, magic | u64 last_seq | u32 crc32c(magic, last_seq) | u32 zero, then the
 // state as journal records (seq 1, 2, ...) ending in record_snapshot_end. last_seq is the sequence number
 // of the last journal record the state contains: the next journal must start right after it, so one
@@ -185,6 +197,11 @@ std::vector<bucket_info> engine::list_buckets() const {
     return out;
 }
 
+std::optional<bucket_info> engine::find_bucket(const std::string& name) const {
+    if (!bucket_exists(name)) return std::nullopt;
+    return local().buckets.at(name);
+}
+
 // ---- recovery (startup, blocking I/O, before any reactor runs) ----
 
 namespace {
@@ -243,6 +260,17 @@ struct record_applier {
             (*buckets)[info.name] = info;
         } else if (type == record_delete_bucket && buckets) {
             buckets->erase(d.str());
+        } else if (type == record_bucket_attribute && buckets) {
+            std::string bucket = d.str(), name = d.str();
+            bool present = d.u8() != 0;
+            std::string value = d.str();
+            // Shard 0 journals a bucket's records in order, so its bucket is here; were it not, the
+            // attribute would describe nothing, and nothing is lost by leaving it out.
+            auto it = buckets->find(bucket);
+            if (it != buckets->end() && present)
+                it->second.attributes[name] = std::move(value);
+            else if (it != buckets->end())
+                it->second.attributes.erase(name);
         } else if (type >= record_create_upload && type <= record_abort_upload) {
             if (!apply_upload_record(type, d)) ok = false;
         } else if (type != record_snapshot_end) {
@@ -738,6 +766,50 @@ io::task<base::result<list_page>> engine::list(list_request request) {
 
 // ---- buckets (serialised on core 0, which owns shard 0 and its journal) ----
 
+io::task<base::result<void>> engine::set_bucket_attribute(std::string bucket, std::string name,
+                                                          std::optional<std::string> value) {
+    auto call = [=, this] { return core0_set_bucket_attribute(bucket, name, value); };
+    auto set = co_await io::invoke_on(0, std::move(call));
+    if (!set) co_await free_space_after(set.err());
+    co_return set;
+}
+
+io::task<base::result<void>> engine::core0_set_bucket_attribute(std::string bucket,
+                                                                std::string name,
+                                                                std::optional<std::string> value) {
+    shard& s0 = *_shards[0];
+    std::string lock =
+        "\x01"
+        "bucket:" +
+        bucket;
+    co_await lock_key(s0.locks, lock);  // ordered with the bucket's create and delete
+    base::result<void> outcome;
+    auto it = local().buckets.find(bucket);
+    if (it == local().buckets.end() || local().closing.count(bucket)) {
+        outcome = base::fail(base::errc::no_such_bucket, "no such bucket");
+    } else if (auto usable = journal_usable(*s0.log); !usable) {
+        outcome = usable;
+    } else {
+        bucket_info info = it->second;
+        if (value)
+            info.attributes[name] = *value;
+        else
+            info.attributes.erase(name);
+        // Applied in on_durable, as a bucket's creation is: a snapshot right after the batch has it.
+        outcome = co_await s0.log->append(
+            record_bucket_attribute,
+            bucket_attribute_payload(bucket, name, value ? &*value : nullptr), {},
+            [&] { local().buckets[bucket] = info; });
+        if (outcome)
+            for (unsigned c = 0; c < _options.cores; ++c) {
+                auto call = [=, this] { return core_set_bucket(info, true); };
+                (void)co_await io::invoke_on(c, std::move(call));
+            }
+    }
+    unlock_key(s0.locks, lock);
+    co_return outcome;
+}
+
 io::task<base::result<void>> engine::create_bucket(std::string name) {
     auto call = [=, this] { return core0_create_bucket(name); };
     auto created = co_await io::invoke_on(0, std::move(call));
@@ -912,6 +984,9 @@ std::string engine::snapshot_image(const shard& s) const {
             e.str(info.name);
             e.i64(info.created_ms);
             frame_record(image, seq++, record_create_bucket, payload);
+            for (const auto& [attribute, value] : info.attributes)
+                frame_record(image, seq++, record_bucket_attribute,
+                             bucket_attribute_payload(info.name, attribute, &value));
         }
     }
     for (const auto& [bucket, keys] : s.index) {

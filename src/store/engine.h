@@ -95,6 +95,9 @@ public:
     io::task<base::result<void>> delete_bucket(std::string name) override;
     bool bucket_exists(const std::string& name) const override;
     std::vector<bucket_info> list_buckets() const override;
+    std::optional<bucket_info> find_bucket(const std::string& name) const override;
+    io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
+                                                      std::optional<std::string> value) override;
     io::task<base::result<object_record>> put(put_request request, byte_source& body,
                                               record_finisher finish) override;
     io::task<base::result<object_record>> head(std::string bucket, std::string key) override;
@@ -217,6 +220,8 @@ private:
     io::task<base::result<list_page>> core_list(list_request request);
     io::task<base::result<void>> core0_create_bucket(std::string name);
     io::task<base::result<void>> core0_delete_bucket(std::string name);
+    io::task<base::result<void>> core0_set_bucket_attribute(std::string bucket, std::string name,
+                                                            std::optional<std::string> value);
     io::task<base::result<bool>> core_abort_bucket_uploads(std::string name);
     io::task<base::result<bool>> core_close_if_empty(std::string name);
     io::task<base::result<bool>> core_set_bucket(bucket_info info, bool present);

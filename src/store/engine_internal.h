@@ -23,6 +23,8 @@ enum record_type : std::uint8_t {
     record_put_part = 6,
     record_complete_upload = 7,
     record_abort_upload = 8,
+    record_bucket_attribute =
+        9,  // bucket, name, present (u8), value: shard 0, like the bucket records
     record_snapshot_end = 255,
 };
 

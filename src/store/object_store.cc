@@ -73,6 +73,18 @@ std::shared_ptr<block_buffer> block_buffer::allocate(std::size_t value_bytes) {
 
 block_buffer::~block_buffer() { give_memory(_base, allocation_bytes(_record_bytes)); }
 
+std::optional<bucket_info> object_store::find_bucket(const std::string& name) const {
+    for (auto& info : list_buckets())
+        if (info.name == name) return info;
+    return std::nullopt;
+}
+
+io::task<base::result<void>> object_store::set_bucket_attribute(std::string bucket, std::string,
+                                                                std::optional<std::string>) {
+    co_return base::fail(base::errc::not_implemented,
+                         "bucket " + bucket + " keeps no configuration in this store");
+}
+
 io::task<base::result<void>> object_store::create_kv_bucket(std::string name, kv_bucket_options) {
     co_return base::fail(base::errc::not_implemented,
                          "this store has no KV tier (bucket " + name + ")");

@@ -36,6 +36,9 @@ namespace fjord::store {
 struct bucket_info {
     std::string name;
     std::int64_t created_ms = 0;
+    // Configuration a front end keeps with the bucket (the S3 layer: its tag set), by name; as durable
+    // as the bucket itself.
+    std::map<std::string, std::string> attributes;
 };
 
 // Conditions checked atomically with a commit (If-None-Match: * and If-Match on writes and deletes).
@@ -254,6 +257,12 @@ public:
                                                           kv_bucket_options options);
     virtual bool bucket_exists(const std::string& name) const = 0;  // this core's view
     virtual std::vector<bucket_info> list_buckets() const = 0;      // this core's view, sorted
+    // This core's view of one bucket; nullopt when it does not exist.
+    virtual std::optional<bucket_info> find_bucket(const std::string& name) const;
+    // Sets (or, with nullopt, removes) one named attribute of a bucket, durably, then on every core;
+    // no_such_bucket when the bucket does not exist. Stores that keep none refuse (not_implemented).
+    virtual io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
+                                                              std::optional<std::string> value);
 
     // Objects. A failed write leaves nothing behind; a read never returns bytes that fail their checks
     // (data_corrupted), and not_found from a read means a data file is gone (damage, to the front end).

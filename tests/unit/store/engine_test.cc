@@ -1041,3 +1041,55 @@ TEST(spare_files, spares_are_bounded_released_and_gone_after_a_restart) {
 
 }  // namespace
 }  // namespace fjord::store
+
+namespace fjord::store {
+namespace {
+
+// Bucket attributes are as durable as the bucket: in the journal, in a snapshot, seen on every core,
+// removed with the bucket.
+TEST(engine, bucket_attributes_survive_reopen_and_snapshots_and_go_with_the_bucket) {
+    temp_dir dir;
+    engine_options options = test_options(dir.path());
+    for (int pass = 0; pass < 3; ++pass) {
+        auto e = open_engine(options);
+        ASSERT_NE(e, nullptr);
+        run_engine(*e, [&](engine* en) -> io::task<void> {
+            return [](engine* x, int pass) -> io::task<void> {
+                if (pass == 0) {
+                    CO_ASSERT_TRUE(co_await x->create_bucket("attrs"));
+                    CO_ASSERT_TRUE(co_await x->create_bucket("gone"));
+                    CO_ASSERT_TRUE(co_await x->set_bucket_attribute("attrs", "a", "1"));
+                    CO_ASSERT_TRUE(co_await x->set_bucket_attribute("attrs", "b", "two"));
+                    CO_ASSERT_TRUE(co_await x->set_bucket_attribute("attrs", "a", "one"));
+                    CO_ASSERT_TRUE(co_await x->set_bucket_attribute("gone", "a", "x"));
+                    CO_ASSERT_TRUE(co_await x->delete_bucket("gone"));
+                    auto missing = co_await x->set_bucket_attribute("nope", "a", "x");
+                    EXPECT_EQ(missing.code(), base::errc::no_such_bucket);
+                    // Seen on the other core at once.
+                    auto other = co_await io::invoke_on(1, [x] {
+                        return [](engine* y) -> io::task<std::map<std::string, std::string>> {
+                            co_return y->find_bucket("attrs")->attributes;
+                        }(x);
+                    });
+                    EXPECT_EQ(other,
+                              (std::map<std::string, std::string>{{"a", "one"}, {"b", "two"}}));
+                } else if (pass == 1) {
+                    // Replayed from the journal; then into a snapshot, with one more change after it.
+                    EXPECT_EQ(x->find_bucket("attrs")->attributes,
+                              (std::map<std::string, std::string>{{"a", "one"}, {"b", "two"}}));
+                    co_await x->snapshot_local_shards();
+                    CO_ASSERT_TRUE(co_await x->set_bucket_attribute("attrs", "b", std::nullopt));
+                } else {
+                    EXPECT_EQ(x->find_bucket("attrs")->attributes,
+                              (std::map<std::string, std::string>{{"a", "one"}}));
+                    EXPECT_FALSE(x->find_bucket("gone").has_value());
+                    CO_ASSERT_TRUE(co_await x->create_bucket("gone"));
+                    EXPECT_TRUE(x->find_bucket("gone")->attributes.empty());
+                }
+            }(en, pass);
+        });
+    }
+}
+
+}  // namespace
+}  // namespace fjord::store
