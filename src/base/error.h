@@ -69,7 +69,8 @@ namespace fjord::base {
     X(wrong_region, 55, "AuthorizationHeaderMalformed", 400, false)                                \
     X(wrong_region_presigned, 56, "AuthorizationQueryParametersError", 400, false)                 \
     X(http_version_not_supported, 57, "HttpVersionNotSupported", 505, false)                       \
-    X(authorization_query_malformed, 58, "AuthorizationQueryParametersError", 400, false)
+    X(authorization_query_malformed, 58, "AuthorizationQueryParametersError", 400, false)          \
+    X(no_such_tag_set, 59, "NoSuchTagSet", 404, false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

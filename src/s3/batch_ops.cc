@@ -1,4 +1,4 @@
-// DeleteObjects, object tagging and GetObjectAttributes.
+// DeleteObjects, object and bucket tagging, and GetObjectAttributes.
 
 #include <pugixml.hpp>
 
@@ -17,6 +17,9 @@ namespace {
 constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 constexpr std::size_t max_delete_keys = 1000;
 constexpr std::size_t max_tags = 10;
+constexpr std::size_t max_bucket_tags = 50;
+// The bucket attribute that holds a bucket's tag set (store::bucket_info::attributes).
+constexpr const char* bucket_tags_attribute = "s3.tagging";
 constexpr std::size_t deletes_in_flight =
     64;  // enough for group commit to batch the journal writes
 
@@ -32,6 +35,60 @@ base::result<void> check_tag(const std::string& key, const std::string& value) {
         return base::fail(base::errc::invalid_tag,
                           "The TagKey or TagValue you have provided is invalid");
     return {};
+}
+
+using tag_list = std::vector<std::pair<std::string, std::string>>;
+
+// A Tagging document's TagSet, checked as S3 checks it: valid tags, no key twice, at most `max`.
+base::result<tag_list> parse_tag_set(std::string_view body, std::size_t max, const char* too_many) {
+    pugi::xml_document doc;
+    if (auto parsed = load_request_xml(doc, body); !parsed) return parsed.as_failure();
+    pugi::xml_node set = doc.child("Tagging").child("TagSet");
+    if (!set) return base::fail(base::errc::malformed_xml, "expected Tagging/TagSet");
+    tag_list tags;
+    for (pugi::xml_node t : set.children("Tag")) {
+        std::string key = xml_child_text(t, "Key"), value = xml_child_text(t, "Value");
+        FJORD_TRY(check_tag(key, value));
+        for (const auto& existing : tags)
+            if (existing.first == key)
+                return base::fail(base::errc::invalid_tag,
+                                  "Cannot provide multiple Tags with the same key");
+        tags.emplace_back(std::move(key), std::move(value));
+    }
+    if (tags.size() > max) return base::fail(base::errc::invalid_tag, too_many);
+    return tags;
+}
+
+std::string tagging_xml(const tag_list& tags) {
+    xml_writer x;
+    x.open("Tagging", s3_xmlns).open("TagSet");
+    for (const auto& [key, value] : tags)
+        x.open("Tag").element("Key", key).element("Value", value).close("Tag");
+    x.close("TagSet").close("Tagging");
+    return x.take();
+}
+
+// A bucket's tags as its attribute holds them: "<length>:<key><length>:<value>" for each, in order.
+std::string encode_tags(const tag_list& tags) {
+    std::string out;
+    for (const auto& [key, value] : tags)
+        for (const std::string* s : {&key, &value}) out += std::to_string(s->size()) + ":" + *s;
+    return out;
+}
+
+tag_list decode_tags(std::string_view text) {
+    tag_list tags;
+    std::vector<std::string> parts;
+    while (!text.empty()) {
+        auto colon = text.find(':');
+        auto n = base::parse_u64(text.substr(0, colon));
+        if (colon == std::string_view::npos || !n || *n > text.size() - colon - 1) break;
+        parts.emplace_back(text.substr(colon + 1, *n));
+        text.remove_prefix(colon + 1 + *n);
+    }
+    for (std::size_t i = 0; i + 1 < parts.size(); i += 2)
+        tags.emplace_back(std::move(parts[i]), std::move(parts[i + 1]));
+    return tags;
 }
 
 struct delete_outcome {
@@ -153,26 +210,9 @@ io::task<void> service::delete_objects(context& c) {
 io::task<void> service::put_object_tagging(context& c) {
     auto body = co_await read_verified_body(c, 64 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
-    pugi::xml_document doc;
-    if (auto parsed = load_request_xml(doc, *body); !parsed)
-        co_return co_await send_error(c, parsed.err());
-    pugi::xml_node set = doc.child("Tagging").child("TagSet");
-    if (!set)
-        co_return co_await send_error(c, {base::errc::malformed_xml, "expected Tagging/TagSet"});
-    std::vector<std::pair<std::string, std::string>> tags;
-    for (pugi::xml_node t : set.children("Tag")) {
-        std::string key = xml_child_text(t, "Key"), value = xml_child_text(t, "Value");
-        if (auto ok = check_tag(key, value); !ok) co_return co_await send_error(c, ok.err());
-        for (const auto& existing : tags)
-            if (existing.first == key)
-                co_return co_await send_error(
-                    c, {base::errc::invalid_tag, "Cannot provide multiple Tags with the same key"});
-        tags.emplace_back(std::move(key), std::move(value));
-    }
-    if (tags.size() > max_tags)
-        co_return co_await send_error(
-            c, {base::errc::invalid_tag, "Object tags cannot be greater than 10"});
-    auto edit = [tags](store::object_record& r) -> base::result<void> {
+    auto tags = parse_tag_set(*body, max_tags, "Object tags cannot be greater than 10");
+    if (!tags) co_return co_await send_error(c, tags.err());
+    auto edit = [tags = std::move(*tags)](store::object_record& r) -> base::result<void> {
         r.tags = tags;
         return {};
     };
@@ -184,12 +224,39 @@ io::task<void> service::put_object_tagging(context& c) {
 io::task<void> service::get_object_tagging(context& c) {
     auto found = co_await _store.head(c.req.bucket, c.req.key);
     if (!found) co_return co_await send_error(c, found.err());
-    xml_writer x;
-    x.open("Tagging", s3_xmlns).open("TagSet");
-    for (const auto& [key, value] : found->tags)
-        x.open("Tag").element("Key", key).element("Value", value).close("Tag");
-    x.close("TagSet").close("Tagging");
-    co_await send_xml(c, 200, x.take());
+    co_await send_xml(c, 200, tagging_xml(found->tags));
+}
+
+// A bucket's tag set is one bucket attribute, replaced whole; an empty TagSet removes it, as deleting it.
+io::task<void> service::put_bucket_tagging(context& c) {
+    auto body = co_await read_verified_body(c, 64 * 1024);
+    if (!body) co_return co_await send_error(c, body.err());
+    auto tags = parse_tag_set(*body, max_bucket_tags, "Bucket tag count cannot be greater than 50");
+    if (!tags) co_return co_await send_error(c, tags.err());
+    std::optional<std::string> value;
+    if (!tags->empty()) value = encode_tags(*tags);
+    auto set = co_await _store.set_bucket_attribute(c.req.bucket, bucket_tags_attribute, value);
+    if (!set) co_return co_await send_error(c, set.err());
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+}
+
+io::task<void> service::get_bucket_tagging(context& c) {
+    auto info = _store.find_bucket(c.req.bucket);
+    if (!info)
+        co_return co_await send_error(
+            c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    auto it = info->attributes.find(bucket_tags_attribute);
+    if (it == info->attributes.end())
+        co_return co_await send_error(c,
+                                      {base::errc::no_such_tag_set, "The TagSet does not exist"});
+    co_await send_xml(c, 200, tagging_xml(decode_tags(it->second)));
+}
+
+io::task<void> service::delete_bucket_tagging(context& c) {
+    auto set =
+        co_await _store.set_bucket_attribute(c.req.bucket, bucket_tags_attribute, std::nullopt);
+    if (!set) co_return co_await send_error(c, set.err());
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
 io::task<void> service::delete_object_tagging(context& c) {

@@ -170,6 +170,9 @@ enum class s3_op {
     put_object_tagging,
     get_object_tagging,
     delete_object_tagging,
+    put_bucket_tagging,
+    get_bucket_tagging,
+    delete_bucket_tagging,
     get_object_attributes,
     copy_object,
     put_object,
@@ -234,6 +237,12 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
         return named(s3_op::list_object_versions, "ListObjectVersions");
     if (r.has("versioning") && verb == method::get)
         return named(s3_op::get_bucket_versioning, "GetBucketVersioning");
+    if (r.has("tagging") && verb == method::put)
+        return named(s3_op::put_bucket_tagging, "PutBucketTagging");
+    if (r.has("tagging") && verb == method::get)
+        return named(s3_op::get_bucket_tagging, "GetBucketTagging");
+    if (r.has("tagging") && verb == method::delete_)
+        return named(s3_op::delete_bucket_tagging, "DeleteBucketTagging");
     static constexpr std::string_view unsupported[] = {"uploads",
                                                        "delete",
                                                        "versioning",
@@ -664,6 +673,9 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::put_object_tagging: co_return co_await put_object_tagging(c);
         case s3_op::get_object_tagging: co_return co_await get_object_tagging(c);
         case s3_op::delete_object_tagging: co_return co_await delete_object_tagging(c);
+        case s3_op::put_bucket_tagging: co_return co_await put_bucket_tagging(c);
+        case s3_op::get_bucket_tagging: co_return co_await get_bucket_tagging(c);
+        case s3_op::delete_bucket_tagging: co_return co_await delete_bucket_tagging(c);
         case s3_op::get_object_attributes: co_return co_await get_object_attributes(c);
         case s3_op::copy_object: co_return co_await copy_object(c);
         case s3_op::put_object: co_return co_await put_object(c);
