@@ -70,7 +70,10 @@ namespace fjord::base {
     X(wrong_region_presigned, 56, "AuthorizationQueryParametersError", 400, false)                 \
     X(http_version_not_supported, 57, "HttpVersionNotSupported", 505, false)                       \
     X(authorization_query_malformed, 58, "AuthorizationQueryParametersError", 400, false)          \
-    X(no_such_tag_set, 59, "NoSuchTagSet", 404, false)
+    X(no_such_tag_set, 59, "NoSuchTagSet", 404, false)                                             \
+    X(access_control_list_not_supported, 60, "AccessControlListNotSupported", 400, false)          \
+    X(invalid_bucket_acl_with_object_ownership, 61, "InvalidBucketAclWithObjectOwnership", 400,    \
+      false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

@@ -173,6 +173,11 @@ enum class s3_op {
     put_bucket_tagging,
     get_bucket_tagging,
     delete_bucket_tagging,
+    get_bucket_acl,
+    put_bucket_acl,
+    get_object_acl,
+    put_object_acl,
+    get_ownership_controls,
     get_object_attributes,
     copy_object,
     put_object,
@@ -237,6 +242,10 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
         return named(s3_op::list_object_versions, "ListObjectVersions");
     if (r.has("versioning") && verb == method::get)
         return named(s3_op::get_bucket_versioning, "GetBucketVersioning");
+    if (r.has("acl") && verb == method::get) return named(s3_op::get_bucket_acl, "GetBucketAcl");
+    if (r.has("acl") && verb == method::put) return named(s3_op::put_bucket_acl, "PutBucketAcl");
+    if (r.has("ownershipControls") && verb == method::get)
+        return named(s3_op::get_ownership_controls, "GetBucketOwnershipControls");
     if (r.has("tagging") && verb == method::put)
         return named(s3_op::put_bucket_tagging, "PutBucketTagging");
     if (r.has("tagging") && verb == method::get)
@@ -319,6 +328,8 @@ chosen_operation choose_object_operation(http::method verb, const s3_request& r,
     }
     if (r.has("attributes") && verb == method::get)
         return named(s3_op::get_object_attributes, "GetObjectAttributes");
+    if (r.has("acl") && verb == method::get) return named(s3_op::get_object_acl, "GetObjectAcl");
+    if (r.has("acl") && verb == method::put) return named(s3_op::put_object_acl, "PutObjectAcl");
     static constexpr std::string_view unsupported[] = {
         "uploads",    "uploadId", "tagging", "acl",    "retention",   "legal-hold",
         "attributes", "restore",  "torrent", "select", "renameObject"};
@@ -650,6 +661,11 @@ io::task<void> service::dispatch(context& c) {
     chosen_operation chosen = choose_operation(c.ex.head(), c.req);
     if (auto owned = check_expected_owner(c.ex.head(), c.req, c.auth.access_key); !owned)
         co_return co_await send_error(c, owned.err());
+    const bool writes = chosen.op == s3_op::put_object || chosen.op == s3_op::copy_object ||
+                        chosen.op == s3_op::create_multipart_upload;
+    if (writes || chosen.op == s3_op::create_bucket)
+        if (auto acl = check_write_acl(c.ex.head(), chosen.op == s3_op::create_bucket); !acl)
+            co_return co_await send_error(c, acl.err());
     switch (chosen.op) {
         case s3_op::none: co_return co_await send_not_an_operation(c, chosen.refusal);
         case s3_op::list_buckets: co_return co_await list_buckets(c);
@@ -673,6 +689,11 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::put_object_tagging: co_return co_await put_object_tagging(c);
         case s3_op::get_object_tagging: co_return co_await get_object_tagging(c);
         case s3_op::delete_object_tagging: co_return co_await delete_object_tagging(c);
+        case s3_op::get_bucket_acl: co_return co_await get_acl(c, false);
+        case s3_op::put_bucket_acl: co_return co_await put_acl(c, false);
+        case s3_op::get_object_acl: co_return co_await get_acl(c, true);
+        case s3_op::put_object_acl: co_return co_await put_acl(c, true);
+        case s3_op::get_ownership_controls: co_return co_await get_ownership_controls(c);
         case s3_op::put_bucket_tagging: co_return co_await put_bucket_tagging(c);
         case s3_op::get_bucket_tagging: co_return co_await get_bucket_tagging(c);
         case s3_op::delete_bucket_tagging: co_return co_await delete_bucket_tagging(c);

@@ -109,6 +109,9 @@ private:
     io::task<void> put_object_tagging(context& c);
     io::task<void> get_object_tagging(context& c);
     io::task<void> delete_object_tagging(context& c);
+    io::task<void> get_acl(context& c, bool object);
+    io::task<void> put_acl(context& c, bool object);
+    io::task<void> get_ownership_controls(context& c);
     io::task<void> put_bucket_tagging(context& c);
     io::task<void> get_bucket_tagging(context& c);
     io::task<void> delete_bucket_tagging(context& c);

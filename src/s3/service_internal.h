@@ -32,6 +32,10 @@ struct service::context {
     }
 };
 
+// The ACL a write names (x-amz-acl, x-amz-grant-*): ACLs are disabled, as S3's BucketOwnerEnforced buckets
+// have them, so only one that grants nothing beyond the owner passes (acl_ops.cc).
+base::result<void> check_write_acl(const http::request_head& head, bool creates_bucket);
+
 // What a PUT or UploadPart body needs from its request head: its declared size (the decoded size of an
 // aws-chunked body) and the digests its bytes are checked against as they arrive.
 struct body_plan {
