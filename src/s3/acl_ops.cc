@@ -17,10 +17,26 @@ namespace {
 
 constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 
+// Checked on every write: compares in place, allocates nothing.
 bool has_grant_header(const http::request_head& head) {
+    constexpr std::string_view prefix = "x-amz-grant-";
     for (const auto& h : head.headers)
-        if (base::to_lower(h.name).starts_with("x-amz-grant-")) return true;
+        if (h.name.size() >= prefix.size() &&
+            base::iequals(h.name.substr(0, prefix.size()), prefix))
+            return true;
     return false;
+}
+
+// The bucket, or the object, whose ACL is asked for: no_such_bucket / no_such_key when it is not there.
+io::task<base::result<void>> acl_subject_exists(store::object_store& store, const s3_request& r,
+                                                bool object) {
+    if (object) {
+        auto found = co_await store.head(r.bucket, r.key);
+        if (!found) co_return found.as_failure();
+    } else if (!store.bucket_exists(r.bucket)) {
+        co_return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    }
+    co_return base::result<void>{};
 }
 
 std::string owner_only_policy(const std::string& owner) {
@@ -78,13 +94,8 @@ base::result<void> check_write_acl(const http::request_head& head, bool creates_
 }
 
 io::task<void> service::get_acl(context& c, bool object) {
-    if (object) {
-        auto found = co_await _store.head(c.req.bucket, c.req.key);
-        if (!found) co_return co_await send_error(c, found.err());
-    } else if (!_store.bucket_exists(c.req.bucket)) {
-        co_return co_await send_error(
-            c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
-    }
+    if (auto exists = co_await acl_subject_exists(_store, c.req, object); !exists)
+        co_return co_await send_error(c, exists.err());
     co_await send_xml(c, 200, owner_only_policy(c.auth.access_key));
 }
 
@@ -104,13 +115,8 @@ io::task<void> service::put_acl(context& c, bool object) {
                      c.ex.body().declared_length().value_or(1) == 0;
     }
     if (!owner_only) co_return co_await send_error(c, acl_refused);
-    if (object) {
-        auto found = co_await _store.head(c.req.bucket, c.req.key);
-        if (!found) co_return co_await send_error(c, found.err());
-    } else if (!_store.bucket_exists(c.req.bucket)) {
-        co_return co_await send_error(
-            c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
-    }
+    if (auto exists = co_await acl_subject_exists(_store, c.req, object); !exists)
+        co_return co_await send_error(c, exists.err());
     (void)co_await c.ex.send_all(200, c.common_headers(), "");
 }
 

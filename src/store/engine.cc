@@ -23,6 +23,10 @@ namespace fjord::store {
 
 namespace {
 
+// The key lock that orders a bucket's create, delete and attribute changes on shard 0 (no object key
+// starts with \x01).
+std::string bucket_lock_name(const std::string& bucket) { return "\x01bucket:" + bucket; }
+
 // A record_bucket_attribute: the attribute's new value, or (value null) its removal.
 std::string bucket_attribute_payload(const std::string& bucket, const std::string& name,
                                      const std::string* value) {
@@ -766,6 +770,14 @@ io::task<base::result<list_page>> engine::list(list_request request) {
 
 // ---- buckets (serialised on core 0, which owns shard 0 and its journal) ----
 
+// A bucket's new state, once durable on shard 0, on every core's list.
+io::task<void> engine::publish_bucket(bucket_info info) {
+    for (unsigned c = 0; c < _options.cores; ++c) {
+        auto call = [=, this] { return core_set_bucket(info, true); };
+        (void)co_await io::invoke_on(c, std::move(call));
+    }
+}
+
 io::task<base::result<void>> engine::set_bucket_attribute(std::string bucket, std::string name,
                                                           std::optional<std::string> value) {
     auto call = [=, this] { return core0_set_bucket_attribute(bucket, name, value); };
@@ -778,10 +790,7 @@ io::task<base::result<void>> engine::core0_set_bucket_attribute(std::string buck
                                                                 std::string name,
                                                                 std::optional<std::string> value) {
     shard& s0 = *_shards[0];
-    std::string lock =
-        "\x01"
-        "bucket:" +
-        bucket;
+    std::string lock = bucket_lock_name(bucket);
     co_await lock_key(s0.locks, lock);  // ordered with the bucket's create and delete
     base::result<void> outcome;
     auto it = local().buckets.find(bucket);
@@ -800,11 +809,7 @@ io::task<base::result<void>> engine::core0_set_bucket_attribute(std::string buck
             record_bucket_attribute,
             bucket_attribute_payload(bucket, name, value ? &*value : nullptr), {},
             [&] { local().buckets[bucket] = info; });
-        if (outcome)
-            for (unsigned c = 0; c < _options.cores; ++c) {
-                auto call = [=, this] { return core_set_bucket(info, true); };
-                (void)co_await io::invoke_on(c, std::move(call));
-            }
+        if (outcome) co_await publish_bucket(info);
     }
     unlock_key(s0.locks, lock);
     co_return outcome;
@@ -869,10 +874,7 @@ io::task<base::result<bool>> engine::core_abort_bucket_uploads(std::string name)
 
 io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
     shard& s0 = *_shards[0];
-    std::string lock =
-        "\x01"
-        "bucket:" +
-        name;
+    std::string lock = bucket_lock_name(name);
     co_await lock_key(s0.locks, lock);
     base::result<void> outcome;
     if (local().buckets.count(name)) {
@@ -887,11 +889,7 @@ io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
         // batch (journal rotation) must already contain the bucket, or it is lost with the old journal.
         outcome = co_await s0.log->append(record_create_bucket, std::move(payload), {},
                                           [&] { local().buckets[info.name] = info; });
-        if (outcome)
-            for (unsigned c = 0; c < _options.cores; ++c) {
-                auto call = [=, this] { return core_set_bucket(info, true); };
-                (void)co_await io::invoke_on(c, std::move(call));
-            }
+        if (outcome) co_await publish_bucket(info);
     }
     unlock_key(s0.locks, lock);
     co_return outcome;
@@ -899,10 +897,7 @@ io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
 
 io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
     shard& s0 = *_shards[0];
-    std::string lock =
-        "\x01"
-        "bucket:" +
-        name;
+    std::string lock = bucket_lock_name(name);
     co_await lock_key(s0.locks, lock);
     base::result<void> outcome;
     auto found = local().buckets.find(name);

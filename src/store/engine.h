@@ -225,6 +225,7 @@ private:
     io::task<base::result<bool>> core_abort_bucket_uploads(std::string name);
     io::task<base::result<bool>> core_close_if_empty(std::string name);
     io::task<base::result<bool>> core_set_bucket(bucket_info info, bool present);
+    io::task<void> publish_bucket(bucket_info info);
     io::task<void> rotate(shard& s);
     // The image of a snapshot of the shard's state now (every record up to its journal's durable_seq).
     std::string snapshot_image(const shard& s) const;
