@@ -52,6 +52,7 @@ test: build python
 	build/venv-sdk/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_TESTS)
 	build/venv-connectors/bin/python -m pytest -q -p no:cacheprovider tests/integration/test_connectors.py tests/integration/test_nixl.py
 	.venv/bin/python tests/crash/crash_test.py --cycles 5 --max-put-bytes 1048576 --max-parts 2
+	.venv/bin/python tests/crash/versioned_crash_test.py --cycles 5
 
 # libFuzzer targets (tests/fuzz), one after another, FUZZ_SECONDS each; see docs/reliability.md.
 FUZZ_SECONDS ?= 600
@@ -65,6 +66,7 @@ fuzz-smoke: bootstrap
 CRASH_CYCLES ?= 50
 crash-test: build
 	.venv/bin/python tests/crash/crash_test.py --cycles $(CRASH_CYCLES)
+	.venv/bin/python tests/crash/versioned_crash_test.py --cycles $(CRASH_CYCLES)
 
 # The deterministic simulations over many seeds, JOBS processes each (make test runs a few hundred of
 # each through ctest): server_sim (HTTP, S3 and engine together on simulated connections, clock and

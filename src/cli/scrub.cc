@@ -43,8 +43,11 @@ io::task<void> scrub_all(store::engine* engine, scrub_totals* totals, io::reacto
         totals->bytes += sink.bytes;
         if (!read) {
             ++totals->bad;
-            std::printf("CORRUPT s3://%s/%s: %s\n", object.bucket.c_str(), object.key.c_str(),
-                        read.err().message.c_str());
+            std::string version = object.record.version_id.empty()
+                                      ? std::string()
+                                      : " (version " + object.record.version_id + ")";
+            std::printf("CORRUPT s3://%s/%s%s: %s\n", object.bucket.c_str(), object.key.c_str(),
+                        version.c_str(), read.err().message.c_str());
         }
     }
     group->stop();

@@ -29,8 +29,12 @@ bool has_grant_header(const http::request_head& head) {
 
 // The bucket, or the object, whose ACL is asked for: no_such_bucket / no_such_key when it is not there.
 io::task<base::result<void>> acl_subject_exists(store::object_store& store, const s3_request& r,
+                                                const std::optional<std::string>& version,
                                                 bool object) {
-    if (object) {
+    if (object && version) {
+        auto found = co_await store.head_version(r.bucket, r.key, *version);
+        if (!found) co_return found.as_failure();
+    } else if (object) {
         auto found = co_await store.head(r.bucket, r.key);
         if (!found) co_return found.as_failure();
     } else if (!store.bucket_exists(r.bucket)) {
@@ -94,7 +98,7 @@ base::result<void> check_write_acl(const http::request_head& head, bool creates_
 }
 
 io::task<void> service::get_acl(context& c, bool object) {
-    if (auto exists = co_await acl_subject_exists(_store, c.req, object); !exists)
+    if (auto exists = co_await acl_subject_exists(_store, c.req, c.version, object); !exists)
         co_return co_await send_error(c, exists.err());
     co_await send_xml(c, 200, owner_only_policy(c.auth.access_key));
 }
@@ -115,7 +119,7 @@ io::task<void> service::put_acl(context& c, bool object) {
                      c.ex.body().declared_length().value_or(1) == 0;
     }
     if (!owner_only) co_return co_await send_error(c, acl_refused);
-    if (auto exists = co_await acl_subject_exists(_store, c.req, object); !exists)
+    if (auto exists = co_await acl_subject_exists(_store, c.req, c.version, object); !exists)
         co_return co_await send_error(c, exists.err());
     (void)co_await c.ex.send_all(200, c.common_headers(), "");
 }

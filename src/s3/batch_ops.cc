@@ -93,20 +93,57 @@ tag_list decode_tags(std::string_view text) {
 
 struct delete_outcome {
     std::string key;
-    std::string if_match;    // the optional per-object <ETag> condition
-    std::string version_id;  // the optional <VersionId>: only "null" names a version Fjord keeps
+    std::string if_match;                // the optional per-object <ETag> condition
+    std::string version_id;              // the optional <VersionId>, as sent
+    std::optional<std::string> version;  // the version it names (parse_version_id)
     base::errc code = base::errc::ok;
     std::string message;
+    std::optional<std::string>
+        marker_version;  // a delete marker made or removed: its id ("": null)
 };
 
 io::task<void> delete_one(store::object_store* store, std::string bucket, delete_outcome* out) {
     store::write_conditions conditions;
     if (!out->if_match.empty()) conditions.if_match_etag = unquote_etag(out->if_match);
-    auto removed = co_await store->remove(bucket, out->key, conditions);
+    base::result<std::optional<store::object_record>> removed = base::fail(base::errc::internal);
+    if (out->version)
+        removed = co_await store->remove_version(bucket, out->key, *out->version);
+    else
+        removed = co_await store->remove(bucket, out->key, conditions);
     if (!removed) {
         out->code = removed.code();
         out->message = s3_message(removed.err());
+    } else if (*removed && (*removed)->delete_marker) {
+        out->marker_version = (*removed)->version_id;
     }
+}
+
+// A key and version a DeleteObjects entry may name; otherwise its per-key error is set.
+bool check_entry(delete_outcome& o, bool versioned) {
+    if (o.key.empty() || o.key.size() > 1024) {
+        o.code = o.key.empty() ? base::errc::invalid_argument : base::errc::key_too_long;
+        o.message = o.key.empty() ? "The key is empty" : "Your key is too long";
+        return false;
+    }
+    if (o.version_id.empty()) return true;
+    auto version = parse_version_id(o.version_id, versioned);
+    if (!version) {
+        o.code = version.code();
+        o.message = version.err().message;
+        return false;
+    }
+    o.version = std::move(*version);
+    return true;
+}
+
+void deleted_xml(xml_writer& x, const delete_outcome& o) {
+    x.open("Deleted").element("Key", o.key);
+    if (!o.version_id.empty()) x.element("VersionId", o.version_id);
+    if (o.marker_version) {
+        x.element_bool("DeleteMarker", true);
+        x.element("DeleteMarkerVersionId", o.marker_version->empty() ? "null" : *o.marker_version);
+    }
+    x.close("Deleted");
 }
 }  // namespace
 
@@ -167,37 +204,26 @@ io::task<void> service::delete_objects(context& c) {
         outcomes.push_back({xml_child_text(o, "Key"),
                             std::string(base::trim(xml_child_text(o, "ETag"))),
                             xml_child_text(o, "VersionId"),
+                            std::nullopt,
                             base::errc::ok,
-                            {}});
+                            {},
+                            std::nullopt});
     }
     if (outcomes.empty())
         co_return co_await send_error(c, {base::errc::malformed_xml, "No keys to delete"});
     if (!_store.bucket_exists(c.req.bucket))
         co_return co_await send_error(
             c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    const bool versioned = has_versioning(_store, c.req.bucket);
     io::wait_group group(deletes_in_flight);
-    for (auto& o : outcomes) {
-        if (o.key.empty() || o.key.size() > 1024) {
-            o.code = o.key.empty() ? base::errc::invalid_argument : base::errc::key_too_long;
-            o.message = o.key.empty() ? "The key is empty" : "Your key is too long";
-            continue;
-        }
-        if (!o.version_id.empty() && o.version_id != "null") {
-            o.code = base::errc::invalid_argument;
-            o.message = "Invalid version id specified";
-            continue;
-        }
-        co_await group.spawn(delete_one(&_store, c.req.bucket, &o));
-    }
+    for (auto& o : outcomes)
+        if (check_entry(o, versioned)) co_await group.spawn(delete_one(&_store, c.req.bucket, &o));
     co_await group.wait();
     xml_writer x;
     x.open("DeleteResult", s3_xmlns);
     for (const auto& o : outcomes) {
         if (o.code == base::errc::ok) {
-            if (quiet) continue;
-            x.open("Deleted").element("Key", o.key);
-            if (!o.version_id.empty()) x.element("VersionId", o.version_id);
-            x.close("Deleted");
+            if (!quiet) deleted_xml(x, o);
         } else {
             x.open("Error").element("Key", o.key).element("Code", base::errc_s3_code(o.code));
             x.element("Message", o.message).close("Error");
@@ -216,15 +242,20 @@ io::task<void> service::put_object_tagging(context& c) {
         r.tags = tags;
         return {};
     };
-    auto updated = co_await _store.update(c.req.bucket, c.req.key, edit, {});
+    auto updated = co_await update_named(c, edit);
     if (!updated) co_return co_await send_error(c, updated.err());
-    (void)co_await c.ex.send_all(200, c.common_headers(), "");
+    auto headers = c.common_headers();
+    add_version_header(headers, *updated, c.version.has_value());
+    (void)co_await c.ex.send_all(200, headers, "");
 }
 
 io::task<void> service::get_object_tagging(context& c) {
-    auto found = co_await _store.head(c.req.bucket, c.req.key);
+    auto found = co_await head_named(c);
     if (!found) co_return co_await send_error(c, found.err());
-    co_await send_xml(c, 200, tagging_xml(found->tags));
+    auto headers = c.common_headers();
+    add_version_header(headers, *found, c.version.has_value());
+    headers.emplace_back("Content-Type", "application/xml");
+    (void)co_await c.ex.send_all(200, headers, tagging_xml(found->tags));
 }
 
 // A bucket's tag set is one bucket attribute, replaced whole; an empty TagSet removes it, as deleting it.
@@ -264,13 +295,15 @@ io::task<void> service::delete_object_tagging(context& c) {
         r.tags.clear();
         return {};
     };
-    auto updated = co_await _store.update(c.req.bucket, c.req.key, edit, {});
+    auto updated = co_await update_named(c, edit);
     if (!updated) co_return co_await send_error(c, updated.err());
-    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+    auto headers = c.common_headers();
+    add_version_header(headers, *updated, c.version.has_value());
+    (void)co_await c.ex.send_all(204, headers, "");
 }
 
 io::task<void> service::get_object_attributes(context& c) {
-    auto found = co_await _store.head(c.req.bucket, c.req.key);
+    auto found = co_await head_named(c);
     if (!found) co_return co_await send_error(c, found.err());
     const store::object_record& r = *found;
     std::string wanted = base::to_lower(c.ex.head().value_of("x-amz-object-attributes"));
@@ -322,6 +355,7 @@ io::task<void> service::get_object_attributes(context& c) {
     headers.emplace_back("Content-Type", "application/xml");
     headers.emplace_back("Last-Modified",
                          base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
+    add_version_header(headers, r, c.version.has_value());
     (void)co_await c.ex.send_all(200, headers, x.take());
 }
 

@@ -19,15 +19,19 @@ constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-
 struct copy_source {
     std::string bucket;
     std::string key;
+    std::optional<std::string>
+        version;  // the source's version ("": null); nullopt: the current one
 };
 
-base::result<copy_source> parse_copy_source(std::string_view header) {
+// bucket/key[?versionId=id], the version checked against the source bucket's versioning.
+base::result<copy_source> parse_copy_source(const store::object_store& store,
+                                            std::string_view header) {
     auto question = header.find('?');
     std::string_view path = header.substr(0, question);
+    std::optional<std::string_view> version_text;
     if (question != std::string_view::npos) {
         std::string_view query = header.substr(question + 1);
-        if (query.starts_with("versionId=") && query.substr(10) != "null")
-            return base::fail(base::errc::invalid_argument, "Invalid version id specified");
+        if (query.starts_with("versionId=")) version_text = query.substr(10);
     }
     auto decoded = base::uri_decode(path, false);
     if (!decoded) return base::fail(base::errc::invalid_argument, "Invalid copy source encoding");
@@ -38,7 +42,13 @@ base::result<copy_source> parse_copy_source(std::string_view header) {
         return base::fail(
             base::errc::invalid_argument,
             "Copy Source must mention the source bucket and key: sourcebucket/sourcekey");
-    return copy_source{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1))};
+    copy_source src{std::string(text.substr(0, slash)), std::string(text.substr(slash + 1)), {}};
+    if (version_text) {
+        auto version = parse_version_id(*version_text, has_versioning(store, src.bucket));
+        if (!version) return version.as_failure();
+        src.version = std::move(*version);
+    }
+    return src;
 }
 
 // x-amz-copy-source-if-* : every failure is 412 for a copy.
@@ -124,11 +134,53 @@ store::copy_plan plan_copy(store::object_record record, const store::object_reco
     return plan;
 }
 
+base::failure copy_onto_itself_unchanged() {
+    return base::fail(
+        base::errc::invalid_request,
+        "This copy request is illegal because it is trying to copy an object to itself without changing "
+        "the object's metadata, storage class, website redirect location or encryption attributes.");
+}
+
+// A copy onto itself in a bucket without versioning: only the metadata changes, so the record is
+// rewritten and the data stays where it is.
+io::task<base::result<store::object_record>> copy_onto_itself(
+    store::object_store& store, const http::request_head& head, const s3_request& req, bool replace,
+    bool replace_tags, store::write_conditions conditions, std::size_t max_metadata_bytes) {
+    auto found = co_await store.head(req.bucket, req.key);
+    if (!found) co_return found.as_failure();
+    FJORD_CO_TRY(check_copy_conditions(head, *found));
+    if (!replace && !replace_tags) co_return copy_onto_itself_unchanged();
+    auto record = copy_metadata(head, *found, replace, replace_tags, max_metadata_bytes);
+    if (!record) co_return record.as_failure();
+    store::write_conditions only_if_unchanged = conditions;
+    only_if_unchanged.if_match_etag = found->etag;
+    store::object_record changes = *record;
+    store::record_editor edit = [changes](store::object_record& r) -> base::result<void> {
+        r.content_type = changes.content_type;
+        r.headers = changes.headers;
+        r.tags = changes.tags;
+        r.modified_ms = base::unix_now_ms();
+        return {};
+    };
+    co_return co_await store.update(req.bucket, req.key, edit, only_if_unchanged);
+}
+
+std::string copy_result_xml(const store::object_record& r) {
+    xml_writer x;
+    x.open("CopyObjectResult", s3_xmlns);
+    x.element("LastModified", base::format_iso8601_ms(r.modified_ms));
+    x.element("ETag", "\"" + r.etag + "\"");
+    if (auto alg = parse_checksum_algorithm(r.checksum_algorithm))
+        x.element("Checksum" + std::string(checksum_name(*alg)), r.checksum_value);
+    x.close("CopyObjectResult");
+    return x.take();
+}
+
 }  // namespace
 
 io::task<void> service::copy_object(context& c) {
     const http::request_head& head = c.ex.head();
-    auto src = parse_copy_source(head.value_of("x-amz-copy-source"));
+    auto src = parse_copy_source(_store, head.value_of("x-amz-copy-source"));
     if (!src) co_return co_await send_error(c, src.err());
     std::string directive = base::to_lower(head.value_of("x-amz-metadata-directive"));
     if (!directive.empty() && directive != "copy" && directive != "replace")
@@ -136,46 +188,27 @@ io::task<void> service::copy_object(context& c) {
             c, {base::errc::invalid_argument, "Unknown metadata directive."});
     const bool replace = directive == "replace";
     const bool replace_tags = base::to_lower(head.value_of("x-amz-tagging-directive")) == "replace";
-    const bool same = src->bucket == c.req.bucket && src->key == c.req.key;
+    // Onto itself, in a bucket without versioning: only the record changes (otherwise a new version)
+    const bool onto_itself = src->bucket == c.req.bucket && src->key == c.req.key && !src->version;
+    const bool same = onto_itself && !has_versioning(_store, c.req.bucket);
     auto conditions = write_conditions_of(head);
     if (!conditions) co_return co_await send_error(c, conditions.err());
     base::result<store::object_record> result = base::fail(base::errc::internal);
     if (same) {
-        // Only the metadata changes: rewrite the record, keep the data where it is.
-        auto found = co_await _store.head(src->bucket, src->key);
-        if (!found) co_return co_await send_error(c, found.err());
-        if (auto ok = check_copy_conditions(head, *found); !ok)
-            co_return co_await send_error(c, ok.err());
-        if (!replace && !replace_tags)
-            co_return co_await send_error(
-                c,
-                {base::errc::invalid_request,
-                 "This copy request is illegal because it is trying to copy an object to itself without changing "
-                 "the object's metadata, storage class, website redirect location or encryption attributes."});
-        auto record =
-            copy_metadata(head, *found, replace, replace_tags, _options.max_metadata_bytes);
-        if (!record) co_return co_await send_error(c, record.err());
-        store::write_conditions only_if_unchanged = *conditions;
-        only_if_unchanged.if_match_etag = found->etag;
-        store::object_record changes = *record;
-        store::record_editor edit = [changes](store::object_record& r) -> base::result<void> {
-            r.content_type = changes.content_type;
-            r.headers = changes.headers;
-            r.tags = changes.tags;
-            r.modified_ms = base::unix_now_ms();
-            return {};
-        };
-        result = co_await _store.update(c.req.bucket, c.req.key, edit, only_if_unchanged);
+        result = co_await copy_onto_itself(_store, head, c.req, replace, replace_tags, *conditions,
+                                           _options.max_metadata_bytes);
     } else {
         store::copy_planner plan =
             [&](const store::object_record& found) -> base::result<store::copy_plan> {
             FJORD_TRY(check_copy_conditions(head, found));
+            if (onto_itself && !replace && !replace_tags) return copy_onto_itself_unchanged();
             auto record =
                 copy_metadata(head, found, replace, replace_tags, _options.max_metadata_bytes);
             if (!record) return record.as_failure();
             return plan_copy(std::move(*record), found);
         };
-        store::copy_request request{src->bucket, src->key, c.req.bucket, c.req.key, *conditions};
+        store::copy_request request{src->bucket, src->key,    c.req.bucket,
+                                    c.req.key,   *conditions, src->version};
         result = co_await _store.copy(request, plan);
     }
     if (!result) {
@@ -186,14 +219,13 @@ io::task<void> service::copy_object(context& c) {
                                 "the copy source of s3://" + c.req.bucket + "/" + c.req.key));
         co_return co_await send_error(c, result.err());
     }
-    xml_writer x;
-    x.open("CopyObjectResult", s3_xmlns);
-    x.element("LastModified", base::format_iso8601_ms(result->modified_ms));
-    x.element("ETag", "\"" + result->etag + "\"");
-    if (auto alg = parse_checksum_algorithm(result->checksum_algorithm))
-        x.element("Checksum" + std::string(checksum_name(*alg)), result->checksum_value);
-    x.close("CopyObjectResult");
-    co_await send_xml(c, 200, x.take());
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/xml");
+    add_version_header(headers, *result, false);
+    if (src->version)
+        headers.emplace_back("x-amz-copy-source-version-id",
+                             src->version->empty() ? "null" : *src->version);
+    (void)co_await c.ex.send_all(200, headers, copy_result_xml(*result));
 }
 
 namespace {
@@ -226,7 +258,7 @@ io::task<void> service::upload_part_copy(context& c) {
         co_return co_await send_error(
             c, {base::errc::invalid_argument,
                 "Part number must be an integer between 1 and 10000, inclusive"});
-    auto src = parse_copy_source(head.value_of("x-amz-copy-source"));
+    auto src = parse_copy_source(_store, head.value_of("x-amz-copy-source"));
     if (!src) co_return co_await send_error(c, src.err());
     std::string upload_id(c.req.param("uploadId"));
     auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, upload_id);
@@ -261,7 +293,8 @@ io::task<void> service::upload_part_copy(context& c) {
         return planned;
     };
     store::part_copy_request request{src->bucket, src->key,  c.req.bucket,
-                                     c.req.key,   upload_id, static_cast<std::uint32_t>(*number)};
+                                     c.req.key,   upload_id, static_cast<std::uint32_t>(*number),
+                                     src->version};
     auto part = co_await _store.copy_part(request, plan);
     if (!part) {
         if (part.code() == base::errc::data_corrupted || part.code() == base::errc::not_found) {

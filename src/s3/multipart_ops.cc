@@ -266,6 +266,7 @@ io::task<void> service::complete_multipart_upload(context& c) {
     x.close("CompleteMultipartUploadResult");
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", "application/xml");
+    add_version_header(headers, r, false);
     (void)co_await c.ex.send_all(200, headers, x.take());
 }
 

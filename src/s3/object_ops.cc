@@ -319,6 +319,7 @@ io::task<void> service::put_object(context& c) {
     if (!stored) co_return co_await send_error(c, stored.err());
     auto headers = c.common_headers();
     headers.emplace_back("ETag", "\"" + stored->etag + "\"");
+    add_version_header(headers, *stored, false);
     if (auto alg = parse_checksum_algorithm(stored->checksum_algorithm))
         headers.emplace_back(checksum_header_name(*alg), stored->checksum_value);
     (void)co_await c.ex.send_all(200, headers, "");
@@ -385,6 +386,7 @@ io::task<void> service::get_object(context& c, bool head_only) {
         bool checksum_mode =
             base::iequals(head.value_of("x-amz-checksum-mode"), "ENABLED") && !*range;
         add_object_headers(headers, r, c.req, checksum_mode);
+        add_version_header(headers, r, c.version.has_value());
         if (!r.tags.empty())
             headers.emplace_back("x-amz-tagging-count", std::to_string(r.tags.size()));
         if (*part_number)
@@ -401,7 +403,7 @@ io::task<void> service::get_object(context& c, bool head_only) {
         if (head_only || read.length == 0) return std::optional<store::byte_range>{};
         return std::optional<store::byte_range>{read};
     };
-    auto got = co_await _store.get(c.req.bucket, c.req.key, plan, sink);
+    auto got = co_await get_named(c, plan, sink);
     if (got) {
         (void)co_await sink.finish();
         co_return;
@@ -440,9 +442,21 @@ io::task<void> service::delete_object(context& c) {
     store::write_conditions conditions;
     std::string_view if_match = c.ex.head().value_of("if-match");
     if (!if_match.empty()) conditions.if_match_etag = unquote_etag(if_match);
-    auto removed = co_await _store.remove(c.req.bucket, c.req.key, conditions);
+    base::result<std::optional<store::object_record>> removed = base::fail(base::errc::internal);
+    if (c.version)
+        removed = co_await _store.remove_version(c.req.bucket, c.req.key, *c.version);
+    else
+        removed = co_await _store.remove(c.req.bucket, c.req.key, conditions);
     if (!removed) co_return co_await send_error(c, removed.err());
-    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+    auto headers = c.common_headers();
+    // The delete marker made (or removed, by its version id), and the version the answer is about
+    const bool marker = *removed && (*removed)->delete_marker;
+    if (marker) headers.emplace_back("x-amz-delete-marker", "true");
+    if (c.version)
+        headers.emplace_back("x-amz-version-id", c.version->empty() ? "null" : *c.version);
+    else if (marker)
+        add_version_header(headers, **removed, true);
+    (void)co_await c.ex.send_all(204, headers, "");
 }
 
 }  // namespace fjord::s3

@@ -159,6 +159,7 @@ enum class s3_op {
     list_objects_v2,
     list_object_versions,
     get_bucket_versioning,
+    put_bucket_versioning,
     list_multipart_uploads,
     delete_objects,
     create_multipart_upload,
@@ -236,12 +237,12 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
     if (r.has("delete") && verb == method::post)
         return named(s3_op::delete_objects, "DeleteObjects");
     if (r.has("fjord-batch") && verb == method::post) return named(s3_op::kv_batch, "FjordKvBatch");
-    // Fjord keeps one version of each key, the "null" version S3 has in a bucket that never had
-    // versioning enabled: these two describe exactly that (docs/s3-compatibility.md).
     if (r.has("versions") && verb == method::get)
         return named(s3_op::list_object_versions, "ListObjectVersions");
     if (r.has("versioning") && verb == method::get)
         return named(s3_op::get_bucket_versioning, "GetBucketVersioning");
+    if (r.has("versioning") && verb == method::put)
+        return named(s3_op::put_bucket_versioning, "PutBucketVersioning");
     if (r.has("acl") && verb == method::get) return named(s3_op::get_bucket_acl, "GetBucketAcl");
     if (r.has("acl") && verb == method::put) return named(s3_op::put_bucket_acl, "PutBucketAcl");
     if (r.has("ownershipControls") && verb == method::get)
@@ -299,9 +300,6 @@ chosen_operation choose_object_operation(http::method verb, const s3_request& r,
                                          const http::request_head& head) {
     using http::method;
     const bool copy_source = !head.value_of("x-amz-copy-source").empty();
-    // Every object has one version, "null"; no other version id can name anything.
-    if (r.has("versionId") && r.param("versionId") != "null")
-        return refused({base::errc::invalid_argument, "Invalid version id specified"});
     if (r.has("uploads"))
         return verb == method::post ? named(s3_op::create_multipart_upload, "CreateMultipartUpload")
                                     : refused(method_not_allowed());
@@ -666,6 +664,11 @@ io::task<void> service::dispatch(context& c) {
     if (writes || chosen.op == s3_op::create_bucket)
         if (auto acl = check_write_acl(c.ex.head(), chosen.op == s3_op::create_bucket); !acl)
             co_return co_await send_error(c, acl.err());
+    if (!c.req.key.empty() && c.req.has("versionId")) {
+        auto version = requested_version(_store, c.req);
+        if (!version) co_return co_await send_error(c, version.err());
+        c.version = std::move(*version);
+    }
     switch (chosen.op) {
         case s3_op::none: co_return co_await send_not_an_operation(c, chosen.refusal);
         case s3_op::list_buckets: co_return co_await list_buckets(c);
@@ -678,6 +681,7 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::list_objects_v2: co_return co_await list_objects(c, true);
         case s3_op::list_object_versions: co_return co_await list_object_versions(c);
         case s3_op::get_bucket_versioning: co_return co_await get_bucket_versioning(c);
+        case s3_op::put_bucket_versioning: co_return co_await put_bucket_versioning(c);
         case s3_op::list_multipart_uploads: co_return co_await list_multipart_uploads(c);
         case s3_op::delete_objects: co_return co_await delete_objects(c);
         case s3_op::create_multipart_upload: co_return co_await create_multipart_upload(c);
@@ -931,24 +935,39 @@ std::string list_result_xml(const s3_request& r, bool v2, const store::list_requ
     return x.take();
 }
 
-// The listing a ListObjectVersions request asks for. Every key has one version, "null", so a key marker
-// with any version marker resumes after that key; a version marker alone, or one naming a version
-// Fjord cannot have, is refused as S3 refuses it.
-base::result<store::list_request> parse_versions_request(const s3_request& r) {
+// The listing a ListObjectVersions request asks for: key-marker, and version-id-marker within it.
+base::result<store::list_request> parse_versions_request(const s3_request& r, bool versioned) {
     auto common = parse_listing_common(r);
     if (!common) return common.as_failure();
     store::list_request lr = std::move(*common);
     lr.start_after = std::string(r.param("key-marker"));
+    if (!r.has("version-id-marker")) return lr;
     std::string_view version_marker = r.param("version-id-marker");
-    if (!version_marker.empty() && lr.start_after.empty())
+    if (lr.start_after.empty())
         return base::fail(base::errc::invalid_argument,
                           "A version-id marker cannot be specified without a key marker.");
-    if (!version_marker.empty() && version_marker != "null")
-        return base::fail(base::errc::invalid_argument, "Invalid version id specified");
+    auto marker = parse_version_id(version_marker, versioned);
+    if (!marker) return marker.as_failure();
+    // In a bucket without versioning every key has one version: a marker there resumes after the key
+    if (versioned) lr.version_id_marker = marker->value_or("");
     return lr;
 }
 
-// The ListVersionsResult document for a page: each object is its own latest, "null" version.
+// One <Version> or <DeleteMarker> of a ListVersionsResult.
+void version_entry_xml(xml_writer& x, const store::list_entry& e, const std::string& name,
+                       std::string_view owner) {
+    const char* element = e.delete_marker ? "DeleteMarker" : "Version";
+    x.open(element);
+    x.element("Key", name).element("VersionId", e.version_id.empty() ? "null" : e.version_id);
+    x.element_bool("IsLatest", e.is_latest);
+    x.element("LastModified", base::format_iso8601_ms(e.modified_ms));
+    if (!e.delete_marker) x.element("ETag", "\"" + e.etag + "\"").element("Size", e.size_bytes);
+    x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
+    if (!e.delete_marker) x.element("StorageClass", "STANDARD");
+    x.close(element);
+}
+
+// The ListVersionsResult document for a page.
 std::string versions_result_xml(const s3_request& r, const store::list_request& lr,
                                 const store::list_page& page, std::string_view owner) {
     const bool url = list_url_encoded(r, lr, page);
@@ -959,24 +978,17 @@ std::string versions_result_xml(const s3_request& r, const store::list_request& 
     x.element("KeyMarker", enc(lr.start_after));
     x.element("VersionIdMarker", r.param("version-id-marker"));
     if (page.truncated && !page.entries.empty()) {
-        x.element("NextKeyMarker", enc(page.entries.back().name));
-        if (!page.entries.back().is_prefix) x.element("NextVersionIdMarker", "null");
+        const store::list_entry& last = page.entries.back();
+        x.element("NextKeyMarker", enc(last.name));
+        if (!last.is_prefix)
+            x.element("NextVersionIdMarker", last.version_id.empty() ? "null" : last.version_id);
     }
     x.element("MaxKeys", lr.max_keys);
     if (!lr.delimiter.empty()) x.element("Delimiter", enc(lr.delimiter));
     if (url) x.element("EncodingType", "url");
     x.element_bool("IsTruncated", page.truncated);
-    for (const auto& e : page.entries) {
-        if (e.is_prefix) continue;
-        x.open("Version");
-        x.element("Key", enc(e.name)).element("VersionId", "null").element_bool("IsLatest", true);
-        x.element("LastModified", base::format_iso8601_ms(e.modified_ms));
-        x.element("ETag", "\"" + e.etag + "\"");
-        x.element("Size", e.size_bytes);
-        x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
-        x.element("StorageClass", "STANDARD");
-        x.close("Version");
-    }
+    for (const auto& e : page.entries)
+        if (!e.is_prefix) version_entry_xml(x, e, enc(e.name), owner);
     for (const auto& e : page.entries)
         if (e.is_prefix)
             x.open("CommonPrefixes").element("Prefix", enc(e.name)).close("CommonPrefixes");
@@ -995,21 +1007,17 @@ io::task<base::result<store::list_page>> service::list_page_of(const store::list
 }
 
 io::task<void> service::list_object_versions(context& c) {
-    auto lr = parse_versions_request(c.req);
+    const bool versioned = has_versioning(_store, c.req.bucket);
+    auto lr = parse_versions_request(c.req, versioned);
     if (!lr) co_return co_await send_error(c, lr.err());
-    auto page = co_await list_page_of(*lr);
+    // A bucket that never had versioning: each object is its own latest, null version
+    base::result<store::list_page> page = base::fail(base::errc::internal);
+    if (versioned && lr->max_keys > 0)
+        page = co_await _store.list_versions(*lr);
+    else
+        page = co_await list_page_of(*lr);
     if (!page) co_return co_await send_error(c, page.err());
     co_await send_xml(c, 200, versions_result_xml(c.req, *lr, *page, c.auth.access_key));
-}
-
-// Versioning was never enabled on any Fjord bucket: S3 answers such a bucket with an empty document.
-io::task<void> service::get_bucket_versioning(context& c) {
-    if (!_store.bucket_exists(c.req.bucket))
-        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
-    xml_writer x;
-    x.open("VersioningConfiguration", s3_xmlns);
-    x.close("VersioningConfiguration");
-    co_await send_xml(c, 200, x.take());
 }
 
 io::task<void> service::list_objects(context& c, bool v2) {

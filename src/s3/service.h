@@ -97,6 +97,14 @@ private:
     io::task<void> list_object_versions(context& c);
     io::task<base::result<store::list_page>> list_page_of(const store::list_request& lr);
     io::task<void> get_bucket_versioning(context& c);
+    io::task<void> put_bucket_versioning(context& c);
+    // The object a request names: its versionId's version, or the current one.
+    io::task<base::result<store::object_record>> head_named(const context& c);
+    io::task<base::result<store::object_record>> get_named(const context& c,
+                                                           store::read_planner plan,
+                                                           store::byte_sink& sink);
+    io::task<base::result<store::object_record>> update_named(const context& c,
+                                                              store::record_editor edit);
     io::task<void> put_object(context& c);
     // The declared size and the digests a PUT or UploadPart body must be checked against.
     base::result<body_plan> plan_body(const context& c,

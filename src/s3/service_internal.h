@@ -23,6 +23,8 @@ struct service::context {
     std::string_view operation = "-";  // the S3 operation, for the access log
     std::int64_t received_ms = 0;      // Unix time the request arrived
     bool corruption_logged = false;    // send_error need not log it again
+    // The version the request's versionId names ("" is the null version); nullopt: the current one
+    std::optional<std::string> version;
     http::header_list common_headers() const {
         http::header_list headers;
         headers.reserve(12);  // room for an object's headers: no regrowth on the GET path
@@ -31,6 +33,19 @@ struct service::context {
         return headers;
     }
 };
+
+// Versioning (version_ops.cc). Whether a bucket has had versioning enabled (it then stays Enabled or
+// Suspended).
+bool has_versioning(const store::object_store& store, const std::string& bucket);
+// A version id as a request gives it (versionId, a copy source's, a DeleteObjects entry's): "null" is the
+// null version ("", or, in a bucket that never had versioning, nullopt: its current object, the only
+// version it has); any other id must be one Fjord could have made.
+base::result<std::optional<std::string>> parse_version_id(std::string_view text, bool versioned);
+// The version the request's versionId names in its bucket.
+base::result<std::optional<std::string>> requested_version(const store::object_store& store,
+                                                           const s3_request& r);
+// x-amz-version-id for a response about `r`: its id, or "null" when the request named the null version.
+void add_version_header(http::header_list& h, const store::object_record& r, bool named);
 
 // The ACL a write names (x-amz-acl, x-amz-grant-*): ACLs are disabled, as S3's BucketOwnerEnforced buckets
 // have them, so only one that grants nothing beyond the owner passes (acl_ops.cc).

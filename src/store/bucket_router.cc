@@ -80,6 +80,43 @@ io::task<base::result<std::optional<object_record>>> bucket_router::remove(
     co_return co_await s.remove(std::move(bucket), std::move(key), std::move(conditions));
 }
 
+io::task<base::result<object_record>> bucket_router::head_version(std::string bucket,
+                                                                  std::string key,
+                                                                  std::string version_id) {
+    object_store& s = of(bucket);
+    co_return co_await s.head_version(std::move(bucket), std::move(key), std::move(version_id));
+}
+
+io::task<base::result<object_record>> bucket_router::get_version(std::string bucket,
+                                                                 std::string key,
+                                                                 std::string version_id,
+                                                                 read_planner plan,
+                                                                 byte_sink& sink) {
+    object_store& s = of(bucket);
+    co_return co_await s.get_version(std::move(bucket), std::move(key), std::move(version_id),
+                                     std::move(plan), sink);
+}
+
+io::task<base::result<object_record>> bucket_router::update_version(std::string bucket,
+                                                                    std::string key,
+                                                                    std::string version_id,
+                                                                    record_editor edit) {
+    object_store& s = of(bucket);
+    co_return co_await s.update_version(std::move(bucket), std::move(key), std::move(version_id),
+                                        std::move(edit));
+}
+
+io::task<base::result<std::optional<object_record>>> bucket_router::remove_version(
+    std::string bucket, std::string key, std::string version_id) {
+    object_store& s = of(bucket);
+    co_return co_await s.remove_version(std::move(bucket), std::move(key), std::move(version_id));
+}
+
+io::task<base::result<list_page>> bucket_router::list_versions(list_request request) {
+    object_store& s = of(request.bucket);
+    co_return co_await s.list_versions(std::move(request));
+}
+
 io::task<base::result<object_record>> bucket_router::copy(copy_request request, copy_planner plan) {
     // Blocks and objects do not mix: a copy between a KV bucket and an object bucket is refused.
     const bool kv_source = _kv.bucket_exists(request.source_bucket);

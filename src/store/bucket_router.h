@@ -35,6 +35,17 @@ public:
                                                  write_conditions conditions) override;
     io::task<base::result<std::optional<object_record>>> remove(
         std::string bucket, std::string key, write_conditions conditions) override;
+    io::task<base::result<object_record>> head_version(std::string bucket, std::string key,
+                                                       std::string version_id) override;
+    io::task<base::result<object_record>> get_version(std::string bucket, std::string key,
+                                                      std::string version_id, read_planner plan,
+                                                      byte_sink& sink) override;
+    io::task<base::result<object_record>> update_version(std::string bucket, std::string key,
+                                                         std::string version_id,
+                                                         record_editor edit) override;
+    io::task<base::result<std::optional<object_record>>> remove_version(
+        std::string bucket, std::string key, std::string version_id) override;
+    io::task<base::result<list_page>> list_versions(list_request request) override;
     io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) override;
     io::task<base::result<list_page>> list(list_request request) override;
     io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,

@@ -84,7 +84,8 @@ std::string gen_name(const char* kind, std::uint64_t gen, const char* ext) {
     return buf;
 }
 
-// The smallest string greater than every string starting with `prefix` (empty: none).
+}  // namespace
+
 std::string prefix_successor(std::string prefix) {
     while (!prefix.empty()) {
         unsigned char last = static_cast<unsigned char>(prefix.back());
@@ -96,8 +97,6 @@ std::string prefix_successor(std::string prefix) {
     }
     return prefix;
 }
-
-}  // namespace
 
 std::string lock_name(const std::string& bucket, const std::string& key) {
     std::string name = bucket;
@@ -210,7 +209,8 @@ std::optional<bucket_info> engine::find_bucket(const std::string& name) const {
 
 namespace {
 struct record_applier {
-    std::map<std::string, std::map<std::string, object_record>>& index;
+    key_index& index;
+    key_history& history;
     std::map<std::string, upload_record>& uploads;
     std::map<std::string, bucket_info>* buckets;  // shard 0 only
     bool ok = true;
@@ -231,13 +231,25 @@ struct record_applier {
             object_record r;
             if (!decode(d, r)) return false;
             // A completion journaled after an abort of the same upload did not happen (as when it ran).
-            if (uploads.erase(id) == 1) index[bucket][key] = std::move(r);
+            if (uploads.erase(id) == 1) apply_put(index, history, bucket, key, std::move(r));
         } else if (type == record_abort_upload) {
             uploads.erase(d.str());
         } else {
             return false;
         }
         return true;
+    }
+
+    void apply_version_record(std::uint8_t type, decoder& d) {
+        std::string bucket = d.str(), key = d.str();
+        if (type == record_delete_version) {
+            std::string version_id = d.str();
+            apply_remove(index, history, bucket, key, &version_id);
+            return;
+        }
+        object_record r;
+        if (!decode(d, r)) ok = false;
+        if (ok) apply_edit(index, history, bucket, key, std::move(r));
     }
 
     void operator()(std::uint64_t, std::uint8_t type, std::string_view payload) {
@@ -249,14 +261,12 @@ struct record_applier {
                 ok = false;
                 return;
             }
-            index[bucket][key] = std::move(r);
+            apply_put(index, history, bucket, key, std::move(r));
         } else if (type == record_delete_object) {
             std::string bucket = d.str(), key = d.str();
-            auto it = index.find(bucket);
-            if (it != index.end()) {
-                it->second.erase(key);
-                if (it->second.empty()) index.erase(it);
-            }
+            apply_remove(index, history, bucket, key, nullptr);
+        } else if (type == record_delete_version || type == record_edit_version) {
+            apply_version_record(type, d);
         } else if (type == record_create_bucket && buckets) {
             bucket_info info;
             info.name = d.str();
@@ -331,6 +341,9 @@ base::result<void> engine::recover() {
             _recovery.objects += keys.size();
             for (const auto& [key, record] : keys) _inline_bytes += record.inline_data.size();
         }
+        for (auto& [bucket, keys] : s->history)
+            for (const auto& [key, older] : keys)
+                for (const auto& record : older) _inline_bytes += record.inline_data.size();
         _shards.push_back(std::move(s));
     }
     if (int rc = fs.fsync_path_blocking(meta); rc < 0)
@@ -410,7 +423,7 @@ base::result<std::uint64_t> last_written_journal(file_system& fs, const std::str
 }  // namespace
 
 base::result<void> engine::recover_shard(shard& s) {
-    record_applier apply{s.index, s.uploads, s.id == 0 ? &_recovered_buckets : nullptr};
+    record_applier apply{s.index, s.history, s.uploads, s.id == 0 ? &_recovered_buckets : nullptr};
     auto visit = [&apply](std::uint64_t seq, std::uint8_t type, std::string_view payload) {
         apply(seq, type, payload);
     };
@@ -463,6 +476,10 @@ base::result<void> engine::remove_orphans() {
         for (auto& [bucket, keys] : s->index)
             for (auto& [key, record] : keys)
                 for (auto& seg : record.segments) referenced.insert(seg.id.hex());
+        for (auto& [bucket, keys] : s->history)
+            for (auto& [key, older] : keys)
+                for (auto& record : older)
+                    for (auto& seg : record.segments) referenced.insert(seg.id.hex());
         for (auto& [id, upload] : s->uploads)
             for (auto& [number, part] : upload.parts) referenced.insert(part.data.id.hex());
     }
@@ -513,12 +530,7 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(
     co_await lock_key(s.locks, lock);
     std::optional<object_record> replaced;
     base::result<void> outcome;
-    auto bucket_it = s.index.find(bucket);
-    const object_record* existing = nullptr;
-    if (bucket_it != s.index.end()) {
-        auto key_it = bucket_it->second.find(key);
-        if (key_it != bucket_it->second.end()) existing = &key_it->second;
-    }
+    const object_record* existing = current_object(s, bucket, key);
     outcome = journal_usable(*s.log);
     if (outcome) outcome = check_conditions(existing, conditions);
     if (outcome) {
@@ -530,12 +542,9 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(
         std::vector<int> dirs;
         for (const auto& seg : record.segments)
             dirs.push_back(_drives.dir_fd_for(seg.drive, seg.id));
-        outcome =
-            co_await s.log->append(record_put_object, std::move(payload), std::move(dirs), [&] {
-                auto& slot = s.index[bucket][key];
-                if (!slot.segments.empty() || !slot.etag.empty()) replaced = std::move(slot);
-                slot = std::move(record);
-            });
+        outcome = co_await s.log->append(
+            record_put_object, std::move(payload), std::move(dirs),
+            [&] { replaced = apply_put(s.index, s.history, bucket, key, std::move(record)); });
     }
     unlock_key(s.locks, lock);
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
@@ -545,95 +554,108 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(
 
 io::task<base::result<std::optional<object_record>>> engine::commit_remove(
     std::string bucket, std::string key, write_conditions conditions) {
+    auto done = co_await commit_delete(std::move(bucket), std::move(key), conditions);
+    if (!done) co_return done.as_failure();
+    co_return std::move(done->removed);
+}
+
+io::task<base::result<engine::removal>> engine::commit_delete(std::string bucket, std::string key,
+                                                              write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
     auto call = [=, this] { return shard_remove(shard_id, bucket, key, conditions); };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
-io::task<base::result<std::optional<object_record>>> engine::shard_remove(
-    unsigned shard_id, std::string bucket, std::string key, write_conditions conditions) {
+io::task<base::result<engine::removal>> engine::shard_remove(unsigned shard_id, std::string bucket,
+                                                             std::string key,
+                                                             write_conditions conditions) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     co_await lock_key(s.locks, lock);
-    std::optional<object_record> removed;
-    base::result<void> outcome;
-    const object_record* existing = nullptr;
-    auto bucket_it = s.index.find(bucket);
-    if (bucket_it != s.index.end()) {
-        auto key_it = bucket_it->second.find(key);
-        if (key_it != bucket_it->second.end()) existing = &key_it->second;
-    }
+    removal done;
+    const object_record* existing = current_object(s, bucket, key);
     // Deleting a missing key succeeds without a journal record; with a broken journal a failed write of
     // this key may still reappear at restart, so that success would be a lie.
-    outcome = journal_usable(*s.log);
+    base::result<void> outcome = journal_usable(*s.log);
     if (outcome) outcome = check_conditions(existing, conditions);
-    if (outcome && existing) {
-        std::string payload;
-        encoder e(payload);
-        e.str(bucket);
-        e.str(key);
+    std::string payload;
+    encoder e(payload);
+    e.str(bucket);
+    e.str(key);
+    if (outcome && versioning_of(bucket) != versioning_state::never) {
+        // A delete marker becomes the current version (even of a key that has none)
+        object_record marker;
+        marker.delete_marker = true;
+        marker.modified_ms = base::unix_now_ms();
+        marker.version_id = version_for_write(bucket);
+        encode(e, marker);
+        outcome = co_await s.log->append(record_put_object, std::move(payload), {}, [&] {
+            done.removed = apply_put(s.index, s.history, bucket, key, marker);
+        });
+        if (outcome) done.marker = std::move(marker);
+    } else if (outcome && existing) {
         outcome = co_await s.log->append(record_delete_object, std::move(payload), {}, [&] {
-            auto it = s.index.find(bucket);
-            if (it == s.index.end()) return;
-            auto key_it = it->second.find(key);
-            if (key_it == it->second.end()) return;
-            removed = std::move(key_it->second);
-            it->second.erase(key_it);
-            if (it->second.empty()) s.index.erase(it);
+            done.removed = apply_remove(s.index, s.history, bucket, key, nullptr);
         });
     }
     unlock_key(s.locks, lock);
     if (!outcome) co_return outcome.as_failure();
-    co_return removed;
+    co_return done;
+}
+
+const object_record* engine::current_object(shard& s, const std::string& bucket,
+                                            const std::string& key) {
+    const object_record* r = find_version(s.index, s.history, bucket, key, nullptr);
+    return r && !r->delete_marker ? r : nullptr;
 }
 
 io::task<base::result<object_record>> engine::head(std::string bucket, std::string key) {
-    unsigned shard_id = shard_of(bucket, key);
-    auto call = [=, this] { return shard_head(shard_id, bucket, key); };
-    co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
-}
-
-io::task<base::result<object_record>> engine::shard_head(unsigned shard_id, std::string bucket,
-                                                         std::string key) {
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
-    shard& s = *_shards[shard_id];
-    auto it = s.index.find(bucket);
-    if (it != s.index.end()) {
-        auto key_it = it->second.find(key);
-        if (key_it != it->second.end()) co_return key_it->second;
-    }
-    co_return base::fail(base::errc::no_such_key, "no such key");
+    co_return co_await find(std::move(bucket), std::move(key), std::nullopt);
 }
 
 io::task<base::result<object_record>> engine::update(std::string bucket, std::string key,
-                                                     record_editor edit,
+                                                     record_editor editor,
                                                      write_conditions conditions) {
+    co_return co_await edit(std::move(bucket), std::move(key), std::nullopt, std::move(editor),
+                            conditions);
+}
+
+io::task<base::result<object_record>> engine::edit(std::string bucket, std::string key,
+                                                   std::optional<std::string> version_id,
+                                                   record_editor editor,
+                                                   write_conditions conditions) {
     unsigned shard_id = shard_of(bucket, key);
-    auto call = [=, this] { return shard_update(shard_id, bucket, key, edit, conditions); };
+    auto call = [=, this] {
+        return shard_update(shard_id, bucket, key, version_id, editor, conditions);
+    };
     auto updated = co_await io::invoke_on(owner_of(shard_id), std::move(call));
     if (!updated) co_await free_space_after(updated.err());
     co_return updated;
 }
 
 io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, std::string bucket,
-                                                           std::string key, record_editor edit,
+                                                           std::string key,
+                                                           std::optional<std::string> version_id,
+                                                           record_editor edit,
                                                            write_conditions conditions) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
     co_await lock_key(s.locks, lock);
-    base::result<object_record> outcome = base::fail(base::errc::no_such_key, "no such key");
-    const object_record* existing = nullptr;
-    if (auto b = s.index.find(bucket); b != s.index.end())
-        if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
+    // Looked up under the lock: the version named, or the current one (absent when a delete marker)
+    base::result<object_record> outcome = co_await shard_find(shard_id, bucket, key, version_id);
+    const object_record* existing =
+        outcome ? find_version(s.index, s.history, bucket, key, &outcome->version_id) : nullptr;
     if (auto usable = journal_usable(*s.log); !usable) {
         outcome = usable.as_failure();
     } else if (existing) {
         object_record changed = *existing;
         auto ok = check_conditions(existing, conditions);
         if (ok) ok = edit(changed);
+        changed.version_id = existing->version_id;  // an edit keeps the version what it is
+        changed.delete_marker = false;
         FJORD_ASSERT(!ok || changed.segments.size() == existing->segments.size(),
                      "update must keep the data");
         if (!ok) {
@@ -644,8 +666,9 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
             e.str(bucket);
             e.str(key);
             encode(e, changed);
-            auto appended = co_await s.log->append(record_put_object, std::move(payload), {},
-                                                   [&] { s.index[bucket][key] = changed; });
+            auto appended = co_await s.log->append(
+                record_edit_version, std::move(payload), {},
+                [&] { apply_edit(s.index, s.history, bucket, key, changed); });
             if (appended)
                 outcome = std::move(changed);
             else
@@ -702,6 +725,11 @@ void list_shard(const std::map<std::string, object_record>& keys, const list_req
     while (it != keys.end() && out.size() < limit) {
         const std::string& key = it->first;
         if (!key.starts_with(req.prefix)) break;
+        if (it->second
+                .delete_marker) {  // deleted: neither listed nor the reason for a common prefix
+            ++it;
+            continue;
+        }
         if (!req.delimiter.empty()) {
             auto pos = key.find(req.delimiter, req.prefix.size());
             if (pos != std::string::npos) {
@@ -755,17 +783,22 @@ io::task<base::result<list_page>> engine::list(list_request request) {
         if (!part) co_return part.as_failure();
         for (auto& e : part->entries) all.push_back(std::move(e));
     }
-    std::sort(all.begin(), all.end(),
-              [](const list_entry& a, const list_entry& b) { return a.name < b.name; });
-    all.erase(
-        std::unique(all.begin(), all.end(),
-                    [](const list_entry& a, const list_entry& b) { return a.name == b.name; }),
-        all.end());
+    co_return merge_listing(std::move(all), request.max_keys);
+}
+
+list_page merge_listing(std::vector<list_entry> all, std::uint32_t max_keys) {
+    std::stable_sort(all.begin(), all.end(),
+                     [](const list_entry& a, const list_entry& b) { return a.name < b.name; });
+    all.erase(std::unique(all.begin(), all.end(),
+                          [](const list_entry& a, const list_entry& b) {
+                              return a.is_prefix && b.is_prefix && a.name == b.name;
+                          }),
+              all.end());
     list_page page;
-    page.truncated = all.size() > request.max_keys;
-    if (page.truncated) all.resize(request.max_keys);
+    page.truncated = all.size() > max_keys;
+    if (page.truncated) all.resize(max_keys);
     page.entries = std::move(all);
-    co_return page;
+    return page;
 }
 
 // ---- buckets (serialised on core 0, which owns shard 0 and its journal) ----
@@ -984,14 +1017,23 @@ std::string engine::snapshot_image(const shard& s) const {
                              bucket_attribute_payload(info.name, attribute, &value));
         }
     }
+    // Each key's older versions first, oldest first, then its current one: replayed by apply_put's rule,
+    // they come back in the same order (their ids differ, so none replaces another).
+    auto put = [&](const std::string& bucket, const std::string& key, const object_record& record) {
+        std::string payload;
+        encoder e(payload);
+        e.str(bucket);
+        e.str(key);
+        encode(e, record);
+        frame_record(image, seq++, record_put_object, payload);
+    };
     for (const auto& [bucket, keys] : s.index) {
+        auto h = s.history.find(bucket);
         for (const auto& [key, record] : keys) {
-            std::string payload;
-            encoder e(payload);
-            e.str(bucket);
-            e.str(key);
-            encode(e, record);
-            frame_record(image, seq++, record_put_object, payload);
+            if (h != s.history.end())
+                if (auto older = h->second.find(key); older != h->second.end())
+                    for (const auto& r : older->second) put(bucket, key, r);
+            put(bucket, key, record);
         }
     }
     for (const auto& [id, upload] : s.uploads) {
@@ -1105,7 +1147,12 @@ std::vector<engine::stored_object> engine::local_objects() const {
     for (const auto& s : _shards) {
         if (owner_of(s->id) != core) continue;
         for (const auto& [bucket, keys] : s->index)
-            for (const auto& [key, record] : keys) out.push_back({bucket, key, record});
+            for (const auto& [key, record] : keys)
+                if (!record.delete_marker) out.push_back({bucket, key, record});
+        for (const auto& [bucket, keys] : s->history)
+            for (const auto& [key, older] : keys)
+                for (const auto& record : older)
+                    if (!record.delete_marker) out.push_back({bucket, key, record});
     }
     return out;
 }

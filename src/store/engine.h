@@ -110,6 +110,17 @@ public:
         std::string bucket, std::string key, write_conditions conditions) override;
     io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) override;
     io::task<base::result<list_page>> list(list_request request) override;
+    io::task<base::result<object_record>> head_version(std::string bucket, std::string key,
+                                                       std::string version_id) override;
+    io::task<base::result<object_record>> get_version(std::string bucket, std::string key,
+                                                      std::string version_id, read_planner plan,
+                                                      byte_sink& sink) override;
+    io::task<base::result<object_record>> update_version(std::string bucket, std::string key,
+                                                         std::string version_id,
+                                                         record_editor edit) override;
+    io::task<base::result<std::optional<object_record>>> remove_version(
+        std::string bucket, std::string key, std::string version_id) override;
+    io::task<base::result<list_page>> list_versions(list_request request) override;
     io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
                                                       object_record metadata,
                                                       std::string checksum_type) override;
@@ -146,7 +157,8 @@ public:
     const data_file_options& data_file_settings() const { return _options.data_files; }
     object_id new_object_id();
 
-    // Commits a written object; returns the record it replaced (whose data the caller reclaims).
+    // Commits a written object as the version its version_id names (apply_put's rule); returns the
+    // record it replaced (whose data the caller reclaims).
     io::task<base::result<std::optional<object_record>>> commit_put(std::string bucket,
                                                                     std::string key,
                                                                     object_record record,
@@ -155,6 +167,17 @@ public:
     io::task<base::result<std::optional<object_record>>> commit_remove(std::string bucket,
                                                                        std::string key,
                                                                        write_conditions conditions);
+    // What removing a key did: in a bucket with versioning it leaves a delete marker (and, while
+    // versioning is suspended, replaces the null version, whose data is the caller's to reclaim).
+    struct removal {
+        std::optional<object_record> removed;
+        std::optional<object_record> marker;
+    };
+    io::task<base::result<removal>> commit_delete(std::string bucket, std::string key,
+                                                  write_conditions conditions);
+    // Removes one version of a key for good; returns it (its data is the caller's to reclaim).
+    io::task<base::result<std::optional<object_record>>> commit_remove_version(
+        std::string bucket, std::string key, std::string version_id);
     // Commits a written part; returns the part it replaced (same number), whose data the caller reclaims.
     io::task<base::result<std::optional<part_record>>> commit_part(std::string bucket,
                                                                    std::string key,
@@ -208,16 +231,37 @@ private:
                                                                    std::string key,
                                                                    object_record record,
                                                                    write_conditions conditions);
-    io::task<base::result<std::optional<object_record>>> shard_remove(unsigned shard_id,
-                                                                      std::string bucket,
-                                                                      std::string key,
-                                                                      write_conditions conditions);
-    io::task<base::result<object_record>> shard_head(unsigned shard_id, std::string bucket,
-                                                     std::string key);
+    io::task<base::result<removal>> shard_remove(unsigned shard_id, std::string bucket,
+                                                 std::string key, write_conditions conditions);
+    io::task<base::result<std::optional<object_record>>> shard_remove_version(
+        unsigned shard_id, std::string bucket, std::string key, std::string version_id);
+    // The current version (version_id nullopt; no_such_key when it is a delete marker) or the one named.
+    io::task<base::result<object_record>> find(std::string bucket, std::string key,
+                                               std::optional<std::string> version_id);
+    io::task<base::result<object_record>> shard_find(unsigned shard_id, std::string bucket,
+                                                     std::string key,
+                                                     std::optional<std::string> version_id);
+    io::task<base::result<object_record>> read(std::string bucket, std::string key,
+                                               std::optional<std::string> version_id,
+                                               read_planner plan, byte_sink& sink);
+    io::task<base::result<object_record>> edit(std::string bucket, std::string key,
+                                               std::optional<std::string> version_id,
+                                               record_editor edit, write_conditions conditions);
     io::task<base::result<object_record>> shard_update(unsigned shard_id, std::string bucket,
-                                                       std::string key, record_editor edit,
+                                                       std::string key,
+                                                       std::optional<std::string> version_id,
+                                                       record_editor edit,
                                                        write_conditions conditions);
     io::task<base::result<list_page>> core_list(list_request request);
+    io::task<base::result<list_page>> core_list_versions(list_request request);
+    // The key's current version unless absent or a delete marker (for write conditions), else nullptr.
+    static const object_record* current_object(shard& s, const std::string& bucket,
+                                               const std::string& key);
+    // Versioning of a bucket, as this core sees it (versioning_attribute).
+    enum class versioning_state { never, enabled, suspended };
+    versioning_state versioning_of(const std::string& bucket) const;
+    // The id of a new version of a key in a bucket with versioning enabled, otherwise "" (null).
+    std::string version_for_write(const std::string& bucket);
     io::task<base::result<void>> core0_create_bucket(std::string name);
     io::task<base::result<void>> core0_delete_bucket(std::string name);
     io::task<base::result<void>> core0_set_bucket_attribute(std::string bucket, std::string name,

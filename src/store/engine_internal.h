@@ -25,6 +25,8 @@ enum record_type : std::uint8_t {
     record_abort_upload = 8,
     record_bucket_attribute =
         9,  // bucket, name, present (u8), value: shard 0, like the bucket records
+    record_delete_version = 10,  // bucket, key, version id: removes that version of the key
+    record_edit_version = 11,    // bucket, key, record: replaces the version it names, in place
     record_snapshot_end = 255,
 };
 
@@ -48,11 +50,37 @@ struct upload_gate {
 using upload_gates =
     std::unordered_map<std::string, upload_gate>;  // by upload id; idle gates are erased
 
+// A shard's keys: the current version of each (possibly a delete marker) in `key_index`, older ones of a
+// versioned bucket in `key_history`, oldest first. A key with older versions always has a current one.
+using key_index = std::map<std::string, std::map<std::string, object_record>>;  // bucket -> key
+using key_history = std::map<std::string, std::map<std::string, std::vector<object_record>>>;
+
+// The one rule by which a write changes a key's versions, live and in recovery alike: `record` becomes
+// the current version; the version with its id (the null version for "") is replaced wherever it is,
+// and the previous current version, when it has another id, becomes the newest noncurrent one. Returns
+// the replaced version (its data is the caller's to reclaim). In a bucket that never had versioning
+// every version is the null one, so this is a plain replacement.
+std::optional<object_record> apply_put(key_index& index, key_history& history,
+                                       const std::string& bucket, const std::string& key,
+                                       object_record record);
+// Removes one version (nullptr: the current one); when that was the current one, the newest noncurrent
+// version becomes current. Returns the removed version, nullopt when there was none.
+std::optional<object_record> apply_remove(key_index& index, key_history& history,
+                                          const std::string& bucket, const std::string& key,
+                                          const std::string* version_id);
+// Replaces, in place, the version `record` names; false when there is none.
+bool apply_edit(key_index& index, key_history& history, const std::string& bucket,
+                const std::string& key, object_record record);
+// The version named (nullptr: the current one, a delete marker included), or nullptr.
+object_record* find_version(key_index& index, key_history& history, const std::string& bucket,
+                            const std::string& key, const std::string* version_id);
+
 struct engine::shard {
     unsigned id = 0;
     std::string dir;
     std::uint64_t generation = 1;
-    std::map<std::string, std::map<std::string, object_record>> index;  // bucket -> key -> record
+    key_index index;
+    key_history history;
     std::unique_ptr<journal> log;
     key_lock_table locks;
     std::map<std::string, int> commits_in_flight;  // per bucket
@@ -159,6 +187,12 @@ inline base::result<void> journal_usable(const journal& log) {
         return base::fail(base::errc::io_error, "metadata journal failed; restart the server");
     return {};
 }
+
+// The smallest string greater than every string starting with `prefix` (empty: none).
+std::string prefix_successor(std::string prefix);
+// The cores' listings merged: sorted by name (a key's versions keep their order), common prefixes
+// once, at most max_keys (truncated set when there were more).
+list_page merge_listing(std::vector<list_entry> all, std::uint32_t max_keys);
 
 // The per-key lock's name for (bucket, key).
 std::string lock_name(const std::string& bucket, const std::string& key);

@@ -221,14 +221,14 @@ io::task<base::result<completed_upload>> engine::shard_complete_closing(
     upload_record* u = find_upload(s.uploads, upload_id, bucket, key);
     if (!u)
         co_return no_such_upload();  // (not reached: only its own key's lock holder completes or aborts it)
-    const object_record* existing = nullptr;
-    if (auto b = s.index.find(bucket); b != s.index.end())
-        if (auto k = b->second.find(key); k != b->second.end()) existing = &k->second;
+    const object_record* existing = current_object(s, bucket, key);
     // A part commit that failed while this waited may have broken the journal.
     FJORD_CO_TRY(journal_usable(*s.log));
     FJORD_CO_TRY(check_conditions(existing, conditions));
     base::result<object_record> built = finalize(*u);
     if (!built) co_return built.as_failure();
+    built->version_id = version_for_write(bucket);
+    built->delete_marker = false;
     std::string payload;
     encoder e(payload);
     e.str(upload_id);
@@ -250,9 +250,7 @@ io::task<base::result<completed_upload>> engine::shard_complete_closing(
             if (!used) done.unused_parts.push_back(data);
         }
         s.uploads.erase(upload_id);
-        auto& slot = s.index[bucket][key];
-        if (!slot.segments.empty() || !slot.etag.empty()) done.replaced = std::move(slot);
-        slot = *built;
+        done.replaced = apply_put(s.index, s.history, bucket, key, *built);
     });
     done.object = std::move(*built);
     if (!appended) co_return appended.as_failure();

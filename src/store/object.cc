@@ -40,6 +40,8 @@ void encode(encoder& e, const object_record& r) {
     e.u32(static_cast<std::uint32_t>(r.part_checksums.size()));
     for (const auto& c : r.part_checksums) e.str(c);
     e.str(r.inline_data);
+    e.str(r.version_id);
+    e.u8(r.delete_marker ? 1 : 0);
 }
 
 bool decode(decoder& d, object_record& r) {
@@ -90,6 +92,13 @@ bool decode(decoder& d, object_record& r) {
     if (d.ok() && !d.at_end()) r.inline_data = d.str();  // records written before inlining end here
     if (!r.inline_data.empty() && (!r.segments.empty() || r.inline_data.size() != r.size_bytes))
         return false;
+    r.version_id.clear();
+    r.delete_marker = false;
+    if (d.ok() && !d.at_end()) {  // records written before versioning end here
+        r.version_id = d.str();
+        r.delete_marker = d.u8() != 0;
+        if (r.delete_marker && (r.size_bytes != 0 || !r.segments.empty())) return false;
+    }
     return d.ok();
 }
 

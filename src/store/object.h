@@ -48,6 +48,11 @@ struct object_record {
     // then `segments` is empty and size_bytes == inline_data.size(). The journal's record checksum
     // covers them.
     std::string inline_data;
+    // Versioning (docs/s3-compatibility.md): the version's id, empty for the "null" version (every
+    // object of a bucket that never had versioning, and those written while it is suspended). A delete
+    // marker is a version without data: a key whose current version is one reads as absent.
+    std::string version_id;
+    bool delete_marker = false;
 };
 
 void encode(encoder& e, const object_record& r);

@@ -116,6 +116,8 @@ struct list_request {
     std::string delimiter;
     std::string start_after;  // exclusive; a common prefix here skips every key under it
     std::uint32_t max_keys = 1000;
+    // list_versions only: with start_after, resume within that key after this version ("": null)
+    std::optional<std::string> version_id_marker;
 };
 
 struct list_entry {
@@ -124,7 +126,17 @@ struct list_entry {
     std::uint64_t size_bytes = 0;
     std::string etag;
     std::int64_t modified_ms = 0;
+    // list_versions only
+    std::string version_id;  // "": the null version
+    bool is_latest = true;
+    bool delete_marker = false;
 };
+
+// Versioning. The store reads one bucket attribute itself: `versioning_attribute`, "Enabled" or
+// "Suspended" (absent: versioning was never enabled). While it is Enabled, every write makes a new version
+// with a fresh id and a remove leaves a delete marker; while it is Suspended, writes and removes replace
+// the null version (id ""), and older versions stay. Old versions go only by remove_version.
+inline constexpr const char* versioning_attribute = "versioning";
 
 struct list_page {
     std::vector<list_entry> entries;  // sorted, at most max_keys
@@ -212,6 +224,7 @@ struct copy_request {
     std::string bucket;
     std::string key;
     write_conditions conditions;
+    std::optional<std::string> source_version_id;  // nullopt: the current version
 };
 
 // A part copied from a range of an object.
@@ -229,6 +242,7 @@ struct part_copy_request {
     std::string key;
     std::string upload_id;
     std::uint32_t number = 0;
+    std::optional<std::string> source_version_id;  // nullopt: the current version
 };
 
 // Builds the final object record from the upload (validation and entity-tag rules belong to the front end).
@@ -275,9 +289,31 @@ public:
     virtual io::task<base::result<object_record>> update(std::string bucket, std::string key,
                                                          record_editor edit,
                                                          write_conditions conditions) = 0;
-    // Removes a key (a missing key succeeds with nullopt); returns the removed record, whose data is gone.
+    // Removes a key (a missing key succeeds with nullopt); returns the removed record, whose data is gone,
+    // or, in a bucket with versioning, the delete marker the removal left. A key whose current version is
+    // a delete marker reads as absent (no_such_key) and is left out of list().
     virtual io::task<base::result<std::optional<object_record>>> remove(
         std::string bucket, std::string key, write_conditions conditions) = 0;
+
+    // One version of a key ("" is the null version), as head / get / update do the current one:
+    // no_such_version when there is none, method_not_allowed when it is a delete marker. Stores that
+    // keep no versions refuse (not_implemented).
+    virtual io::task<base::result<object_record>> head_version(std::string bucket, std::string key,
+                                                               std::string version_id);
+    virtual io::task<base::result<object_record>> get_version(std::string bucket, std::string key,
+                                                              std::string version_id,
+                                                              read_planner plan, byte_sink& sink);
+    virtual io::task<base::result<object_record>> update_version(std::string bucket,
+                                                                 std::string key,
+                                                                 std::string version_id,
+                                                                 record_editor edit);
+    // Removes one version for good (a delete marker too); returns it (nullopt: there was none). When it
+    // was the current version, the newest older one becomes current.
+    virtual io::task<base::result<std::optional<object_record>>> remove_version(
+        std::string bucket, std::string key, std::string version_id);
+    // Every version, delete markers included, in key order and newest first within a key; each version
+    // and each common prefix counts toward max_keys.
+    virtual io::task<base::result<list_page>> list_versions(list_request request);
     virtual io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) = 0;
     virtual io::task<base::result<list_page>> list(list_request request) = 0;
 

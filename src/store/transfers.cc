@@ -117,6 +117,9 @@ io::task<base::result<segment>> engine::copy_data(
 io::task<base::result<object_record>> engine::commit_written(std::string bucket, std::string key,
                                                              object_record record,
                                                              write_conditions conditions) {
+    // The version this write makes: a new id while the bucket has versioning enabled, else null
+    record.version_id = version_for_write(bucket);
+    record.delete_marker = false;
     auto committed = co_await commit_put(bucket, key, record, conditions);
     if (!committed) {
         if (commit_surely_failed(committed.err())) co_await reclaim(record);
@@ -235,11 +238,17 @@ bool same_data(const object_record& a, const object_record& b) {
 
 io::task<base::result<object_record>> engine::get(std::string bucket, std::string key,
                                                   read_planner plan, byte_sink& sink) {
+    co_return co_await read(std::move(bucket), std::move(key), std::nullopt, std::move(plan), sink);
+}
+
+io::task<base::result<object_record>> engine::read(std::string bucket, std::string key,
+                                                   std::optional<std::string> version_id,
+                                                   read_planner plan, byte_sink& sink) {
     // A data file can vanish between the lookup and its open when the key is replaced meanwhile (every
     // file is opened before the first byte goes out): then the read starts again from the lookup. A
     // file gone while the record still names it is damage, and answered as such.
     for (int attempt = 1;; ++attempt) {
-        auto found = co_await head(bucket, key);
+        auto found = co_await find(bucket, key, version_id);
         if (!found) co_return found.as_failure();
         auto range = plan(*found);
         if (!range) co_return range.as_failure();
@@ -257,7 +266,7 @@ io::task<base::result<object_record>> engine::get(std::string bucket, std::strin
         if (sent) co_return found;
         if (sent.code() != base::errc::not_found || counted.bytes() > 0)
             co_return sent.as_failure();
-        auto now = co_await head(bucket, key);
+        auto now = co_await find(bucket, key, version_id);
         if (now && same_data(*now, *found)) co_return sent.as_failure();
         if (attempt == max_read_attempts)
             co_return base::fail(base::errc::slow_down, "the key was replaced " +
@@ -269,12 +278,13 @@ io::task<base::result<object_record>> engine::get(std::string bucket, std::strin
 io::task<base::result<std::optional<object_record>>> engine::remove(std::string bucket,
                                                                     std::string key,
                                                                     write_conditions conditions) {
-    auto removed = co_await commit_remove(bucket, key, conditions);
-    if (!removed)
-        co_await free_space_after(removed.err());
-    else if (*removed)
-        co_await reclaim(**removed);
-    co_return removed;
+    auto done = co_await commit_delete(bucket, key, conditions);
+    if (!done) {
+        co_await free_space_after(done.err());
+        co_return done.as_failure();
+    }
+    if (done->removed) co_await reclaim(*done->removed);
+    co_return done->marker ? std::move(done->marker) : std::move(done->removed);
 }
 
 // A copy of a small object kept in its record is one too (the budget is already taken for it).
@@ -306,7 +316,8 @@ io::task<base::result<object_record>> engine::copy_inline(copy_request request,
 io::task<base::result<object_record>> engine::copy(copy_request request, copy_planner plan) {
     // The source can be replaced while it is linked or read (its data file then vanishes): look again.
     for (int attempt = 0;; ++attempt) {
-        auto found = co_await head(request.source_bucket, request.source_key);
+        auto found =
+            co_await find(request.source_bucket, request.source_key, request.source_version_id);
         if (!found) co_return found.as_failure();
         auto planned = plan(*found);
         if (!planned) co_return planned.as_failure();
@@ -363,7 +374,8 @@ io::task<base::result<part_record>> engine::upload_part(part_request request, by
 io::task<base::result<part_record>> engine::copy_part(part_copy_request request,
                                                       part_copy_planner plan) {
     for (int attempt = 0;; ++attempt) {
-        auto found = co_await head(request.source_bucket, request.source_key);
+        auto found =
+            co_await find(request.source_bucket, request.source_key, request.source_version_id);
         if (!found) co_return found.as_failure();
         auto planned = plan(*found);
         if (!planned) co_return planned.as_failure();

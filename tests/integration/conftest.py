@@ -402,19 +402,12 @@ def bucket_name(request) -> str:
 
 
 def empty_and_delete_bucket(client, bucket: str):
-    """Best effort: used in teardown, where the server may already be gone."""
+    """Best effort: used in teardown, where the server may already be gone. Removes every version and
+    delete marker, as bucket-cleanup tools do."""
     try:
-        token = None
-        while True:
-            kwargs = {"Bucket": bucket}
-            if token:
-                kwargs["ContinuationToken"] = token
-            page = client.list_objects_v2(**kwargs)
-            for item in page.get("Contents", []):
-                client.delete_object(Bucket=bucket, Key=item["Key"])
-            if not page.get("IsTruncated"):
-                break
-            token = page["NextContinuationToken"]
+        for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            for item in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                client.delete_object(Bucket=bucket, Key=item["Key"], VersionId=item["VersionId"])
         client.delete_bucket(Bucket=bucket)
     except Exception:  # noqa: BLE001 - teardown must not mask the test's own failure
         pass

@@ -1,8 +1,9 @@
 """The version interface of a bucket that never had versioning, bucket paging, and deleting a bucket that
 holds only unfinished uploads: what cleanup routines, audit tools and SDK paginators call.
 
-Fjord keeps one version of each key, the one S3 calls "null" in a bucket where versioning was never enabled
+In a bucket where versioning was never enabled each key has one version, the one S3 calls "null"
 (docs/s3-compatibility.md); these tests check that every call naming versions answers as S3 does there.
+Buckets with versioning enabled are test_versioning.py's.
 """
 import json
 
@@ -82,9 +83,6 @@ def test_get_bucket_versioning_of_a_bucket_never_versioned(s3, bucket):
     with pytest.raises(ClientError) as missing:
         s3.get_bucket_versioning(Bucket=unique_bucket_name("nosuch"))
     assert error_of(missing) == (404, "NoSuchBucket")
-    with pytest.raises(ClientError) as enable:
-        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    assert error_of(enable) == (501, "NotImplemented")
 
 
 def test_the_null_version_id_names_the_object_and_no_other_id_does(s3, bucket):

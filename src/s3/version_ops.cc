@@ -1,0 +1,120 @@
+// Versioning: Get/PutBucketVersioning, the versionId a request names, and x-amz-version-id. The store
+// keeps the versions (object_store.h, "Versioning"); ListObjectVersions is with the other listings.
+
+#include <pugixml.hpp>
+
+#include <algorithm>
+
+#include "s3/service.h"
+#include "s3/service_internal.h"
+#include "s3/xml.h"
+
+namespace fjord::s3 {
+
+namespace {
+constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
+
+// Ids the store makes: 32 lower-case hex digits.
+bool well_formed_version_id(std::string_view id) {
+    return id.size() == 32 && std::all_of(id.begin(), id.end(), [](char ch) {
+               return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+           });
+}
+
+base::failure invalid_version() {
+    return base::fail(base::errc::invalid_argument, "Invalid version id specified");
+}
+}  // namespace
+
+bool has_versioning(const store::object_store& store, const std::string& bucket) {
+    auto info = store.find_bucket(bucket);
+    return info && info->attributes.count(store::versioning_attribute);
+}
+
+base::result<std::optional<std::string>> parse_version_id(std::string_view text, bool versioned) {
+    if (text.empty())
+        return base::fail(base::errc::invalid_argument, "Version id cannot be the empty string");
+    if (text == "null") return versioned ? std::optional<std::string>("") : std::nullopt;
+    if (!versioned || !well_formed_version_id(text)) return invalid_version();
+    return std::optional<std::string>(std::string(text));
+}
+
+base::result<std::optional<std::string>> requested_version(const store::object_store& store,
+                                                           const s3_request& r) {
+    return parse_version_id(r.param("versionId"), has_versioning(store, r.bucket));
+}
+
+void add_version_header(http::header_list& h, const store::object_record& r, bool named) {
+    if (!r.version_id.empty())
+        h.emplace_back("x-amz-version-id", r.version_id);
+    else if (named)
+        h.emplace_back("x-amz-version-id", "null");
+}
+
+io::task<base::result<store::object_record>> service::head_named(const context& c) {
+    if (c.version) co_return co_await _store.head_version(c.req.bucket, c.req.key, *c.version);
+    co_return co_await _store.head(c.req.bucket, c.req.key);
+}
+
+io::task<base::result<store::object_record>> service::get_named(const context& c,
+                                                                store::read_planner plan,
+                                                                store::byte_sink& sink) {
+    if (c.version)
+        co_return co_await _store.get_version(c.req.bucket, c.req.key, *c.version, std::move(plan),
+                                              sink);
+    co_return co_await _store.get(c.req.bucket, c.req.key, std::move(plan), sink);
+}
+
+io::task<base::result<store::object_record>> service::update_named(const context& c,
+                                                                   store::record_editor edit) {
+    if (c.version)
+        co_return co_await _store.update_version(c.req.bucket, c.req.key, *c.version,
+                                                 std::move(edit));
+    co_return co_await _store.update(c.req.bucket, c.req.key, std::move(edit), {});
+}
+
+// A bucket that never had versioning answers with an empty document, as S3 does.
+io::task<void> service::get_bucket_versioning(context& c) {
+    auto info = _store.find_bucket(c.req.bucket);
+    if (!info) co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
+    xml_writer x;
+    x.open("VersioningConfiguration", s3_xmlns);
+    if (auto it = info->attributes.find(store::versioning_attribute); it != info->attributes.end())
+        x.element("Status", it->second);
+    x.close("VersioningConfiguration");
+    co_await send_xml(c, 200, x.take());
+}
+
+// Enabled or Suspended; once enabled, a bucket never returns to having no versioning (as in S3).
+io::task<void> service::put_bucket_versioning(context& c) {
+    auto body = co_await read_verified_body(c, 64 * 1024);
+    if (!body) co_return co_await send_error(c, body.err());
+    pugi::xml_document doc;
+    if (auto parsed = load_request_xml(doc, *body); !parsed)
+        co_return co_await send_error(c, parsed.err());
+    pugi::xml_node root = doc.child("VersioningConfiguration");
+    std::string status = xml_child_text(root, "Status");
+    std::string mfa = xml_child_text(root, "MfaDelete");
+    if (!root || (status != "Enabled" && status != "Suspended" && !status.empty()) ||
+        (mfa != "Enabled" && mfa != "Disabled" && !mfa.empty()))
+        co_return co_await send_error(
+            c, {base::errc::malformed_xml,
+                "The XML you provided was not well-formed or did not validate against our "
+                "published schema"});
+    if (mfa == "Enabled")
+        co_return co_await send_error(
+            c, {base::errc::not_implemented, "Fjord does not implement MFA delete"});
+    if (_store.blocks_of(c.req.bucket))
+        co_return co_await send_error(
+            c, {base::errc::invalid_request, "KV buckets hold immutable blocks without versions"});
+    if (!_store.bucket_exists(c.req.bucket))
+        co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
+    if (!status.empty()) {
+        auto set =
+            co_await _store.set_bucket_attribute(c.req.bucket, store::versioning_attribute, status);
+        if (!set) co_return co_await send_error(c, set.err());
+    }
+    (void)co_await c.ex.send_all(200, c.common_headers(), "");
+}
+
+}  // namespace fjord::s3
