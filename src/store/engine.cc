@@ -758,7 +758,7 @@ void list_shard(const std::map<std::string, object_record>& keys, const list_req
 }
 }  // namespace
 
-io::task<base::result<list_page>> engine::core_list(list_request request) {
+io::task<base::result<list_page>> engine::core_list(list_request request, bool versions) {
     if (!bucket_exists(request.bucket))
         co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     unsigned core = io::reactor::current().core();
@@ -768,17 +768,25 @@ io::task<base::result<list_page>> engine::core_list(list_request request) {
         if (owner_of(s->id) != core) continue;
         auto it = s->index.find(request.bucket);
         if (it == s->index.end()) continue;
-        std::vector<list_entry> part;
-        list_shard(it->second, request, limit, part);
-        for (auto& e : part) page.entries.push_back(std::move(e));
+        if (!versions) {
+            list_shard(it->second, request, limit, page.entries);
+            continue;
+        }
+        auto h = s->history.find(request.bucket);
+        list_shard_versions(it->second, h == s->history.end() ? nullptr : &h->second, request,
+                            limit, page.entries);
     }
     co_return page;
 }
 
 io::task<base::result<list_page>> engine::list(list_request request) {
+    co_return co_await list_all(std::move(request), false);
+}
+
+io::task<base::result<list_page>> engine::list_all(list_request request, bool versions) {
     std::vector<list_entry> all;
     for (unsigned c = 0; c < _options.cores; ++c) {
-        auto call = [=, this] { return core_list(request); };
+        auto call = [=, this] { return core_list(request, versions); };
         auto part = co_await io::invoke_on(c, std::move(call));
         if (!part) co_return part.as_failure();
         for (auto& e : part->entries) all.push_back(std::move(e));

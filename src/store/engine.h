@@ -252,8 +252,9 @@ private:
                                                        std::optional<std::string> version_id,
                                                        record_editor edit,
                                                        write_conditions conditions);
-    io::task<base::result<list_page>> core_list(list_request request);
-    io::task<base::result<list_page>> core_list_versions(list_request request);
+    // One page of the keys (or, with `versions`, every version) of the shards this core owns.
+    io::task<base::result<list_page>> core_list(list_request request, bool versions);
+    io::task<base::result<list_page>> list_all(list_request request, bool versions);
     // The key's current version unless absent or a delete marker (for write conditions), else nullptr.
     static const object_record* current_object(shard& s, const std::string& bucket,
                                                const std::string& key);

@@ -190,6 +190,11 @@ inline base::result<void> journal_usable(const journal& log) {
 
 // The smallest string greater than every string starting with `prefix` (empty: none).
 std::string prefix_successor(std::string prefix);
+// A shard's versions of a bucket's keys (history: its older versions, or null) into `out`, newest first
+// within a key, from the request's markers on, at most `limit` entries.
+void list_shard_versions(const std::map<std::string, object_record>& keys,
+                         const std::map<std::string, std::vector<object_record>>* history,
+                         const list_request& req, std::size_t limit, std::vector<list_entry>& out);
 // The cores' listings merged: sorted by name (a key's versions keep their order), common prefixes
 // once, at most max_keys (truncated set when there were more).
 list_page merge_listing(std::vector<list_entry> all, std::uint32_t max_keys);

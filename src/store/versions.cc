@@ -236,6 +236,8 @@ void add_versions(const std::string& key, const object_record& current,
         for (auto it = older->rbegin(); it != older->rend(); ++it) visit(*it, false);
 }
 
+}  // namespace
+
 void list_shard_versions(const std::map<std::string, object_record>& keys,
                          const std::map<std::string, std::vector<object_record>>* history,
                          const list_request& req, std::size_t limit, std::vector<list_entry>& out) {
@@ -271,34 +273,9 @@ void list_shard_versions(const std::map<std::string, object_record>& keys,
         ++it;
     }
 }
-}  // namespace
-
-io::task<base::result<list_page>> engine::core_list_versions(list_request request) {
-    if (!bucket_exists(request.bucket))
-        co_return base::fail(base::errc::no_such_bucket, "no such bucket");
-    unsigned core = io::reactor::current().core();
-    std::size_t limit = static_cast<std::size_t>(request.max_keys) + 1;
-    list_page page;
-    for (auto& s : _shards) {
-        if (owner_of(s->id) != core) continue;
-        auto it = s->index.find(request.bucket);
-        if (it == s->index.end()) continue;
-        auto h = s->history.find(request.bucket);
-        list_shard_versions(it->second, h == s->history.end() ? nullptr : &h->second, request,
-                            limit, page.entries);
-    }
-    co_return page;
-}
 
 io::task<base::result<list_page>> engine::list_versions(list_request request) {
-    std::vector<list_entry> all;
-    for (unsigned c = 0; c < _options.cores; ++c) {
-        auto call = [=, this] { return core_list_versions(request); };
-        auto part = co_await io::invoke_on(c, std::move(call));
-        if (!part) co_return part.as_failure();
-        for (auto& e : part->entries) all.push_back(std::move(e));
-    }
-    co_return merge_listing(std::move(all), request.max_keys);
+    co_return co_await list_all(std::move(request), true);
 }
 
 }  // namespace fjord::store
