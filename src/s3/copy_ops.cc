@@ -217,7 +217,7 @@ io::task<void> service::copy_object(context& c) {
             co_return co_await send_error(
                 c, read_failure(c, src->bucket, src->key, result.err(),
                                 "the copy source of s3://" + c.req.bucket + "/" + c.req.key));
-        co_return co_await send_error(c, result.err());
+        co_return co_await send_error(c, copy_source_error(result.err()));
     }
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", "application/xml");
@@ -304,7 +304,7 @@ io::task<void> service::upload_part_copy(context& c) {
             co_return co_await send_error(c,
                                           read_failure(c, src->bucket, src->key, part.err(), role));
         }
-        co_return co_await send_error(c, part.err());
+        co_return co_await send_error(c, copy_source_error(part.err()));
     }
     xml_writer x;
     x.open("CopyPartResult", s3_xmlns);

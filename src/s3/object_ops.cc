@@ -367,6 +367,20 @@ std::string content_range(store::byte_range read, std::uint64_t total_bytes) {
 
 }  // namespace
 
+// 416: the AWS CRT (s3torchconnector, mountpoint-s3) recognises an empty object by ActualObjectSize in
+// this error and then repeats its first ranged GET without the range.
+io::task<void> service::send_invalid_range(context& c, const base::error& err,
+                                           std::uint64_t size_bytes) {
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Range", "bytes */" + std::to_string(size_bytes));
+    headers.emplace_back("Content-Type", "application/xml");
+    (void)co_await c.ex.send_all(
+        416, headers,
+        error_xml(err, c.req.resource, c.request_id,
+                  {{"RangeRequested", std::string(c.ex.head().value_of("range"))},
+                   {"ActualObjectSize", std::to_string(size_bytes)}}));
+}
+
 io::task<void> service::get_object(context& c, bool head_only) {
     const http::request_head& head = c.ex.head();
     if (auto ok = check_response_overrides(c.req); !ok) co_return co_await send_error(c, ok.err());
@@ -423,19 +437,10 @@ io::task<void> service::get_object(context& c, bool head_only) {
             base::format_http_date(static_cast<std::time_t>(seen->modified_ms / 1000)));
         co_return (void) co_await c.ex.send_all(304, headers, "");
     }
-    if (got.code() == base::errc::invalid_range && seen) {
-        auto headers = c.common_headers();
-        headers.emplace_back("Content-Range", "bytes */" + std::to_string(seen->size_bytes));
-        headers.emplace_back("Content-Type", "application/xml");
-        // The AWS CRT (s3torchconnector, mountpoint-s3) recognises an empty object by ActualObjectSize
-        // in this error and then repeats its first ranged GET without the range.
-        std::vector<std::pair<std::string, std::string>> details{
-            {"RangeRequested", std::string(head.value_of("range"))},
-            {"ActualObjectSize", std::to_string(seen->size_bytes)}};
-        co_return (void) co_await c.ex.send_all(
-            416, headers, error_xml(got.err(), c.req.resource, c.request_id, details));
-    }
-    co_await send_error(c, read_failure(c, c.req.bucket, c.req.key, got.err()));
+    if (got.code() == base::errc::invalid_range && seen)
+        co_return co_await send_invalid_range(c, got.err(), seen->size_bytes);
+    co_await send_error(c, read_failure(c, c.req.bucket, c.req.key, got.err()),
+                        delete_marker_headers(c.version, got.code()));
 }
 
 io::task<void> service::delete_object(context& c) {

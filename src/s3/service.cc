@@ -941,7 +941,7 @@ base::result<store::list_request> parse_versions_request(const s3_request& r, bo
     if (!common) return common.as_failure();
     store::list_request lr = std::move(*common);
     lr.start_after = std::string(r.param("key-marker"));
-    if (!r.has("version-id-marker")) return lr;
+    if (r.param("version-id-marker").empty()) return lr;  // absent or empty: none
     std::string_view version_marker = r.param("version-id-marker");
     if (lr.start_after.empty())
         return base::fail(base::errc::invalid_argument,

@@ -131,6 +131,7 @@ private:
     io::task<void> list_parts(context& c);
     io::task<void> list_multipart_uploads(context& c);
     io::task<void> get_object(context& c, bool head_only);
+    io::task<void> send_invalid_range(context& c, const base::error& err, std::uint64_t size_bytes);
     io::task<void> delete_object(context& c);
     // The KV batch API (kv_batch.cc).
     io::task<void> kv_batch(context& c);

@@ -41,6 +41,8 @@ base::result<std::optional<std::string>> parse_version_id(std::string_view text,
 
 base::result<std::optional<std::string>> requested_version(const store::object_store& store,
                                                            const s3_request& r) {
+    // A missing bucket is the operation's to answer (NoSuchBucket), whatever the id
+    if (!store.bucket_exists(r.bucket)) return std::optional<std::string>();
     return parse_version_id(r.param("versionId"), has_versioning(store, r.bucket));
 }
 
@@ -49,6 +51,23 @@ void add_version_header(http::header_list& h, const store::object_record& r, boo
         h.emplace_back("x-amz-version-id", r.version_id);
     else if (named)
         h.emplace_back("x-amz-version-id", "null");
+}
+
+http::header_list delete_marker_headers(const std::optional<std::string>& version,
+                                        base::errc code) {
+    http::header_list h;
+    if (code != base::errc::method_not_allowed || !version) return h;
+    h.emplace_back("x-amz-delete-marker", "true");
+    h.emplace_back("x-amz-version-id", version->empty() ? "null" : *version);
+    h.emplace_back("Allow", "DELETE");
+    return h;
+}
+
+base::error copy_source_error(const base::error& err) {
+    if (err.code != base::errc::method_not_allowed) return err;
+    return {
+        base::errc::invalid_request,
+        "The source of a copy request may not specifically refer to a delete marker by version id."};
 }
 
 io::task<base::result<store::object_record>> service::head_named(const context& c) {

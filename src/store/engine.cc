@@ -572,9 +572,15 @@ io::task<base::result<engine::removal>> engine::shard_remove(unsigned shard_id, 
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
+    ++s.commits_in_flight[bucket];  // a delete marker may be written: the bucket stays meanwhile
     co_await lock_key(s.locks, lock);
     removal done;
     const object_record* existing = current_object(s, bucket, key);
+    const object_record* latest = find_version(s.index, s.history, bucket, key, nullptr);
+    // Versioned when this core knows it, or when the key already has a versioned write (made through a
+    // core that saw versioning enabled first: removing it for good would lose it).
+    const bool versioned =
+        versioning_of(bucket) != versioning_state::never || (latest && !latest->version_id.empty());
     // Deleting a missing key succeeds without a journal record; with a broken journal a failed write of
     // this key may still reappear at restart, so that success would be a lie.
     base::result<void> outcome = journal_usable(*s.log);
@@ -583,7 +589,7 @@ io::task<base::result<engine::removal>> engine::shard_remove(unsigned shard_id, 
     encoder e(payload);
     e.str(bucket);
     e.str(key);
-    if (outcome && versioning_of(bucket) != versioning_state::never) {
+    if (outcome && versioned) {
         // A delete marker becomes the current version (even of a key that has none)
         object_record marker;
         marker.delete_marker = true;
@@ -600,6 +606,7 @@ io::task<base::result<engine::removal>> engine::shard_remove(unsigned shard_id, 
         });
     }
     unlock_key(s.locks, lock);
+    if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     if (!outcome) co_return outcome.as_failure();
     co_return done;
 }
@@ -768,13 +775,17 @@ io::task<base::result<list_page>> engine::core_list(list_request request, bool v
         if (owner_of(s->id) != core) continue;
         auto it = s->index.find(request.bucket);
         if (it == s->index.end()) continue;
-        if (!versions) {
-            list_shard(it->second, request, limit, page.entries);
-            continue;
+        // Each shard up to the limit on its own (a core may own several: the shard count is the
+        // first start's core count); the merge keeps the first max_keys of them all.
+        std::vector<list_entry> part;
+        if (versions) {
+            auto h = s->history.find(request.bucket);
+            list_shard_versions(it->second, h == s->history.end() ? nullptr : &h->second, request,
+                                limit, part);
+        } else {
+            list_shard(it->second, request, limit, part);
         }
-        auto h = s->history.find(request.bucket);
-        list_shard_versions(it->second, h == s->history.end() ? nullptr : &h->second, request,
-                            limit, page.entries);
+        for (auto& e : part) page.entries.push_back(std::move(e));
     }
     co_return page;
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,55 @@ TEST(versions, survive_reopen_snapshot_and_orphan_removal) {
             }(en, &model);
         });
     }
+}
+
+// Pages through every key (or version) with max_keys 2.
+io::task<std::vector<std::string>> page_through(engine* e, bool versions) {
+    std::vector<std::string> out;
+    list_request request;
+    request.bucket = "v";
+    request.max_keys = 2;
+    for (;;) {
+        auto page = versions ? co_await e->list_versions(request) : co_await e->list(request);
+        EXPECT_TRUE(page.has_value());
+        if (!page) break;
+        for (const auto& entry : page->entries) out.push_back(entry.name);
+        if (!page->truncated) break;
+        request.start_after = page->entries.back().name;
+        if (versions) request.version_id_marker = page->entries.back().version_id;
+    }
+    co_return out;
+}
+
+TEST(versions, listings_page_through_every_key_when_a_core_owns_several_shards) {
+    temp_dir dir;
+    engine_options options = test_options(dir.path());
+    options.cores = 4;  // four shards, fixed at the first start
+    std::vector<std::string> keys;
+    for (int i = 0; i < 40; ++i) keys.push_back("key-" + std::to_string((i + 1) * 2654435761ULL));
+    std::sort(keys.begin(), keys.end());
+    {
+        auto e = open_engine(options);
+        ASSERT_NE(e, nullptr);
+        run_engine(
+            *e,
+            [&](engine* en) -> io::task<void> {
+                return [](engine* x, const std::vector<std::string>* names) -> io::task<void> {
+                    CO_ASSERT_TRUE(co_await x->create_bucket("v"));
+                    for (const auto& k : *names) CO_ASSERT_TRUE(co_await put_bytes(x, k, "x"));
+                }(en, &keys);
+            },
+            4);
+    }
+    options.cores = 2;  // now each core owns two shards
+    auto e = open_engine(options);
+    ASSERT_NE(e, nullptr);
+    run_engine(*e, [&](engine* en) -> io::task<void> {
+        return [](engine* x, const std::vector<std::string>* names) -> io::task<void> {
+            EXPECT_EQ(co_await page_through(x, false), *names);
+            EXPECT_EQ(co_await page_through(x, true), *names);
+        }(en, &keys);
+    });
 }
 
 }  // namespace
