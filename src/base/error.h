@@ -74,7 +74,8 @@ namespace fjord::base {
     X(access_control_list_not_supported, 60, "AccessControlListNotSupported", 400, false)          \
     X(invalid_bucket_acl_with_object_ownership, 61, "InvalidBucketAclWithObjectOwnership", 400,    \
       false)                                                                                       \
-    X(no_such_version, 62, "NoSuchVersion", 404, false)
+    X(no_such_version, 62, "NoSuchVersion", 404, false)                                            \
+    X(no_such_lifecycle_configuration, 63, "NoSuchLifecycleConfiguration", 404, false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

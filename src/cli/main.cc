@@ -30,6 +30,7 @@
 #include "http/server.h"
 #include "io/reactor.h"
 #include "s3/access_log.h"
+#include "s3/lifecycle.h"
 #include "s3/service.h"
 #include "kv/tier.h"
 #include "store/bucket_router.h"
@@ -88,6 +89,9 @@ void print_usage() {
         "                        (default 1024; each upload reserves 64 MiB steps as its body arrives)\n"
         "  --multipart-expiry-seconds N   abort multipart uploads older than N s (default 604800)\n"
         "  --multipart-expiry-interval-seconds N   how often to look for them (default 3600)\n"
+        "  --lifecycle-interval-seconds N   how often bucket lifecycle rules are applied (default 3600)\n"
+        "  --lifecycle-actions-per-second N   at most N lifecycle deletes and aborts a second (default 1000)\n"
+        "  --lifecycle-day-seconds N   the length of a lifecycle day, for tests (default 86400)\n"
         "  --kv-dram-mib N       DRAM tier of the KV buckets, all cores together (default 1024)\n"
         "  --kv-capacity-mib N   NVMe space of a KV bucket made without a capacity (default 16384)\n"
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
@@ -103,6 +107,7 @@ void print_usage() {
 struct serve_config {
     std::int64_t multipart_expiry_s = 7 * 24 * 3600;
     std::int64_t multipart_expiry_interval_s = 3600;
+    s3::lifecycle_options lifecycle;
     store::engine_options engine;
     kv::tier_options kv;
     s3::service_options service;
@@ -278,6 +283,24 @@ const serve_option serve_options[] = {
          return true;
      },
      1, year_s},
+    {"--lifecycle-interval-seconds", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.lifecycle.interval_s = static_cast<std::int64_t>(n);
+         return true;
+     },
+     1, year_s},
+    {"--lifecycle-actions-per-second", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.lifecycle.actions_per_second = static_cast<std::uint32_t>(n);
+         return true;
+     },
+     1, 1000000},
+    {"--lifecycle-day-seconds", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.lifecycle.day_seconds = static_cast<std::int64_t>(n);
+         return true;
+     },
+     1, 86400},
     {"--io-depth", kind::number,
      [](args& a, const char*, u64 n) {
          a.cfg.engine.data_files.pipeline_depth = n;
@@ -484,6 +507,15 @@ io::task<void> expire_uploads(store::engine* engine, std::int64_t max_age_s,
     }
 }
 
+// The background tasks of a core: stale uploads on every core; spare files and lifecycle rules on core 0.
+void start_housekeeping(unsigned core, store::engine* engine, store::object_store& objects,
+                        const serve_config& cfg) {
+    io::spawn(expire_uploads(engine, cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
+    if (core != 0) return;
+    if (engine->spares().enabled()) io::spawn(expire_spares(engine, cfg.engine.spares.idle_ms));
+    io::spawn(s3::run_lifecycle(objects, cfg.lifecycle));
+}
+
 // Says once at start whether the I/O buffers got huge pages: on 4 KiB pages a virtio disk holds far fewer
 // writes at a time (io/io_memory.h), which an operator otherwise only sees as lower throughput.
 void log_buffer_memory(const io::buffer_pool& pool, const io::buffer_pool_options& options) {
@@ -649,10 +681,7 @@ int serve(int argc, char** argv) {
         if (core == 0) log_start_up(cfg, *engine);
         started.arrive_and_wait();
         io::spawn(servers[core]->run());
-        io::spawn(
-            expire_uploads(engine.get(), cfg.multipart_expiry_s, cfg.multipart_expiry_interval_s));
-        if (core == 0 && engine->spares().enabled())
-            io::spawn(expire_spares(engine.get(), cfg.engine.spares.idle_ms));
+        start_housekeeping(core, engine.get(), router, cfg);
     });
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();

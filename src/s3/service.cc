@@ -160,6 +160,9 @@ enum class s3_op {
     list_object_versions,
     get_bucket_versioning,
     put_bucket_versioning,
+    put_bucket_lifecycle,
+    get_bucket_lifecycle,
+    delete_bucket_lifecycle,
     list_multipart_uploads,
     delete_objects,
     create_multipart_upload,
@@ -230,6 +233,24 @@ base::error not_implemented_subresource(std::string_view sub) {
     return {base::errc::not_implemented, "Fjord does not implement ?" + std::string(sub) + " yet"};
 }
 
+// Versions and lifecycle rules of a bucket.
+std::optional<chosen_operation> choose_versions_operation(http::method verb, const s3_request& r) {
+    using http::method;
+    if (r.has("versions") && verb == method::get)
+        return named(s3_op::list_object_versions, "ListObjectVersions");
+    if (r.has("versioning") && verb == method::get)
+        return named(s3_op::get_bucket_versioning, "GetBucketVersioning");
+    if (r.has("versioning") && verb == method::put)
+        return named(s3_op::put_bucket_versioning, "PutBucketVersioning");
+    if (r.has("lifecycle") && verb == method::put)
+        return named(s3_op::put_bucket_lifecycle, "PutBucketLifecycleConfiguration");
+    if (r.has("lifecycle") && verb == method::get)
+        return named(s3_op::get_bucket_lifecycle, "GetBucketLifecycleConfiguration");
+    if (r.has("lifecycle") && verb == method::delete_)
+        return named(s3_op::delete_bucket_lifecycle, "DeleteBucketLifecycle");
+    return std::nullopt;
+}
+
 chosen_operation choose_bucket_operation(http::method verb, const s3_request& r) {
     using http::method;
     if (r.has("uploads") && verb == method::get)
@@ -237,12 +258,7 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
     if (r.has("delete") && verb == method::post)
         return named(s3_op::delete_objects, "DeleteObjects");
     if (r.has("fjord-batch") && verb == method::post) return named(s3_op::kv_batch, "FjordKvBatch");
-    if (r.has("versions") && verb == method::get)
-        return named(s3_op::list_object_versions, "ListObjectVersions");
-    if (r.has("versioning") && verb == method::get)
-        return named(s3_op::get_bucket_versioning, "GetBucketVersioning");
-    if (r.has("versioning") && verb == method::put)
-        return named(s3_op::put_bucket_versioning, "PutBucketVersioning");
+    if (auto versions = choose_versions_operation(verb, r)) return *versions;
     if (r.has("acl") && verb == method::get) return named(s3_op::get_bucket_acl, "GetBucketAcl");
     if (r.has("acl") && verb == method::put) return named(s3_op::put_bucket_acl, "PutBucketAcl");
     if (r.has("ownershipControls") && verb == method::get)
@@ -682,6 +698,9 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::list_object_versions: co_return co_await list_object_versions(c);
         case s3_op::get_bucket_versioning: co_return co_await get_bucket_versioning(c);
         case s3_op::put_bucket_versioning: co_return co_await put_bucket_versioning(c);
+        case s3_op::put_bucket_lifecycle: co_return co_await put_bucket_lifecycle(c);
+        case s3_op::get_bucket_lifecycle: co_return co_await get_bucket_lifecycle(c);
+        case s3_op::delete_bucket_lifecycle: co_return co_await delete_bucket_lifecycle(c);
         case s3_op::list_multipart_uploads: co_return co_await list_multipart_uploads(c);
         case s3_op::delete_objects: co_return co_await delete_objects(c);
         case s3_op::create_multipart_upload: co_return co_await create_multipart_upload(c);

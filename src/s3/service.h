@@ -98,6 +98,9 @@ private:
     io::task<base::result<store::list_page>> list_page_of(const store::list_request& lr);
     io::task<void> get_bucket_versioning(context& c);
     io::task<void> put_bucket_versioning(context& c);
+    io::task<void> put_bucket_lifecycle(context& c);
+    io::task<void> get_bucket_lifecycle(context& c);
+    io::task<void> delete_bucket_lifecycle(context& c);
     // The object a request names: its versionId's version, or the current one.
     io::task<base::result<store::object_record>> head_named(const context& c);
     io::task<base::result<store::object_record>> get_named(const context& c,

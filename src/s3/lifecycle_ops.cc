@@ -1,0 +1,44 @@
+// Put/Get/DeleteBucketLifecycleConfiguration: the rules (lifecycle.h) kept as a bucket attribute; the
+// background task in lifecycle.cc applies them.
+
+#include "s3/lifecycle.h"
+#include "s3/service.h"
+#include "s3/service_internal.h"
+
+namespace fjord::s3 {
+
+io::task<void> service::put_bucket_lifecycle(context& c) {
+    auto body = co_await read_verified_body(c, 1024 * 1024);
+    if (!body) co_return co_await send_error(c, body.err());
+    auto config = parse_lifecycle(*body);
+    if (!config) co_return co_await send_error(c, config.err());
+    if (_store.blocks_of(c.req.bucket))
+        co_return co_await send_error(
+            c, {base::errc::invalid_request,
+                "KV buckets expire blocks by their TTL and capacity, not by lifecycle rules"});
+    auto set = co_await _store.set_bucket_attribute(c.req.bucket, lifecycle_attribute,
+                                                    lifecycle_xml(*config));
+    if (!set) co_return co_await send_error(c, set.err());
+    (void)co_await c.ex.send_all(200, c.common_headers(), "");
+}
+
+io::task<void> service::get_bucket_lifecycle(context& c) {
+    auto info = _store.find_bucket(c.req.bucket);
+    if (!info)
+        co_return co_await send_error(
+            c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    auto it = info->attributes.find(lifecycle_attribute);
+    if (it == info->attributes.end())
+        co_return co_await send_error(c, {base::errc::no_such_lifecycle_configuration,
+                                          "The lifecycle configuration does not exist"});
+    co_await send_xml(c, 200, it->second);
+}
+
+io::task<void> service::delete_bucket_lifecycle(context& c) {
+    auto set =
+        co_await _store.set_bucket_attribute(c.req.bucket, lifecycle_attribute, std::nullopt);
+    if (!set) co_return co_await send_error(c, set.err());
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+}
+
+}  // namespace fjord::s3
