@@ -613,6 +613,11 @@ void credential_store::add(credentials c) {
     _by_access_key.insert_or_assign(std::move(key), std::move(c));
 }
 
+void credential_store::remove(std::string_view access_key) {
+    if (auto it = _by_access_key.find(access_key); it != _by_access_key.end())
+        _by_access_key.erase(it);
+}
+
 const credentials* credential_store::find(std::string_view access_key) const {
     auto it = _by_access_key.find(access_key);
     return it == _by_access_key.end() ? nullptr : &it->second;

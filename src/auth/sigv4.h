@@ -62,7 +62,9 @@ base::result<void> check_credentials(const credentials& c);
 class credential_store {
 public:
     void add(credentials c);
-    // Returns nullptr for an unknown key. The pointer stays valid until the next add() of that key.
+    void remove(std::string_view access_key);
+    // Returns nullptr for an unknown key. The pointer stays valid until the next add() or remove() of
+    // that key.
     const credentials* find(std::string_view access_key) const;
 
 private:

@@ -75,7 +75,8 @@ namespace fjord::base {
     X(invalid_bucket_acl_with_object_ownership, 61, "InvalidBucketAclWithObjectOwnership", 400,    \
       false)                                                                                       \
     X(no_such_version, 62, "NoSuchVersion", 404, false)                                            \
-    X(no_such_lifecycle_configuration, 63, "NoSuchLifecycleConfiguration", 404, false)
+    X(no_such_lifecycle_configuration, 63, "NoSuchLifecycleConfiguration", 404, false)             \
+    X(bucket_already_exists, 64, "BucketAlreadyExists", 409, false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

@@ -101,6 +101,7 @@ public:
     // The shard of reactor core `core` (< cores), or the shared one for a thread that is no reactor.
     shard& for_core(unsigned core);
     shard& shared() { return _shards[_cores]; }
+    unsigned cores() const { return _cores; }
     metrics_snapshot collect() const;
 
 private:

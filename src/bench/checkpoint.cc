@@ -328,10 +328,7 @@ base::result<checkpoint_config> parse_checkpoint_args(int argc, char** argv) {
     cfg.report_dir = opts->text("report");
     cfg.file_bytes[0] = model_bytes_full / cfg.scale;
     cfg.file_bytes[1] = optim_bytes_full / cfg.scale;
-    const char* access = std::getenv("FJORD_ACCESS_KEY");
-    const char* secret = std::getenv("FJORD_SECRET_KEY");
-    cfg.credentials.access_key = access && *access ? access : "fjordadmin";
-    cfg.credentials.secret_key = secret && *secret ? secret : "fjordadmin-secret";
+    cfg.credentials = client::credentials_from_environment();
     return cfg;
 }
 

@@ -454,10 +454,7 @@ base::result<kv_config> parse_kv_args(int argc, char** argv) {
                       : std::max<std::uint64_t>(std::uint64_t{cfg.batch} * cfg.concurrency, 256);
     cfg.json_path = opts->text("json");
     cfg.report_dir = opts->text("report");
-    const char* access = std::getenv("FJORD_ACCESS_KEY");
-    const char* secret = std::getenv("FJORD_SECRET_KEY");
-    cfg.credentials = {access && *access ? access : "fjordadmin",
-                       secret && *secret ? secret : "fjordadmin-secret"};
+    cfg.credentials = client::credentials_from_environment();
     return cfg;
 }
 

@@ -406,10 +406,7 @@ base::result<s3_config> parse_s3_args(int argc, char** argv) {
     cfg.json_path = opts->text("json");
     cfg.report_dir = opts->text("report");
     cfg.objects = object_set_size(cfg, *objects);
-    const char* access = std::getenv("FJORD_ACCESS_KEY");
-    const char* secret = std::getenv("FJORD_SECRET_KEY");
-    cfg.credentials.access_key = access && *access ? access : "fjordadmin";
-    cfg.credentials.secret_key = secret && *secret ? secret : "fjordadmin-secret";
+    cfg.credentials = client::credentials_from_environment();
     return cfg;
 }
 

@@ -204,10 +204,7 @@ base::result<client_command> parse_client_args(int argc, char** argv) {
     cmd.options.client.io_timeout_ms = static_cast<std::int64_t>(*io_timeout);
     cmd.options.pool.max_connections = *connections;
     cmd.options.put.crc32c_trailer = opts->has("trailer");
-    const char* access = std::getenv("FJORD_ACCESS_KEY");
-    const char* secret = std::getenv("FJORD_SECRET_KEY");
-    cmd.options.client.credentials.access_key = access && *access ? access : "fjordadmin";
-    cmd.options.client.credentials.secret_key = secret && *secret ? secret : "fjordadmin-secret";
+    cmd.options.client.credentials = client::credentials_from_environment();
     return cmd;
 }
 

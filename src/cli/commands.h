@@ -10,6 +10,8 @@ namespace fjord::cli {
 int client_main(int argc, char** argv);
 // `fjord cp|ls|rm|mb|rb` (object_commands.cc); `name` is the subcommand.
 int object_command_main(const std::string& name, int argc, char** argv);
+// `fjord admin user add|rm|ls` (admin_command.cc).
+int admin_main(int argc, char** argv);
 // `fjord scrub` (scrub.cc).
 int scrub_main(int argc, char** argv);
 

@@ -100,6 +100,7 @@ void print_usage() {
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
         "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
         "       fjord client put|get|head|delete|mb ...  (one request through the native client)\n"
+        "       fjord admin user add|rm|ls ...            (users of a server; fjord admin --help)\n"
         "       fjord cp|ls|rm|mb|rb ...                 (objects and buckets; fjord cp --help)\n",
         stderr);
 }
@@ -700,6 +701,8 @@ int main(int argc, char** argv) {
         return fjord::bench::bench_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "client")
         return fjord::cli::client_main(argc - 2, argv + 2);
+    if (argc >= 2 && std::string(argv[1]) == "admin")
+        return fjord::cli::admin_main(argc - 2, argv + 2);
     for (const char* name : {"cp", "ls", "rm", "mb", "rb"})
         if (argc >= 2 && std::string(argv[1]) == name)
             return fjord::cli::object_command_main(name, argc - 2, argv + 2);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <string>
@@ -24,6 +25,13 @@ struct client_runtime::core_state {
     unsigned in_flight = 0;  // reactor thread only
     std::unique_ptr<object_client> client;
 };
+
+auth::credentials credentials_from_environment() {
+    const char* access = std::getenv("FJORD_ACCESS_KEY");
+    const char* secret = std::getenv("FJORD_SECRET_KEY");
+    return {access && *access ? access : "fjordadmin",
+            secret && *secret ? secret : "fjordadmin-secret"};
+}
 
 base::result<void> configure_endpoint(client_options& options, std::string_view url,
                                       const std::string& ca_cert_path) {

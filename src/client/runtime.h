@@ -32,6 +32,10 @@ namespace fjord::client {
 base::result<void> configure_endpoint(client_options& options, std::string_view url,
                                       const std::string& ca_cert_path);
 
+// The key pair in FJORD_ACCESS_KEY / FJORD_SECRET_KEY, or, for either that is unset or empty, the
+// development pair of README.md (fjordadmin / fjordadmin-secret), as `fjord serve` defaults on loopback.
+auth::credentials credentials_from_environment();
+
 class runtime_job {
 public:
     virtual ~runtime_job() = default;

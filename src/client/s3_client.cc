@@ -582,6 +582,33 @@ io::task<base::result<std::vector<bucket_entry>>> s3_client::list_buckets() {
     co_return out;
 }
 
+io::task<base::result<void>> s3_client::set_user(std::string access_key,
+                                                 std::optional<std::string> secret) {
+    request req{.method = secret ? "PUT" : "DELETE",
+                .raw_path = "/",
+                .raw_query = query_pair("fjord-admin-user", access_key)};
+    if (secret) req.body = std::as_bytes(std::span(secret->data(), secret->size()));
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    co_return base::result<void>{};
+}
+
+io::task<base::result<std::vector<std::string>>> s3_client::list_users() {
+    request req{.method = "GET",
+                .raw_path = "/",
+                .raw_query = "fjord-admin-users=",
+                .capture_body = true,
+                .capture_limit_bytes = max_result_document_bytes};
+    auto r = co_await perform(std::move(req));
+    if (!r) co_return r.as_failure();
+    if (!is_success(r->status)) co_return base::fail(error_from_response(r->status, r->error_body));
+    std::vector<std::string> out;
+    for (std::string_view u : xml_blocks(r->error_body, "User"))
+        out.push_back(xml_text(u, "AccessKey"));
+    co_return out;
+}
+
 io::task<base::result<list_page>> s3_client::list_objects(std::string bucket, list_request what) {
     FJORD_ASSERT(what.max_keys >= 1 && what.max_keys <= 1000);
     // The parameters in the canonical (sorted) order.

@@ -205,6 +205,12 @@ public:
     io::task<base::result<void>> abort_multipart_upload(std::string bucket, std::string key,
                                                         std::string upload_id);
 
+    // The admin API of a Fjord server (docs/security.md, "Users"; the root user's): adds or changes a
+    // user (secret set) or removes one; lists the users' access keys.
+    io::task<base::result<void>> set_user(std::string access_key,
+                                          std::optional<std::string> secret);
+    io::task<base::result<std::vector<std::string>>> list_users();
+
     const client_options& options() const { return _options; }
     // The HTTP status of the last request's final response; 0 when it failed before one arrived (a
     // transport error: refused, reset, timed out).

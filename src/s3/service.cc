@@ -160,6 +160,7 @@ enum class s3_op {
     list_object_versions,
     get_bucket_versioning,
     put_bucket_versioning,
+    admin_users,
     put_bucket_lifecycle,
     get_bucket_lifecycle,
     delete_bucket_lifecycle,
@@ -361,6 +362,8 @@ chosen_operation choose_object_operation(http::method verb, const s3_request& r,
 }
 
 chosen_operation choose_operation(const http::request_head& head, const s3_request& r) {
+    if (r.bucket.empty() && (r.has("fjord-admin-user") || r.has("fjord-admin-users")))
+        return named(s3_op::admin_users, "FjordAdminUsers");
     if (r.bucket.empty())
         return head.verb == http::method::get ? named(s3_op::list_buckets, "ListBuckets")
                                               : refused(method_not_allowed());
@@ -442,7 +445,11 @@ bool valid_bucket_name(std::string_view name) {
 
 service::service(store::object_store& store, service_options options, base::metrics& metrics,
                  access_log* log)
-    : _store(store), _options(std::move(options)), _metrics(metrics), _access_log(log) {
+    : _store(store),
+      _options(std::move(options)),
+      _users(metrics.cores(), _options.credentials),
+      _metrics(metrics),
+      _access_log(log) {
     // A signature scoped to another region is refused, as S3 refuses it (the client learns the right one
     // from the error's <Region>).
     _options.auth.region = _options.region;
@@ -644,7 +651,7 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     for (const auto& h : head.headers) headers.push_back({h.name, h.value});
     auth::request_view view{head.method_text, head.path, head.query, headers};
     auto auth =
-        auth::verify_request(view, _options.credentials, base::unix_now_ms() / 1000, _options.auth);
+        auth::verify_request(view, _users.local(_store), base::unix_now_ms() / 1000, _options.auth);
     if (!auth) {
         log_auth_failure(c, auth.err());
         co_return co_await send_error(c, auth.err());
@@ -654,27 +661,21 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     co_await dispatch(c);
 }
 
+namespace {}  // namespace
+
 namespace {
-
-// x-amz-expected-bucket-owner (and x-amz-source-expected-bucket-owner on a copy): every bucket belongs to
-// the one account the server's credentials stand for, whose ID is the caller's access key (ListBuckets'
-// <Owner><ID>); another ID is refused as S3 refuses a bucket of another account: 403 AccessDenied.
-base::result<void> check_expected_owner(const http::request_head& head, const s3_request& req,
-                                        const std::string& owner) {
-    for (const char* name : {"x-amz-expected-bucket-owner", "x-amz-source-expected-bucket-owner"}) {
-        const http::header* expected = head.find(name);
-        if (expected && !req.bucket.empty() && expected->value != owner)
-            return base::fail(base::errc::access_denied, "Access Denied");
-    }
-    return {};
+access_kind kind_of(s3_op op) {
+    using kind = access_kind;
+    if (op == s3_op::admin_users) return kind::admin;
+    if (op == s3_op::copy_object || op == s3_op::upload_part_copy) return kind::copy;
+    return op == s3_op::create_bucket ? kind::create_bucket : kind::other;
 }
-
 }  // namespace
 
 io::task<void> service::dispatch(context& c) {
     chosen_operation chosen = choose_operation(c.ex.head(), c.req);
-    if (auto owned = check_expected_owner(c.ex.head(), c.req, c.auth.access_key); !owned)
-        co_return co_await send_error(c, owned.err());
+    if (auto allowed = check_access(c, kind_of(chosen.op)); !allowed)
+        co_return co_await send_error(c, allowed.err());
     const bool writes = chosen.op == s3_op::put_object || chosen.op == s3_op::copy_object ||
                         chosen.op == s3_op::create_multipart_upload;
     if (writes || chosen.op == s3_op::create_bucket)
@@ -698,6 +699,7 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::list_object_versions: co_return co_await list_object_versions(c);
         case s3_op::get_bucket_versioning: co_return co_await get_bucket_versioning(c);
         case s3_op::put_bucket_versioning: co_return co_await put_bucket_versioning(c);
+        case s3_op::admin_users: co_return co_await admin_users(c);
         case s3_op::put_bucket_lifecycle: co_return co_await put_bucket_lifecycle(c);
         case s3_op::get_bucket_lifecycle: co_return co_await get_bucket_lifecycle(c);
         case s3_op::delete_bucket_lifecycle: co_return co_await delete_bucket_lifecycle(c);
@@ -784,6 +786,8 @@ io::task<void> service::list_buckets(context& c) {
     bool more = false;
     for (const auto& b : buckets) {
         if (!b.name.starts_with(paging->prefix) || b.name <= paging->after) continue;
+        if (b.name == system_bucket) continue;
+        if (!_users.is_root(c.auth.access_key) && !owns(c, b)) continue;  // a user sees its own
         if (sent == paging->max_buckets) {
             more = true;
             break;
@@ -819,8 +823,7 @@ io::task<void> service::create_bucket(context& c) {
     }
     auto kv = kv_bucket_options_of(c.ex.head());
     if (!kv) co_return co_await send_error(c, kv.err());
-    auto created = *kv ? co_await _store.create_kv_bucket(c.req.bucket, **kv)
-                       : co_await _store.create_bucket(c.req.bucket);
+    auto created = co_await create_owned_bucket(c, *kv);
     if (!created) co_return co_await send_error(c, created.err());
     auto headers = c.common_headers();
     headers.emplace_back("Location", "/" + c.req.bucket);

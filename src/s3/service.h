@@ -15,6 +15,7 @@
 #include "base/metrics.h"
 #include "http/connection.h"
 #include "s3/checksum.h"
+#include "s3/users.h"
 #include "auth/sigv4.h"
 #include "store/object_store.h"
 
@@ -51,6 +52,9 @@ struct s3_request {
     bool has(std::string_view name) const;
     std::string_view param(std::string_view name) const;
 };
+
+// What an operation needs checked before it runs (service::check_access).
+enum class access_kind { other, admin, copy, create_bucket };
 
 class service final : public http::handler {
 public:
@@ -98,6 +102,16 @@ private:
     io::task<base::result<store::list_page>> list_page_of(const store::list_request& lr);
     io::task<void> get_bucket_versioning(context& c);
     io::task<void> put_bucket_versioning(context& c);
+    // Users (users.h): the admin API, and whether the caller may act on a bucket.
+    io::task<void> admin_users(context& c);
+    base::result<void> check_bucket_access(const context& c, const std::string& bucket) const;
+    // Before dispatch: the admin API is root's; other users act only on buckets they own (the copy
+    // source's too); x-amz-expected-bucket-owner names the bucket's owner.
+    base::result<void> check_access(const context& c, access_kind kind) const;
+    bool owns(const context& c, const store::bucket_info& bucket) const;
+    // CreateBucket with its owner: BucketAlreadyExists when another user has the name.
+    io::task<base::result<void>> create_owned_bucket(
+        const context& c, const std::optional<store::kv_bucket_options>& kv);
     io::task<void> put_bucket_lifecycle(context& c);
     io::task<void> get_bucket_lifecycle(context& c);
     io::task<void> delete_bucket_lifecycle(context& c);
@@ -148,6 +162,7 @@ private:
 
     store::object_store& _store;
     service_options _options;
+    user_directory _users;
     base::metrics& _metrics;
     access_log* _access_log;
 };

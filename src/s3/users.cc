@@ -1,0 +1,95 @@
+#include "s3/users.h"
+
+#include <algorithm>
+
+#include "io/cross_core.h"
+#include "io/reactor.h"
+
+namespace fjord::s3 {
+
+namespace {
+constexpr std::string_view user_prefix = "user/";
+}
+
+std::string owner_of(const store::bucket_info& bucket) {
+    auto it = bucket.attributes.find(owner_attribute);
+    return it == bucket.attributes.end() ? std::string() : it->second;
+}
+
+user_directory::user_directory(unsigned cores, auth::credential_store root)
+    : _root(std::move(root)) {
+    for (unsigned c = 0; c < std::max(cores, 1u); ++c) {
+        auto t = std::make_unique<core_table>();
+        t->users = _root;
+        _tables.push_back(std::move(t));
+    }
+}
+
+user_directory::core_table& user_directory::table() {
+    unsigned core = io::reactor::on_reactor_thread() ? io::reactor::current().core() : 0;
+    return *_tables[core < _tables.size() ? core : 0];
+}
+
+void user_directory::load(core_table& t, const store::object_store& store) const {
+    t.loaded = true;
+    auto system = store.find_bucket(system_bucket);
+    if (!system) return;
+    for (const auto& [name, secret] : system->attributes) {
+        if (!name.starts_with(user_prefix)) continue;
+        std::string key = name.substr(user_prefix.size());
+        if (is_root(key)) continue;  // root's own secret always wins
+        t.users.add({key, secret});
+        t.names.push_back(std::move(key));
+    }
+}
+
+const auth::credential_store& user_directory::local(const store::object_store& store) {
+    core_table& t = table();
+    if (!t.loaded) load(t, store);
+    return t.users;
+}
+
+std::vector<std::string> user_directory::list(const store::object_store& store) {
+    (void)local(store);
+    return table().names;
+}
+
+io::task<bool> user_directory::apply_on_this_core(std::string access_key,
+                                                  std::optional<std::string> secret) {
+    core_table& t = table();
+    if (!t.loaded) co_return true;  // it loads the store's table, which already has the change
+    auto named = std::find(t.names.begin(), t.names.end(), access_key);
+    if (secret) {
+        t.users.add({access_key, *secret});
+        if (named == t.names.end()) {
+            t.names.push_back(access_key);
+            std::sort(t.names.begin(), t.names.end());
+        }
+    } else {
+        t.users.remove(access_key);
+        if (named != t.names.end()) t.names.erase(named);
+    }
+    co_return true;
+}
+
+io::task<base::result<void>> user_directory::set(store::object_store& store, std::string access_key,
+                                                 std::optional<std::string> secret) {
+    if (is_root(access_key))
+        co_return base::fail(base::errc::invalid_argument,
+                             "the root user is set by FJORD_ACCESS_KEY / FJORD_SECRET_KEY");
+    if (secret) FJORD_CO_TRY(auth::check_credentials({access_key, *secret}));
+    if (!store.bucket_exists(system_bucket)) {
+        auto made = co_await store.create_bucket(system_bucket);
+        if (!made && made.code() != base::errc::bucket_already_owned_by_you)
+            co_return made.as_failure();
+    }
+    FJORD_CO_TRY(co_await store.set_bucket_attribute(
+        system_bucket, std::string(user_prefix) + access_key, secret));
+    for (unsigned c = 0; c < _tables.size(); ++c) {
+        auto call = [this, access_key, secret] { return apply_on_this_core(access_key, secret); };
+        (void)co_await io::invoke_on(c, std::move(call));
+    }
+    co_return base::result<void>{};
+}
+
+}  // namespace fjord::s3
