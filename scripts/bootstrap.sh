@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 debian_packages=(
     build-essential cmake ninja-build pkg-config
-    liburing-dev libisal-dev libssl-dev libpugixml-dev libgtest-dev googletest
+    liburing-dev libisal-dev libssl-dev libpugixml-dev nlohmann-json3-dev libgtest-dev googletest
     clang-14 libclang-rt-14-dev
     rclone s3cmd curl openssl
     python3-dev python3-venv

@@ -76,7 +76,9 @@ namespace fjord::base {
       false)                                                                                       \
     X(no_such_version, 62, "NoSuchVersion", 404, false)                                            \
     X(no_such_lifecycle_configuration, 63, "NoSuchLifecycleConfiguration", 404, false)             \
-    X(bucket_already_exists, 64, "BucketAlreadyExists", 409, false)
+    X(bucket_already_exists, 64, "BucketAlreadyExists", 409, false)                                \
+    X(malformed_policy, 65, "MalformedPolicy", 400, false)                                         \
+    X(no_such_bucket_policy, 66, "NoSuchBucketPolicy", 404, false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

@@ -164,6 +164,9 @@ enum class s3_op {
     put_bucket_lifecycle,
     get_bucket_lifecycle,
     delete_bucket_lifecycle,
+    put_bucket_policy,
+    get_bucket_policy,
+    delete_bucket_policy,
     list_multipart_uploads,
     delete_objects,
     create_multipart_upload,
@@ -249,6 +252,12 @@ std::optional<chosen_operation> choose_versions_operation(http::method verb, con
         return named(s3_op::get_bucket_lifecycle, "GetBucketLifecycleConfiguration");
     if (r.has("lifecycle") && verb == method::delete_)
         return named(s3_op::delete_bucket_lifecycle, "DeleteBucketLifecycle");
+    if (r.has("policy") && verb == method::put)
+        return named(s3_op::put_bucket_policy, "PutBucketPolicy");
+    if (r.has("policy") && verb == method::get)
+        return named(s3_op::get_bucket_policy, "GetBucketPolicy");
+    if (r.has("policy") && verb == method::delete_)
+        return named(s3_op::delete_bucket_policy, "DeleteBucketPolicy");
     return std::nullopt;
 }
 
@@ -631,6 +640,13 @@ void service::log_auth_failure(const context& c, const base::error& err) {
              claimed_access_key(c.ex.head()).c_str(), c.request_id.c_str(), suppressed.c_str());
 }
 
+namespace {
+bool is_anonymous(const http::request_head& head, const s3_request& r) {
+    return head.find("authorization") == nullptr && !r.has("X-Amz-Signature") &&
+           !r.has("X-Amz-Credential") && !r.has("Signature") && !r.has("AWSAccessKeyId");
+}
+}  // namespace
+
 io::task<void> service::authenticate_and_dispatch(context& c) {
     const http::request_head& head = c.ex.head();
     if (is_health_check(head)) {
@@ -646,6 +662,9 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     c.op = operation_class_of(head, c.req);
     c.operation = metrics ? "GetMetrics" : choose_operation(head, c.req).name;
     if (metrics && _options.metrics_public) co_return co_await send_metrics(c);
+    // A request with no signature at all is anonymous: only a bucket policy can let it through
+    // (check_access); /metrics stays signed unless --metrics-public.
+    if (!metrics && is_anonymous(head, c.req)) co_return co_await dispatch(c);
     std::vector<auth::header_view> headers;
     headers.reserve(head.headers.size());
     for (const auto& h : head.headers) headers.push_back({h.name, h.value});
@@ -674,7 +693,7 @@ access_kind kind_of(s3_op op) {
 
 io::task<void> service::dispatch(context& c) {
     chosen_operation chosen = choose_operation(c.ex.head(), c.req);
-    if (auto allowed = check_access(c, kind_of(chosen.op)); !allowed)
+    if (auto allowed = check_access(c, kind_of(chosen.op), chosen.name); !allowed)
         co_return co_await send_error(c, allowed.err());
     const bool writes = chosen.op == s3_op::put_object || chosen.op == s3_op::copy_object ||
                         chosen.op == s3_op::create_multipart_upload;
@@ -703,6 +722,9 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::put_bucket_lifecycle: co_return co_await put_bucket_lifecycle(c);
         case s3_op::get_bucket_lifecycle: co_return co_await get_bucket_lifecycle(c);
         case s3_op::delete_bucket_lifecycle: co_return co_await delete_bucket_lifecycle(c);
+        case s3_op::put_bucket_policy: co_return co_await put_bucket_policy(c);
+        case s3_op::get_bucket_policy: co_return co_await get_bucket_policy(c);
+        case s3_op::delete_bucket_policy: co_return co_await delete_bucket_policy(c);
         case s3_op::list_multipart_uploads: co_return co_await list_multipart_uploads(c);
         case s3_op::delete_objects: co_return co_await delete_objects(c);
         case s3_op::create_multipart_upload: co_return co_await create_multipart_upload(c);

@@ -104,10 +104,19 @@ private:
     io::task<void> put_bucket_versioning(context& c);
     // Users (users.h): the admin API, and whether the caller may act on a bucket.
     io::task<void> admin_users(context& c);
-    base::result<void> check_bucket_access(const context& c, const std::string& bucket) const;
     // Before dispatch: the admin API is root's; other users act only on buckets they own (the copy
     // source's too); x-amz-expected-bucket-owner names the bucket's owner.
-    base::result<void> check_access(const context& c, access_kind kind) const;
+    base::result<void> check_access(const context& c, access_kind kind,
+                                    std::string_view operation) const;
+    // Whether the caller may do `action` on `resource` ("bucket" or "bucket/key") of `bucket`: the
+    // bucket policy's Deny refuses, then its owner may, then the policy's Allow allows.
+    base::result<void> check_policy(const context& c, const std::string& bucket,
+                                    const std::string& resource, const std::string& action) const;
+    // A missing key is 403 to a caller who may not list the bucket (as S3 hides which keys exist).
+    base::error visible_error(const context& c, base::error err) const;
+    io::task<void> put_bucket_policy(context& c);
+    io::task<void> get_bucket_policy(context& c);
+    io::task<void> delete_bucket_policy(context& c);
     bool owns(const context& c, const store::bucket_info& bucket) const;
     // CreateBucket with its owner: BucketAlreadyExists when another user has the name.
     io::task<base::result<void>> create_owned_bucket(

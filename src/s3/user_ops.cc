@@ -1,6 +1,7 @@
 // Users (users.h): the admin API, and who may act on which bucket.
 
 #include "base/encoding.h"
+#include "s3/policy.h"
 #include "s3/service.h"
 #include "s3/service_internal.h"
 #include "s3/xml.h"
@@ -27,24 +28,92 @@ bool service::owns(const context& c, const store::bucket_info& bucket) const {
     return owner.empty() ? _users.is_root(c.auth.access_key) : owner == c.auth.access_key;
 }
 
-base::result<void> service::check_bucket_access(const context& c, const std::string& bucket) const {
-    if (bucket == system_bucket) return access_denied();
-    if (bucket.empty() || _users.is_root(c.auth.access_key)) return {};
-    auto info = _store.find_bucket(bucket);
-    if (!info) return {};  // the operation answers NoSuchBucket
-    if (!owns(c, *info)) return access_denied();
-    return {};
+namespace {
+// The IAM action of an S3 operation (for bucket policies): most share their name.
+std::string policy_action(std::string_view operation, const s3_request& r) {
+    static const std::pair<std::string_view, std::string_view> renamed[] = {
+        {"ListObjects", "ListBucket"},
+        {"ListObjectsV2", "ListBucket"},
+        {"HeadBucket", "ListBucket"},
+        {"ListObjectVersions", "ListBucketVersions"},
+        {"HeadObject", "GetObject"},
+        {"CreateMultipartUpload", "PutObject"},
+        {"UploadPart", "PutObject"},
+        {"UploadPartCopy", "PutObject"},
+        {"CompleteMultipartUpload", "PutObject"},
+        {"CopyObject", "PutObject"},
+        {"ListParts", "ListMultipartUploadParts"},
+        {"ListMultipartUploads", "ListBucketMultipartUploads"},
+        {"DeleteObjects", "DeleteObject"},
+        {"DeleteBucketTagging", "PutBucketTagging"},
+        {"GetBucketLifecycleConfiguration", "GetLifecycleConfiguration"},
+        {"PutBucketLifecycleConfiguration", "PutLifecycleConfiguration"},
+        {"DeleteBucketLifecycle", "PutLifecycleConfiguration"}};
+    std::string action(operation);
+    for (const auto& [from, to] : renamed)
+        if (operation == from) action = to;
+    if (operation == "FjordKvBatch")
+        action = r.param("fjord-batch") == "put" ? "PutObject" : "GetObject";
+    if (r.has("versionId") && (action == "GetObject" || action == "DeleteObject"))
+        action += "Version";
+    return "s3:" + action;
 }
 
-base::result<void> service::check_access(const context& c, access_kind kind) const {
-    if (kind == access_kind::admin && !_users.is_root(c.auth.access_key)) return access_denied();
-    const bool copies = kind == access_kind::copy;
+// The caller's address without its port ("127.0.0.1:5000", "[::1]:5000").
+std::string source_ip(std::string_view remote) {
+    if (remote.starts_with('[')) return std::string(remote.substr(1, remote.find(']') - 1));
+    return std::string(remote.substr(0, remote.rfind(':')));
+}
+
+// x-amz-copy-source's bucket and key.
+std::pair<std::string, std::string> copy_source_of(std::string_view header) {
+    std::string bucket = copy_source_bucket(header);
+    header = header.substr(0, header.find('?'));
+    auto decoded = base::uri_decode(header, false);
+    std::string text = decoded ? *decoded : std::string(header);
+    if (text.starts_with('/')) text.erase(0, 1);
+    auto slash = text.find('/');
+    return {bucket, slash == std::string::npos ? std::string() : text.substr(slash + 1)};
+}
+}  // namespace
+
+base::result<void> service::check_policy(const context& c, const std::string& bucket,
+                                         const std::string& resource,
+                                         const std::string& action) const {
+    auto info = _store.find_bucket(bucket);
+    if (!info) return {};  // the operation answers NoSuchBucket
+    policy_decision d = policy_decision::none;
+    if (auto text = info->attributes.find(policy_attribute); text != info->attributes.end()) {
+        auto policy = parse_policy(text->second, bucket);
+        policy_request r{c.auth.access_key, action, resource, source_ip(c.ex.remote_address()), {}};
+        if (action == "s3:ListBucket" || action == "s3:ListBucketVersions")
+            r.prefix = std::string(c.req.param("prefix"));
+        if (policy) d = evaluate(*policy, r);
+    }
+    if (d == policy_decision::deny) return access_denied();
+    if (owns(c, *info) || d == policy_decision::allow) return {};
+    return access_denied();
+}
+
+base::result<void> service::check_access(const context& c, access_kind kind,
+                                         std::string_view operation) const {
+    if (c.req.bucket == system_bucket) return access_denied();
+    const bool root = _users.is_root(c.auth.access_key);
+    const bool anonymous = c.auth.access_key.empty();
+    if (kind == access_kind::admin && !root) return access_denied();
+    if (!root && anonymous && (c.req.bucket.empty() || kind == access_kind::create_bucket))
+        return access_denied();
     // A CreateBucket of another's bucket is BucketAlreadyExists (create_owned_bucket), not a refusal
-    if (kind != access_kind::create_bucket) FJORD_TRY(check_bucket_access(c, c.req.bucket));
-    if (kind == access_kind::create_bucket && c.req.bucket == system_bucket) return access_denied();
-    if (copies)
-        FJORD_TRY(
-            check_bucket_access(c, copy_source_bucket(c.ex.head().value_of("x-amz-copy-source"))));
+    if (!root && !c.req.bucket.empty() && kind != access_kind::create_bucket) {
+        const std::string resource =
+            c.req.key.empty() ? c.req.bucket : c.req.bucket + "/" + c.req.key;
+        FJORD_TRY(check_policy(c, c.req.bucket, resource, policy_action(operation, c.req)));
+    }
+    if (kind == access_kind::copy && !root) {
+        auto [bucket, key] = copy_source_of(c.ex.head().value_of("x-amz-copy-source"));
+        if (bucket == system_bucket) return access_denied();
+        FJORD_TRY(check_policy(c, bucket, bucket + "/" + key, "s3:GetObject"));
+    }
     // x-amz-expected-bucket-owner (and -source- on a copy): the ID of the bucket's owner, its access key
     // (ListBuckets' <Owner><ID>); another ID is refused as S3 refuses another account's: 403.
     for (const char* name : {"x-amz-expected-bucket-owner", "x-amz-source-expected-bucket-owner"}) {
@@ -55,6 +124,44 @@ base::result<void> service::check_access(const context& c, access_kind kind) con
         if (expected->value != (owner.empty() ? c.auth.access_key : owner)) return access_denied();
     }
     return {};
+}
+
+base::error service::visible_error(const context& c, base::error err) const {
+    if (err.code != base::errc::no_such_key || _users.is_root(c.auth.access_key)) return err;
+    if (!check_policy(c, c.req.bucket, c.req.bucket, "s3:ListBucket"))
+        return {base::errc::access_denied, "Access Denied"};
+    return err;
+}
+
+// The policy is kept as sent, once it parses (a bucket attribute).
+io::task<void> service::put_bucket_policy(context& c) {
+    auto body = co_await read_verified_body(c, 20 * 1024);  // S3's limit: 20 KB
+    if (!body) co_return co_await send_error(c, body.err());
+    auto policy = parse_policy(*body, c.req.bucket);
+    if (!policy) co_return co_await send_error(c, policy.err());
+    auto set = co_await _store.set_bucket_attribute(c.req.bucket, policy_attribute, *body);
+    if (!set) co_return co_await send_error(c, set.err());
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
+}
+
+io::task<void> service::get_bucket_policy(context& c) {
+    auto info = _store.find_bucket(c.req.bucket);
+    if (!info)
+        co_return co_await send_error(
+            c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
+    auto it = info->attributes.find(policy_attribute);
+    if (it == info->attributes.end())
+        co_return co_await send_error(
+            c, {base::errc::no_such_bucket_policy, "The bucket policy does not exist"});
+    auto headers = c.common_headers();
+    headers.emplace_back("Content-Type", "application/json");
+    (void)co_await c.ex.send_all(200, headers, it->second);
+}
+
+io::task<void> service::delete_bucket_policy(context& c) {
+    auto set = co_await _store.set_bucket_attribute(c.req.bucket, policy_attribute, std::nullopt);
+    if (!set) co_return co_await send_error(c, set.err());
+    (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
 io::task<base::result<void>> service::create_owned_bucket(

@@ -104,7 +104,8 @@ def test_another_users_bucket_is_refused_everywhere(server):
         assert error_of(call)[1] == 403
     assert error_of(lambda: bob.get_object(Bucket="private", Key="k"))[0] == "AccessDenied"
     # A presigned URL made by a user without the permission is refused too
-    url = bob.generate_presigned_url("get_object", Params={"Bucket": "private", "Key": "k"})
+    signer = make_client(server, access_key=BOB[0], secret_key=BOB[1], signature_version="s3v4")
+    url = signer.generate_presigned_url("get_object", Params={"Bucket": "private", "Key": "k"})
     assert requests.get(url, timeout=10).status_code == 403
     # A missing bucket is still NoSuchBucket, and the system bucket is nobody's to reach
     assert error_of(lambda: bob.list_objects_v2(Bucket="no-such-bucket-here"))[0] == "NoSuchBucket"

@@ -1,0 +1,242 @@
+#include "s3/policy.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/encoding.h"
+
+namespace fjord::s3 {
+
+namespace {
+using json = nlohmann::json;
+constexpr std::size_t max_statements = 100;
+
+base::failure malformed(std::string what) {
+    return base::fail(base::errc::malformed_policy, std::move(what));
+}
+
+// A string or an array of strings.
+base::result<std::vector<std::string>> strings_of(const json& v, const char* what) {
+    std::vector<std::string> out;
+    if (v.is_string()) {
+        out.push_back(v.get<std::string>());
+    } else if (v.is_array() && !v.empty()) {
+        for (const auto& item : v) {
+            if (!item.is_string()) return malformed(std::string(what) + " must hold strings");
+            out.push_back(item.get<std::string>());
+        }
+    } else {
+        return malformed(std::string(what) + " must be a string or a list of strings");
+    }
+    return out;
+}
+
+// "*", or a Fjord user's access key as itself or at the end of an IAM ARN.
+base::result<std::vector<std::string>> principals_of(const json& p) {
+    if (p.is_string() && p.get<std::string>() == "*") return std::vector<std::string>{"*"};
+    if (!p.is_object() || p.size() != 1 || !p.contains("AWS"))
+        return malformed("Principal must be \"*\" or {\"AWS\": ...}");
+    auto names = strings_of(p["AWS"], "Principal AWS");
+    if (!names) return names;
+    for (auto& n : *names) {
+        if (n.starts_with("arn:aws:iam::")) n = n.substr(n.find_last_of(":/") + 1);
+        if (n.empty()) return malformed("Invalid principal in policy");
+    }
+    return names;
+}
+
+base::result<std::vector<std::string>> resources_of(const json& r, const std::string& bucket) {
+    auto arns = strings_of(r, "Resource");
+    if (!arns) return arns;
+    constexpr std::string_view prefix = "arn:aws:s3:::";
+    for (auto& arn : *arns) {
+        if (!arn.starts_with(prefix)) return malformed("Policy has invalid resource");
+        arn = arn.substr(prefix.size());
+        std::string_view named = std::string_view(arn).substr(0, arn.find('/'));
+        if (named != bucket) return malformed("Policy has invalid resource");
+    }
+    return arns;
+}
+
+base::result<std::vector<policy_condition>> conditions_of(const json& c) {
+    static const std::pair<const char*, policy_condition::kind> tests[] = {
+        {"IpAddress", policy_condition::kind::ip_address},
+        {"NotIpAddress", policy_condition::kind::not_ip_address},
+        {"StringEquals", policy_condition::kind::string_equals},
+        {"StringNotEquals", policy_condition::kind::string_not_equals},
+        {"StringLike", policy_condition::kind::string_like},
+        {"StringNotLike", policy_condition::kind::string_not_like}};
+    if (!c.is_object()) return malformed("Condition must be an object");
+    std::vector<policy_condition> out;
+    for (const auto& item : c.items()) {
+        const std::string name = item.key();
+        const json& keys = item.value();
+        auto test = std::find_if(std::begin(tests), std::end(tests),
+                                 [&](const auto& t) { return name == t.first; });
+        if (test == std::end(tests) || !keys.is_object())
+            return malformed("Unsupported condition operator " + name);
+        for (const auto& entry : keys.items()) {
+            const std::string key = entry.key();
+            const json& values = entry.value();
+            std::string lower = base::to_lower(key);
+            const bool ip = test->second == policy_condition::kind::ip_address ||
+                            test->second == policy_condition::kind::not_ip_address;
+            if ((ip && lower != "aws:sourceip") || (!ip && lower != "s3:prefix"))
+                return malformed("Unsupported condition key " + key + " for " + name);
+            auto list = strings_of(values, "a condition's values");
+            if (!list) return list.as_failure();
+            out.push_back({test->second, lower, std::move(*list)});
+        }
+    }
+    return out;
+}
+
+base::result<policy_statement> statement_of(const json& s, const std::string& bucket) {
+    if (!s.is_object()) return malformed("a Statement must be an object");
+    for (const char* unsupported : {"NotPrincipal", "NotAction", "NotResource"})
+        if (s.contains(unsupported))
+            return malformed(std::string(unsupported) + " is not supported");
+    policy_statement st;
+    if (!s.contains("Effect") || !s["Effect"].is_string() ||
+        (s["Effect"] != "Allow" && s["Effect"] != "Deny"))
+        return malformed("Effect must be Allow or Deny");
+    st.allow = s["Effect"] == "Allow";
+    for (const char* required : {"Principal", "Action", "Resource"})
+        if (!s.contains(required))
+            return malformed(std::string("Missing required field ") + required);
+    auto principals = principals_of(s["Principal"]);
+    if (!principals) return principals.as_failure();
+    st.principals = std::move(*principals);
+    auto actions = strings_of(s["Action"], "Action");
+    if (!actions) return actions.as_failure();
+    for (auto& a : *actions) {
+        a = base::to_lower(a);
+        if (!a.starts_with("s3:")) return malformed("Policy has an invalid action");
+    }
+    st.actions = std::move(*actions);
+    auto resources = resources_of(s["Resource"], bucket);
+    if (!resources) return resources.as_failure();
+    st.resources = std::move(*resources);
+    if (s.contains("Condition")) {
+        auto conditions = conditions_of(s["Condition"]);
+        if (!conditions) return conditions.as_failure();
+        st.conditions = std::move(*conditions);
+    }
+    return st;
+}
+
+// Glob match with * (any run) and ? (one character).
+bool glob(std::string_view pattern, std::string_view text) {
+    std::size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+    while (t < text.size()) {
+        if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+            ++p;
+            ++t;
+        } else if (p < pattern.size() && pattern[p] == '*') {
+            star = p++;
+            mark = t;
+        } else if (star != std::string_view::npos) {
+            p = star + 1;
+            t = ++mark;
+        } else {
+            return false;
+        }
+    }
+    while (p < pattern.size() && pattern[p] == '*') ++p;
+    return p == pattern.size();
+}
+
+// An address within a CIDR ("10.0.0.0/8", "::1/128", or a bare address).
+bool in_cidr(const std::string& address, std::string_view cidr) {
+    std::string net(cidr.substr(0, cidr.find('/')));
+    const bool v6 = net.find(':') != std::string::npos;
+    std::array<unsigned char, 16> a{}, n{};
+    const int family = v6 ? AF_INET6 : AF_INET;
+    if (inet_pton(family, address.c_str(), a.data()) != 1 ||
+        inet_pton(family, net.c_str(), n.data()) != 1)
+        return false;
+    const unsigned total = v6 ? 128 : 32;
+    unsigned bits = total;
+    if (auto slash = cidr.find('/'); slash != std::string_view::npos)
+        bits = std::min<unsigned>(
+            total, static_cast<unsigned>(std::atoi(std::string(cidr.substr(slash + 1)).c_str())));
+    for (unsigned i = 0; i < bits; ++i) {
+        const unsigned byte = i / 8, mask = 0x80u >> (i % 8);
+        if ((a[byte] & mask) != (n[byte] & mask)) return false;
+    }
+    return true;
+}
+
+bool condition_holds(const policy_condition& c, const policy_request& r) {
+    using kind = policy_condition::kind;
+    auto any = [&](auto&& pred) { return std::any_of(c.values.begin(), c.values.end(), pred); };
+    switch (c.test) {
+        case kind::ip_address:
+            return any([&](const std::string& v) { return in_cidr(r.source_ip, v); });
+        case kind::not_ip_address:
+            return !any([&](const std::string& v) { return in_cidr(r.source_ip, v); });
+        default: break;
+    }
+    // s3:prefix: absent from the request, it matches no value (so a Not test holds)
+    const bool negated = c.test == kind::string_not_equals || c.test == kind::string_not_like;
+    if (!r.prefix) return negated;
+    const bool like = c.test == kind::string_like || c.test == kind::string_not_like;
+    const bool matched =
+        any([&](const std::string& v) { return like ? glob(v, *r.prefix) : v == *r.prefix; });
+    return negated ? !matched : matched;
+}
+
+bool statement_matches(const policy_statement& s, const policy_request& r,
+                       const std::string& action) {
+    auto principal = [&](const std::string& p) {
+        return p == "*" || (!r.principal.empty() && p == r.principal);
+    };
+    if (!std::any_of(s.principals.begin(), s.principals.end(), principal)) return false;
+    if (!std::any_of(s.actions.begin(), s.actions.end(),
+                     [&](const std::string& a) { return glob(a, action); }))
+        return false;
+    if (!std::any_of(s.resources.begin(), s.resources.end(),
+                     [&](const std::string& res) { return glob(res, r.resource); }))
+        return false;
+    return std::all_of(s.conditions.begin(), s.conditions.end(),
+                       [&](const policy_condition& c) { return condition_holds(c, r); });
+}
+}  // namespace
+
+base::result<bucket_policy> parse_policy(std::string_view text, const std::string& bucket) {
+    json doc = json::parse(text, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object()) return malformed("Policies must be valid JSON");
+    if (doc.contains("Version") &&
+        (!doc["Version"].is_string() ||
+         (doc["Version"] != "2012-10-17" && doc["Version"] != "2008-10-17")))
+        return malformed("The policy must contain a valid version string");
+    if (!doc.contains("Statement")) return malformed("Missing required field Statement");
+    json statements = doc["Statement"];
+    if (statements.is_object()) statements = json::array({statements});
+    if (!statements.is_array() || statements.empty() || statements.size() > max_statements)
+        return malformed("Statement must hold 1 to 100 statements");
+    bucket_policy policy;
+    for (const auto& s : statements) {
+        auto st = statement_of(s, bucket);
+        if (!st) return st.as_failure();
+        policy.statements.push_back(std::move(*st));
+    }
+    return policy;
+}
+
+policy_decision evaluate(const bucket_policy& policy, const policy_request& request) {
+    const std::string action = base::to_lower(request.action);
+    policy_decision d = policy_decision::none;
+    for (const auto& s : policy.statements) {
+        if (!statement_matches(s, request, action)) continue;
+        if (!s.allow) return policy_decision::deny;  // Deny wins
+        d = policy_decision::allow;
+    }
+    return d;
+}
+
+}  // namespace fjord::s3

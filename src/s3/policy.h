@@ -1,0 +1,68 @@
+#pragma once
+
+// Bucket policies (Put/Get/DeleteBucketPolicy): the subset of IAM policy JSON that object-store users
+// write. Statements with Effect Allow or Deny; Principal "*" (anyone, anonymous included) or {"AWS": ...}
+// naming Fjord users by access key (also as "arn:aws:iam::<anything>:user/KEY" or ".../KEY"); Action s3:
+// names with * and ? wildcards; Resource ARNs of this bucket ("arn:aws:s3:::bucket", ".../prefix*");
+// Conditions IpAddress / NotIpAddress on aws:SourceIp (IPv4 and IPv6 CIDRs) and StringEquals /
+// StringNotEquals / StringLike / StringNotLike on s3:prefix. Anything else is MalformedPolicy, never
+// silently ignored.
+//
+// Decision (service::check_access): root may do anything; an explicit Deny that matches refuses everyone
+// else, the bucket's owner included; then the owner is allowed; then a matching Allow allows; otherwise
+// refused (default deny). Parsed with nlohmann/json (a well-kept, header-only JSON library).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace fjord::s3 {
+
+struct policy_condition {
+    enum class kind {
+        ip_address,
+        not_ip_address,
+        string_equals,
+        string_not_equals,
+        string_like,
+        string_not_like
+    };
+    kind test = kind::ip_address;
+    std::string key;  // "aws:sourceip" or "s3:prefix" (lower case)
+    std::vector<std::string> values;
+};
+
+struct policy_statement {
+    bool allow = true;
+    std::vector<std::string> principals;  // "*" or access keys
+    std::vector<std::string> actions;     // lower case, "s3:getobject", "s3:*"
+    std::vector<std::string> resources;   // "bucket" or "bucket/key-pattern"
+    std::vector<policy_condition> conditions;
+};
+
+struct bucket_policy {
+    std::vector<policy_statement> statements;
+};
+
+// A policy document for `bucket`: MalformedPolicy (with what is wrong) for anything outside the subset
+// above, or a resource of another bucket.
+base::result<bucket_policy> parse_policy(std::string_view json, const std::string& bucket);
+
+// What a request is, as a policy sees it.
+struct policy_request {
+    std::string principal;              // access key; empty: anonymous
+    std::string action;                 // "s3:GetObject"
+    std::string resource;               // "bucket" or "bucket/key"
+    std::string source_ip;              // the client's address, without port
+    std::optional<std::string> prefix;  // ListBucket's prefix parameter
+};
+
+enum class policy_decision { none, allow, deny };
+policy_decision evaluate(const bucket_policy& policy, const policy_request& request);
+
+// The bucket attribute the policy is kept in (the JSON as sent).
+inline constexpr const char* policy_attribute = "policy";
+
+}  // namespace fjord::s3

@@ -1,0 +1,154 @@
+"""Bucket policies (docs/security.md, "Bucket policies"): Put/Get/DeleteBucketPolicy with boto3 and the
+aws CLI, the JSON subset and its MalformedPolicy refusals, and every decision: anonymous requests allowed
+exactly where a policy allows them, grants to another user by prefix, Deny over the owner's own access,
+aws:SourceIp and s3:prefix conditions, and a missing key hidden from those who may not list."""
+
+import json
+
+import pytest
+import requests
+from botocore.exceptions import ClientError
+
+from conftest import make_client
+from test_users import ALICE, BOB, add_user, client_of
+
+
+def error_of(call):
+    with pytest.raises(ClientError) as e:
+        call()
+    return e.value.response["Error"]["Code"], e.value.response["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def policy(*statements):
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+def allow(principal, actions, resources, **extra):
+    return {"Effect": "Allow", "Principal": principal, "Action": actions, "Resource": resources, **extra}
+
+
+@pytest.fixture
+def server(make_server):
+    s = make_server()
+    add_user(s, ALICE)
+    add_user(s, BOB)
+    return s
+
+
+def anonymous(server, method, path, **kwargs):
+    return requests.request(method, f"{server.endpoint}{path}", timeout=10, **kwargs)
+
+
+def test_policy_round_trip_and_malformed_policies(server):
+    s3 = server.client()
+    s3.create_bucket(Bucket="pol")
+    assert error_of(lambda: s3.get_bucket_policy(Bucket="pol")) == ("NoSuchBucketPolicy", 404)
+    doc = policy(allow("*", "s3:GetObject", "arn:aws:s3:::pol/*"))
+    s3.put_bucket_policy(Bucket="pol", Policy=doc)
+    assert json.loads(s3.get_bucket_policy(Bucket="pol")["Policy"]) == json.loads(doc)
+    bad = ["not json",
+           policy(allow("*", "s3:GetObject", "arn:aws:s3:::other-bucket/*")),
+           policy({"Effect": "Allow", "NotPrincipal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::pol"}),
+           policy(allow("*", "s3:GetObject", "arn:aws:s3:::pol/*",
+                        Condition={"DateGreaterThan": {"aws:CurrentTime": "2020-01-01T00:00:00Z"}})),
+           policy({"Effect": "Maybe", "Principal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::pol"}),
+           policy(allow("*", "iam:PassRole", "arn:aws:s3:::pol"))]
+    for text in bad:
+        assert error_of(lambda: s3.put_bucket_policy(Bucket="pol", Policy=text)) == ("MalformedPolicy", 400), text
+    s3.delete_bucket_policy(Bucket="pol")
+    assert error_of(lambda: s3.get_bucket_policy(Bucket="pol"))[1] == 404
+
+
+def test_anonymous_access_exactly_where_a_policy_allows_it(server):
+    s3 = server.client()
+    s3.create_bucket(Bucket="public")
+    s3.put_object(Bucket="public", Key="datasets/a.bin", Body=b"open data")
+    # Without a policy an anonymous request is refused; a missing bucket is still NoSuchBucket
+    assert anonymous(server, "GET", "/public/datasets/a.bin").status_code == 403
+    assert anonymous(server, "GET", "/no-such-bucket-anywhere/k").status_code == 404
+    s3.put_bucket_policy(Bucket="public", Policy=policy(
+        allow("*", "s3:GetObject", "arn:aws:s3:::public/datasets/*")))
+    got = anonymous(server, "GET", "/public/datasets/a.bin")
+    assert got.status_code == 200 and got.content == b"open data"
+    assert anonymous(server, "PUT", "/public/datasets/b.bin", data=b"x").status_code == 403
+    assert anonymous(server, "DELETE", "/public/datasets/a.bin").status_code == 403
+    assert anonymous(server, "GET", "/public").status_code == 403  # listing is not granted
+    assert anonymous(server, "GET", "/").status_code == 403
+    assert anonymous(server, "PUT", "/anon-made-bucket").status_code == 403
+    # A missing key is hidden (403) from whoever may not list, and 404 once listing is allowed
+    missing = anonymous(server, "GET", "/public/datasets/missing")
+    assert missing.status_code == 403 and "AccessDenied" in missing.text
+    s3.put_bucket_policy(Bucket="public", Policy=policy(
+        allow("*", "s3:GetObject", "arn:aws:s3:::public/datasets/*"),
+        allow("*", "s3:ListBucket", "arn:aws:s3:::public")))
+    missing = anonymous(server, "GET", "/public/datasets/missing")
+    assert missing.status_code == 404 and "NoSuchKey" in missing.text
+    assert "datasets/a.bin" in anonymous(server, "GET", "/public?list-type=2").text
+
+
+def test_a_grant_to_another_user_by_prefix(server):
+    alice, bob = client_of(server, ALICE), client_of(server, BOB)
+    alice.create_bucket(Bucket="team")
+    alice.put_object(Bucket="team", Key="shared/ckpt.pt", Body=b"shared")
+    alice.put_object(Bucket="team", Key="private/notes", Body=b"mine")
+    alice.put_bucket_policy(Bucket="team", Policy=policy(
+        allow({"AWS": [f"arn:aws:iam::000000000000:user/{BOB[0]}"]}, ["s3:GetObject"],
+              "arn:aws:s3:::team/shared/*"),
+        allow({"AWS": BOB[0]}, "s3:ListBucket", "arn:aws:s3:::team",
+              Condition={"StringLike": {"s3:prefix": "shared/*"}})))
+    assert bob.get_object(Bucket="team", Key="shared/ckpt.pt")["Body"].read() == b"shared"
+    assert error_of(lambda: bob.get_object(Bucket="team", Key="private/notes")) == ("AccessDenied", 403)
+    assert error_of(lambda: bob.put_object(Bucket="team", Key="shared/x", Body=b"x"))[1] == 403
+    assert [o["Key"] for o in bob.list_objects_v2(Bucket="team", Prefix="shared/")["Contents"]] == \
+        ["shared/ckpt.pt"]
+    assert error_of(lambda: bob.list_objects_v2(Bucket="team"))[1] == 403, "only under shared/"
+    signer = make_client(server, access_key=BOB[0], secret_key=BOB[1], signature_version="s3v4")
+    url = signer.generate_presigned_url("get_object", Params={"Bucket": "team", "Key": "shared/ckpt.pt"})
+    assert requests.get(url, timeout=10).content == b"shared"
+    # Bob still sees only his own buckets, and may not change Alice's policy
+    assert bob.list_buckets()["Buckets"] == []
+    assert error_of(lambda: bob.delete_bucket_policy(Bucket="team"))[1] == 403
+
+
+def test_deny_wins_over_the_owner_and_over_allow(server):
+    alice = client_of(server, ALICE)
+    alice.create_bucket(Bucket="guarded")
+    alice.put_object(Bucket="guarded", Key="ckpt/step-1", Body=b"keep")
+    alice.put_bucket_policy(Bucket="guarded", Policy=policy(
+        allow("*", "s3:*", "arn:aws:s3:::guarded/*"),
+        {"Effect": "Deny", "Principal": "*", "Action": ["s3:DeleteObject*"],
+         "Resource": "arn:aws:s3:::guarded/ckpt/*"}))
+    assert error_of(lambda: alice.delete_object(Bucket="guarded", Key="ckpt/step-1")) == ("AccessDenied", 403)
+    assert error_of(lambda: client_of(server, BOB).delete_object(Bucket="guarded", Key="ckpt/step-1"))[1] == 403
+    assert client_of(server, BOB).get_object(Bucket="guarded", Key="ckpt/step-1")["Body"].read() == b"keep"
+    # The root user is not bound by bucket policies (it can always repair one)
+    server.client().delete_object(Bucket="guarded", Key="ckpt/step-1")
+
+
+def test_source_ip_condition(server):
+    s3 = server.client()
+    s3.create_bucket(Bucket="bynet")
+    s3.put_object(Bucket="bynet", Key="k", Body=b"v")
+    s3.put_bucket_policy(Bucket="bynet", Policy=policy(
+        allow("*", "s3:GetObject", "arn:aws:s3:::bynet/*",
+              Condition={"IpAddress": {"aws:SourceIp": ["10.0.0.0/8", "192.168.0.0/16"]}})))
+    assert anonymous(server, "GET", "/bynet/k").status_code == 403
+    s3.put_bucket_policy(Bucket="bynet", Policy=policy(
+        allow("*", "s3:GetObject", "arn:aws:s3:::bynet/*",
+              Condition={"IpAddress": {"aws:SourceIp": "127.0.0.0/8"}})))
+    assert anonymous(server, "GET", "/bynet/k").status_code == 200
+
+
+def test_policies_survive_a_restart_and_the_aws_cli_sets_them(server, aws_cli, bucket):
+    aws_cli("s3api", "put-bucket-policy", "--bucket", bucket, "--policy",
+            policy(allow("*", "s3:GetObject", f"arn:aws:s3:::{bucket}/*")))
+    got = json.loads(aws_cli("s3api", "get-bucket-policy", "--bucket", bucket).stdout_text)
+    assert json.loads(got["Policy"])["Statement"][0]["Effect"] == "Allow"
+    s3 = server.client()
+    s3.create_bucket(Bucket="kept-policy")
+    s3.put_object(Bucket="kept-policy", Key="k", Body=b"v")
+    s3.put_bucket_policy(Bucket="kept-policy", Policy=policy(
+        allow("*", "s3:GetObject", "arn:aws:s3:::kept-policy/*")))
+    server.kill()
+    server.start()
+    assert anonymous(server, "GET", "/kept-policy/k").content == b"v"
