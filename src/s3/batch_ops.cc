@@ -215,9 +215,17 @@ io::task<void> service::delete_objects(context& c) {
         co_return co_await send_error(
             c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
     const bool versioned = has_versioning(_store, c.req.bucket);
+    const bucket_access access = access_of(c, c.req.bucket);  // each key is checked on its own
     io::wait_group group(deletes_in_flight);
-    for (auto& o : outcomes)
-        if (check_entry(o, versioned)) co_await group.spawn(delete_one(&_store, c.req.bucket, &o));
+    for (auto& o : outcomes) {
+        if (!check_entry(o, versioned)) continue;
+        if (!may_delete(c, access, o.key, o.version.has_value())) {
+            o.code = base::errc::access_denied;
+            o.message = "Access Denied";
+            continue;
+        }
+        co_await group.spawn(delete_one(&_store, c.req.bucket, &o));
+    }
     co_await group.wait();
     xml_writer x;
     x.open("DeleteResult", s3_xmlns);

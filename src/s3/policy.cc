@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "base/encoding.h"
@@ -35,7 +36,7 @@ base::result<std::vector<std::string>> strings_of(const json& v, const char* wha
     return out;
 }
 
-// "*", or a Fjord user's access key as itself or at the end of an IAM ARN.
+// "*" (or {"AWS": "*"}), or Fjord users: an access key, as itself or as arn:aws:iam::ACCOUNT:user/KEY.
 base::result<std::vector<std::string>> principals_of(const json& p) {
     if (p.is_string() && p.get<std::string>() == "*") return std::vector<std::string>{"*"};
     if (!p.is_object() || p.size() != 1 || !p.contains("AWS"))
@@ -43,8 +44,15 @@ base::result<std::vector<std::string>> principals_of(const json& p) {
     auto names = strings_of(p["AWS"], "Principal AWS");
     if (!names) return names;
     for (auto& n : *names) {
-        if (n.starts_with("arn:aws:iam::")) n = n.substr(n.find_last_of(":/") + 1);
-        if (n.empty()) return malformed("Invalid principal in policy");
+        if (n == "*") continue;
+        if (n.starts_with("arn:aws:iam::")) {
+            auto user = n.find(":user/");
+            if (user == std::string::npos) return malformed("Invalid principal in policy: " + n);
+            n = n.substr(user + 6);
+        }
+        // An access key: 3-128 visible characters, no wildcard or separator
+        if (n.size() < 3 || n.size() > 128 || n.find_first_of("*?/: ") != std::string::npos)
+            return malformed("Invalid principal in policy");
     }
     return names;
 }
@@ -54,12 +62,53 @@ base::result<std::vector<std::string>> resources_of(const json& r, const std::st
     if (!arns) return arns;
     constexpr std::string_view prefix = "arn:aws:s3:::";
     for (auto& arn : *arns) {
-        if (!arn.starts_with(prefix)) return malformed("Policy has invalid resource");
+        // Patterns are matched against every request: bounded, and with few wildcards
+        if (!arn.starts_with(prefix) || arn.size() > 1100 ||
+            std::count(arn.begin(), arn.end(), '*') > 8)
+            return malformed("Policy has invalid resource");
         arn = arn.substr(prefix.size());
         std::string_view named = std::string_view(arn).substr(0, arn.find('/'));
         if (named != bucket) return malformed("Policy has invalid resource");
     }
     return arns;
+}
+
+// A CIDR ("10.0.0.0/8", "::1/128", or a bare address): its family, network bytes and prefix length.
+struct cidr_parts {
+    int family = AF_INET;
+    std::array<unsigned char, 16> net{};
+    unsigned bits = 0;
+};
+
+std::optional<cidr_parts> parse_cidr(std::string_view cidr) {
+    cidr_parts out;
+    std::string net(cidr.substr(0, cidr.find('/')));
+    out.family = net.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+    if (inet_pton(out.family, net.c_str(), out.net.data()) != 1) return std::nullopt;
+    const unsigned total = out.family == AF_INET6 ? 128 : 32;
+    out.bits = total;
+    if (auto slash = cidr.find('/'); slash != std::string_view::npos) {
+        auto n = base::parse_u64(cidr.substr(slash + 1));
+        if (!n || *n > total) return std::nullopt;
+        out.bits = static_cast<unsigned>(*n);
+    }
+    return out;
+}
+
+bool valid_cidr(std::string_view cidr) { return parse_cidr(cidr).has_value(); }
+
+// Whether an address (an IPv4-mapped IPv6 one counts as its IPv4 address) is within a CIDR.
+bool in_cidr(std::string address, std::string_view cidr) {
+    if (address.starts_with("::ffff:") && address.find('.') != std::string::npos)
+        address.erase(0, 7);
+    auto range = parse_cidr(cidr);
+    std::array<unsigned char, 16> a{};
+    if (!range || inet_pton(range->family, address.c_str(), a.data()) != 1) return false;
+    for (unsigned i = 0; i < range->bits; ++i) {
+        const unsigned byte = i / 8, mask = 0x80u >> (i % 8);
+        if ((a[byte] & mask) != (range->net[byte] & mask)) return false;
+    }
+    return true;
 }
 
 base::result<std::vector<policy_condition>> conditions_of(const json& c) {
@@ -70,14 +119,14 @@ base::result<std::vector<policy_condition>> conditions_of(const json& c) {
         {"StringNotEquals", policy_condition::kind::string_not_equals},
         {"StringLike", policy_condition::kind::string_like},
         {"StringNotLike", policy_condition::kind::string_not_like}};
-    if (!c.is_object()) return malformed("Condition must be an object");
+    if (!c.is_object() || c.empty()) return malformed("Condition must be a non-empty object");
     std::vector<policy_condition> out;
     for (const auto& item : c.items()) {
         const std::string name = item.key();
         const json& keys = item.value();
         auto test = std::find_if(std::begin(tests), std::end(tests),
                                  [&](const auto& t) { return name == t.first; });
-        if (test == std::end(tests) || !keys.is_object())
+        if (test == std::end(tests) || !keys.is_object() || keys.empty())
             return malformed("Unsupported condition operator " + name);
         for (const auto& entry : keys.items()) {
             const std::string key = entry.key();
@@ -89,6 +138,9 @@ base::result<std::vector<policy_condition>> conditions_of(const json& c) {
                 return malformed("Unsupported condition key " + key + " for " + name);
             auto list = strings_of(values, "a condition's values");
             if (!list) return list.as_failure();
+            for (const auto& v : *list)
+                if ((ip && !valid_cidr(v)) || v.size() > 1024)
+                    return malformed("Invalid value in condition " + name + ": " + v);
             out.push_back({test->second, lower, std::move(*list)});
         }
     }
@@ -97,6 +149,12 @@ base::result<std::vector<policy_condition>> conditions_of(const json& c) {
 
 base::result<policy_statement> statement_of(const json& s, const std::string& bucket) {
     if (!s.is_object()) return malformed("a Statement must be an object");
+    static constexpr std::string_view known[] = {"Sid",          "Effect",    "Principal",
+                                                 "Action",       "Resource",  "Condition",
+                                                 "NotPrincipal", "NotAction", "NotResource"};
+    for (const auto& field : s.items())
+        if (std::find(std::begin(known), std::end(known), field.key()) == std::end(known))
+            return malformed("Unknown field " + field.key());
     for (const char* unsupported : {"NotPrincipal", "NotAction", "NotResource"})
         if (s.contains(unsupported))
             return malformed(std::string(unsupported) + " is not supported");
@@ -133,12 +191,13 @@ base::result<policy_statement> statement_of(const json& s, const std::string& bu
 bool glob(std::string_view pattern, std::string_view text) {
     std::size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
     while (t < text.size()) {
-        if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
-            ++p;
-            ++t;
-        } else if (p < pattern.size() && pattern[p] == '*') {
+        if (p < pattern.size() &&
+            pattern[p] == '*') {  // before the literal test: a key may hold '*'
             star = p++;
             mark = t;
+        } else if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+            ++p;
+            ++t;
         } else if (star != std::string_view::npos) {
             p = star + 1;
             t = ++mark;
@@ -148,27 +207,6 @@ bool glob(std::string_view pattern, std::string_view text) {
     }
     while (p < pattern.size() && pattern[p] == '*') ++p;
     return p == pattern.size();
-}
-
-// An address within a CIDR ("10.0.0.0/8", "::1/128", or a bare address).
-bool in_cidr(const std::string& address, std::string_view cidr) {
-    std::string net(cidr.substr(0, cidr.find('/')));
-    const bool v6 = net.find(':') != std::string::npos;
-    std::array<unsigned char, 16> a{}, n{};
-    const int family = v6 ? AF_INET6 : AF_INET;
-    if (inet_pton(family, address.c_str(), a.data()) != 1 ||
-        inet_pton(family, net.c_str(), n.data()) != 1)
-        return false;
-    const unsigned total = v6 ? 128 : 32;
-    unsigned bits = total;
-    if (auto slash = cidr.find('/'); slash != std::string_view::npos)
-        bits = std::min<unsigned>(
-            total, static_cast<unsigned>(std::atoi(std::string(cidr.substr(slash + 1)).c_str())));
-    for (unsigned i = 0; i < bits; ++i) {
-        const unsigned byte = i / 8, mask = 0x80u >> (i % 8);
-        if ((a[byte] & mask) != (n[byte] & mask)) return false;
-    }
-    return true;
 }
 
 bool condition_holds(const policy_condition& c, const policy_request& r) {
@@ -217,6 +255,9 @@ base::result<bucket_policy> parse_policy(std::string_view text, const std::strin
     if (!doc.contains("Statement")) return malformed("Missing required field Statement");
     json statements = doc["Statement"];
     if (statements.is_object()) statements = json::array({statements});
+    for (const auto& field : doc.items())
+        if (field.key() != "Version" && field.key() != "Id" && field.key() != "Statement")
+            return malformed("Unknown field " + field.key());
     if (!statements.is_array() || statements.empty() || statements.size() > max_statements)
         return malformed("Statement must hold 1 to 100 statements");
     bucket_policy policy;

@@ -23,6 +23,7 @@ namespace fjord::s3 {
 
 class access_log;
 struct body_plan;
+struct bucket_access;
 
 struct service_options {
     auth::credential_store credentials;
@@ -112,6 +113,12 @@ private:
     // bucket policy's Deny refuses, then its owner may, then the policy's Allow allows.
     base::result<void> check_policy(const context& c, const std::string& bucket,
                                     const std::string& resource, const std::string& action) const;
+    bucket_access access_of(const context& c, const std::string& bucket) const;
+    base::result<void> decide(const context& c, const bucket_access& access,
+                              const std::string& resource, const std::string& action) const;
+    // DeleteObjects, key by key.
+    bool may_delete(const context& c, const bucket_access& access, const std::string& key,
+                    bool version) const;
     // A missing key is 403 to a caller who may not list the bucket (as S3 hides which keys exist).
     base::error visible_error(const context& c, base::error err) const;
     io::task<void> put_bucket_policy(context& c);

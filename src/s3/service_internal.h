@@ -11,6 +11,7 @@
 #include "http/connection.h"
 #include "s3/checksum.h"
 #include "s3/payload.h"
+#include "s3/policy.h"
 #include "s3/service.h"
 
 namespace fjord::s3 {
@@ -33,6 +34,15 @@ struct service::context {
         headers.emplace_back("x-amz-id-2", request_id);
         return headers;
     }
+};
+
+// What authorization knows of a bucket (user_ops.cc): it, whether the caller owns it, and its policy
+// (`broken` when the stored one no longer parses: then only root passes).
+struct bucket_access {
+    std::optional<store::bucket_info> info;
+    bool owner = false;
+    std::optional<bucket_policy> policy;
+    bool broken = false;
 };
 
 // Versioning (version_ops.cc). Whether a bucket has had versioning enabled (it then stays Enabled or

@@ -65,35 +65,84 @@ std::string source_ip(std::string_view remote) {
     return std::string(remote.substr(0, remote.rfind(':')));
 }
 
-// x-amz-copy-source's bucket and key.
-std::pair<std::string, std::string> copy_source_of(std::string_view header) {
-    std::string bucket = copy_source_bucket(header);
-    header = header.substr(0, header.find('?'));
+// x-amz-copy-source's bucket, key and whether it names a version.
+struct copy_source_name {
+    std::string bucket, key;
+    bool versioned = false;
+};
+
+copy_source_name copy_source_of(std::string_view header) {
+    copy_source_name out;
+    out.bucket = copy_source_bucket(header);
+    auto question = header.find('?');
+    if (question != std::string_view::npos)
+        out.versioned = header.substr(question + 1).starts_with("versionId=");
+    header = header.substr(0, question);
     auto decoded = base::uri_decode(header, false);
     std::string text = decoded ? *decoded : std::string(header);
     if (text.starts_with('/')) text.erase(0, 1);
     auto slash = text.find('/');
-    return {bucket, slash == std::string::npos ? std::string() : text.substr(slash + 1)};
+    if (slash != std::string::npos) out.key = text.substr(slash + 1);
+    return out;
 }
 }  // namespace
+
+bucket_access service::access_of(const context& c, const std::string& bucket) const {
+    bucket_access a;
+    a.info = _store.find_bucket(bucket);
+    if (!a.info) return a;
+    a.owner = owns(c, *a.info);
+    if (auto text = a.info->attributes.find(policy_attribute); text != a.info->attributes.end()) {
+        auto policy = parse_policy(text->second, bucket);
+        if (policy)
+            a.policy = std::move(*policy);
+        else
+            a.broken = true;  // its Denies cannot be known: nobody but root passes
+    }
+    return a;
+}
+
+base::result<void> service::decide(const context& c, const bucket_access& a,
+                                   const std::string& resource, const std::string& action) const {
+    if (!a.info)
+        return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+    if (a.broken) return access_denied();
+    policy_decision d = policy_decision::none;
+    if (a.policy) {
+        policy_request r{c.auth.access_key, action, resource, source_ip(c.ex.remote_address()), {}};
+        if ((action == "s3:ListBucket" || action == "s3:ListBucketVersions") && c.req.has("prefix"))
+            r.prefix = std::string(c.req.param("prefix"));
+        d = evaluate(*a.policy, r);
+    }
+    if (d == policy_decision::deny) return access_denied();
+    if (a.owner || d == policy_decision::allow) return {};
+    return access_denied();
+}
 
 base::result<void> service::check_policy(const context& c, const std::string& bucket,
                                          const std::string& resource,
                                          const std::string& action) const {
-    auto info = _store.find_bucket(bucket);
-    if (!info) return {};  // the operation answers NoSuchBucket
-    policy_decision d = policy_decision::none;
-    if (auto text = info->attributes.find(policy_attribute); text != info->attributes.end()) {
-        auto policy = parse_policy(text->second, bucket);
-        policy_request r{c.auth.access_key, action, resource, source_ip(c.ex.remote_address()), {}};
-        if (action == "s3:ListBucket" || action == "s3:ListBucketVersions")
-            r.prefix = std::string(c.req.param("prefix"));
-        if (policy) d = evaluate(*policy, r);
-    }
-    if (d == policy_decision::deny) return access_denied();
-    if (owns(c, *info) || d == policy_decision::allow) return {};
-    return access_denied();
+    return decide(c, access_of(c, bucket), resource, action);
 }
+
+namespace {
+// Operations only a bucket's owner (or root) may run, whatever a policy says: changing who may do what,
+// and the KV batch API, whose keys are not checked one by one.
+bool owner_only(std::string_view operation) {
+    return operation.ends_with("BucketPolicy") || operation == "FjordKvBatch";
+}
+
+// The expected owner a header names against a bucket's actual one (its access key, or the caller's
+// for root's buckets).
+base::result<void> check_expected(const http::header* expected, const bucket_access& a,
+                                  const std::string& caller) {
+    if (!expected) return {};
+    std::string owner = a.info ? owner_of(*a.info) : std::string();
+    if (expected->value != (owner.empty() ? caller : owner))
+        return base::fail(base::errc::access_denied, "Access Denied");
+    return {};
+}
+}  // namespace
 
 base::result<void> service::check_access(const context& c, access_kind kind,
                                          std::string_view operation) const {
@@ -104,26 +153,43 @@ base::result<void> service::check_access(const context& c, access_kind kind,
     if (!root && anonymous && (c.req.bucket.empty() || kind == access_kind::create_bucket))
         return access_denied();
     // A CreateBucket of another's bucket is BucketAlreadyExists (create_owned_bucket), not a refusal
-    if (!root && !c.req.bucket.empty() && kind != access_kind::create_bucket) {
+    const bool checked = !c.req.bucket.empty() && kind != access_kind::create_bucket;
+    const http::header* expected = c.ex.head().find("x-amz-expected-bucket-owner");
+    bucket_access target;  // root's requests look nothing up unless they name an expected owner
+    if (checked && (!root || expected)) target = access_of(c, c.req.bucket);
+    if (checked && !root) {
+        if (!target.info)
+            return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
+        if (owner_only(operation) && !target.owner) return access_denied();
+        // DeleteObjects is checked key by key (delete_objects), once a policy could grant it at all
         const std::string resource =
             c.req.key.empty() ? c.req.bucket : c.req.bucket + "/" + c.req.key;
-        FJORD_TRY(check_policy(c, c.req.bucket, resource, policy_action(operation, c.req)));
+        if (operation != "DeleteObjects")
+            FJORD_TRY(decide(c, target, resource, policy_action(operation, c.req)));
+        else if (!target.owner && !target.policy)
+            return access_denied();
     }
-    if (kind == access_kind::copy && !root) {
-        auto [bucket, key] = copy_source_of(c.ex.head().value_of("x-amz-copy-source"));
-        if (bucket == system_bucket) return access_denied();
-        FJORD_TRY(check_policy(c, bucket, bucket + "/" + key, "s3:GetObject"));
-    }
-    // x-amz-expected-bucket-owner (and -source- on a copy): the ID of the bucket's owner, its access key
-    // (ListBuckets' <Owner><ID>); another ID is refused as S3 refuses another account's: 403.
-    for (const char* name : {"x-amz-expected-bucket-owner", "x-amz-source-expected-bucket-owner"}) {
-        const http::header* expected = c.ex.head().find(name);
-        if (!expected || c.req.bucket.empty()) continue;
-        auto info = _store.find_bucket(c.req.bucket);
-        std::string owner = info ? owner_of(*info) : std::string();
-        if (expected->value != (owner.empty() ? c.auth.access_key : owner)) return access_denied();
+    if (checked) FJORD_TRY(check_expected(expected, target, c.auth.access_key));
+    if (kind == access_kind::copy) {
+        auto source = copy_source_of(c.ex.head().value_of("x-amz-copy-source"));
+        if (source.bucket == system_bucket) return access_denied();
+        const http::header* source_expected =
+            c.ex.head().find("x-amz-source-expected-bucket-owner");
+        bucket_access from;
+        if (!root || source_expected) from = access_of(c, source.bucket);
+        if (!root)
+            FJORD_TRY(decide(c, from, source.bucket + "/" + source.key,
+                             source.versioned ? "s3:GetObjectVersion" : "s3:GetObject"));
+        FJORD_TRY(check_expected(source_expected, from, c.auth.access_key));
     }
     return {};
+}
+
+bool service::may_delete(const context& c, const bucket_access& access, const std::string& key,
+                         bool version) const {
+    if (_users.is_root(c.auth.access_key)) return true;
+    return bool(decide(c, access, c.req.bucket + "/" + key,
+                       version ? "s3:DeleteObjectVersion" : "s3:DeleteObject"));
 }
 
 base::error service::visible_error(const context& c, base::error err) const {

@@ -54,10 +54,17 @@ std::vector<std::string> user_directory::list(const store::object_store& store) 
     return table().names;
 }
 
-io::task<bool> user_directory::apply_on_this_core(std::string access_key,
-                                                  std::optional<std::string> secret) {
+// Takes the user's entry from this core's view of the system bucket, not from the request: concurrent
+// changes of one key are then applied on every core as the store ordered them.
+io::task<bool> user_directory::apply_on_this_core(const store::object_store* store,
+                                                  std::string access_key) {
     core_table& t = table();
     if (!t.loaded) co_return true;  // it loads the store's table, which already has the change
+    std::optional<std::string> secret;
+    if (auto system = store->find_bucket(system_bucket))
+        if (auto it = system->attributes.find(std::string(user_prefix) + access_key);
+            it != system->attributes.end())
+            secret = it->second;
     auto named = std::find(t.names.begin(), t.names.end(), access_key);
     if (secret) {
         t.users.add({access_key, *secret});
@@ -86,7 +93,7 @@ io::task<base::result<void>> user_directory::set(store::object_store& store, std
     FJORD_CO_TRY(co_await store.set_bucket_attribute(
         system_bucket, std::string(user_prefix) + access_key, secret));
     for (unsigned c = 0; c < _tables.size(); ++c) {
-        auto call = [this, access_key, secret] { return apply_on_this_core(access_key, secret); };
+        auto call = [this, &store, access_key] { return apply_on_this_core(&store, access_key); };
         (void)co_await io::invoke_on(c, std::move(call));
     }
     co_return base::result<void>{};

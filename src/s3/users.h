@@ -50,7 +50,7 @@ private:
     };
     core_table& table();
     void load(core_table& t, const store::object_store& store) const;
-    io::task<bool> apply_on_this_core(std::string access_key, std::optional<std::string> secret);
+    io::task<bool> apply_on_this_core(const store::object_store* store, std::string access_key);
 
     auth::credential_store _root;
     std::vector<std::unique_ptr<core_table>> _tables;

@@ -152,3 +152,40 @@ def test_policies_survive_a_restart_and_the_aws_cli_sets_them(server, aws_cli, b
     server.kill()
     server.start()
     assert anonymous(server, "GET", "/kept-policy/k").content == b"v"
+
+
+def test_delete_objects_is_checked_key_by_key(server):
+    alice, bob = client_of(server, ALICE), client_of(server, BOB)
+    alice.create_bucket(Bucket="ckpts")
+    for key in ["protected/step-1", "scratch/a", "scratch/b"]:
+        alice.put_object(Bucket="ckpts", Key=key, Body=b"x")
+    alice.put_bucket_policy(Bucket="ckpts", Policy=policy(
+        allow({"AWS": BOB[0]}, "s3:DeleteObject", "arn:aws:s3:::ckpts/scratch/*"),
+        {"Effect": "Deny", "Principal": "*", "Action": "s3:DeleteObject",
+         "Resource": "arn:aws:s3:::ckpts/protected/*"}))
+    objects = [{"Key": k} for k in ["protected/step-1", "scratch/a"]]
+    for who in (alice, bob):  # the Deny binds the owner too; Bob's grant covers scratch/ only
+        answer = who.delete_objects(Bucket="ckpts", Delete={"Objects": objects})
+        assert [e["Key"] for e in answer.get("Errors", [])] == ["protected/step-1"]
+        assert answer["Errors"][0]["Code"] == "AccessDenied"
+    answer = bob.delete_objects(Bucket="ckpts", Delete={"Objects": [{"Key": "scratch/b"}]})
+    assert [d["Key"] for d in answer["Deleted"]] == ["scratch/b"]
+    keys = [o["Key"] for o in alice.list_objects_v2(Bucket="ckpts")["Contents"]]
+    assert keys == ["protected/step-1"]
+
+
+def test_policy_changes_and_kv_batches_are_the_owners(server):
+    alice, bob = client_of(server, ALICE), client_of(server, BOB)
+    alice.create_bucket(Bucket="shared-all")
+    alice.put_bucket_policy(Bucket="shared-all", Policy=policy(
+        allow("*", "s3:*", ["arn:aws:s3:::shared-all", "arn:aws:s3:::shared-all/*"])))
+    bob.put_object(Bucket="shared-all", Key="k", Body=b"granted")
+    assert error_of(lambda: bob.put_bucket_policy(Bucket="shared-all", Policy=policy(
+        allow("*", "s3:GetObject", "arn:aws:s3:::shared-all/*"))))[1] == 403
+    assert error_of(lambda: bob.get_bucket_policy(Bucket="shared-all"))[1] == 403
+    assert anonymous(server, "DELETE", "/shared-all?policy").status_code == 403
+    assert error_of(lambda: bob.copy_object(Bucket="shared-all", Key="c",
+                                            CopySource={"Bucket": "shared-all", "Key": "k"},
+                                            ExpectedSourceBucketOwner=BOB[0]))[1] == 403
+    bob.copy_object(Bucket="shared-all", Key="c", CopySource={"Bucket": "shared-all", "Key": "k"},
+                    ExpectedSourceBucketOwner=ALICE[0])

@@ -1,0 +1,97 @@
+// Bucket policies (s3/policy.h): what parses, what is refused, and each decision.
+
+#include "s3/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace fjord::s3 {
+namespace {
+
+std::string doc(const std::string& statements) {
+    return R"({"Version": "2012-10-17", "Statement": [)" + statements + "]}";
+}
+
+bucket_policy parsed(const std::string& statements) {
+    auto p = parse_policy(doc(statements), "b");
+    EXPECT_TRUE(p.has_value()) << (p ? "" : p.err().message);
+    return p ? *p : bucket_policy{};
+}
+
+policy_request req(std::string principal, std::string action, std::string resource,
+                   std::string ip = "127.0.0.1") {
+    return {std::move(principal), std::move(action), std::move(resource), std::move(ip), {}};
+}
+
+TEST(policy, refuses_what_it_cannot_honour) {
+    const char* refused[] = {
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::other/*"})",
+        R"({"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::1:user/*"}, "Action": "s3:*", "Resource": "arn:aws:s3:::b"})",
+        R"({"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::1:root"}, "Action": "s3:*", "Resource": "arn:aws:s3:::b"})",
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::b", "Conditions": {}})",
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::b",
+            "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/x"}}})",
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::b",
+            "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/33"}}})",
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::b", "Condition": {}})",
+        R"({"Effect": "Allow", "NotPrincipal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::b"})",
+    };
+    for (const char* s : refused) {
+        auto p = parse_policy(doc(s), "b");
+        ASSERT_FALSE(p.has_value()) << s;
+        EXPECT_EQ(p.code(), base::errc::malformed_policy) << s;
+    }
+    EXPECT_FALSE(parse_policy("[1, 2]", "b"));
+    EXPECT_FALSE(parse_policy(R"({"Statement": [], "Extra": 1})", "b"));
+}
+
+TEST(policy, deny_wins_and_wildcards_match_keys_holding_wildcards) {
+    auto p = parsed(
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:Get*", "Resource": "arn:aws:s3:::b/*"},
+                       {"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/secret/*"})");
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/public/x")), policy_decision::allow);
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/secret/x")), policy_decision::deny);
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/secret/*x")), policy_decision::deny)
+        << "a '*' in the key is not a way around the pattern";
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/secret/**")), policy_decision::deny);
+    EXPECT_EQ(evaluate(p, req("", "s3:PutObject", "b/public/x")), policy_decision::none);
+    EXPECT_EQ(evaluate(p, req("", "S3:GETOBJECT", "b/public/x")), policy_decision::allow)
+        << "actions are case-insensitive";
+}
+
+TEST(policy, principals_name_users_by_access_key) {
+    auto p = parsed(
+        R"({"Effect": "Allow", "Principal": {"AWS": ["arn:aws:iam::123:user/BOBKEY", "CAROLKEY"]},
+                        "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"})");
+    EXPECT_EQ(evaluate(p, req("BOBKEY", "s3:GetObject", "b/k")), policy_decision::allow);
+    EXPECT_EQ(evaluate(p, req("CAROLKEY", "s3:GetObject", "b/k")), policy_decision::allow);
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/k")), policy_decision::none);
+    EXPECT_EQ(evaluate(p, req("MALLORY", "s3:GetObject", "b/k")), policy_decision::none);
+}
+
+TEST(policy, source_ip_counts_ipv4_mapped_peers_as_ipv4) {
+    auto p = parsed(
+        R"({"Effect": "Deny", "Principal": "*", "Action": "s3:*", "Resource": "arn:aws:s3:::b/*",
+                        "Condition": {"IpAddress": {"aws:SourceIp": ["203.0.113.0/24", "2001:db8::/32"]}}})");
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/k", "203.0.113.5")), policy_decision::deny);
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/k", "::ffff:203.0.113.5")),
+              policy_decision::deny);
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/k", "2001:db8::7")), policy_decision::deny);
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/k", "198.51.100.1")), policy_decision::none);
+}
+
+TEST(policy, prefix_conditions_when_the_prefix_is_absent) {
+    auto p = parsed(
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::b",
+                        "Condition": {"StringLike": {"s3:prefix": "shared/*"}}})");
+    auto r = req("", "s3:ListBucket", "b");
+    EXPECT_EQ(evaluate(p, r), policy_decision::none) << "no prefix matches no value";
+    r.prefix = "shared/run-1/";
+    EXPECT_EQ(evaluate(p, r), policy_decision::allow);
+    r.prefix = "private/";
+    EXPECT_EQ(evaluate(p, r), policy_decision::none);
+}
+
+}  // namespace
+}  // namespace fjord::s3
