@@ -96,7 +96,9 @@ bool decode(decoder& d, object_record& r) {
     r.delete_marker = false;
     if (d.ok() && !d.at_end()) {  // records written before versioning end here
         r.version_id = d.str();
-        r.delete_marker = d.u8() != 0;
+        const std::uint8_t flag = d.u8();
+        if (flag > 1) return false;  // one encoding per record
+        r.delete_marker = flag == 1;
         if (r.delete_marker && (r.size_bytes != 0 || !r.segments.empty())) return false;
     }
     return d.ok();

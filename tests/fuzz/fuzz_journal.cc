@@ -45,17 +45,21 @@ void check_object_record(std::string_view payload, int prefix_strings) {
     std::string again = prefix;
     encoder e(again);
     encode(e, record);
-    // Older records end early: before the tag list, the part checksum list or the inline bytes. They
-    // re-encode with empty ones (zero counts and lengths) appended.
+    // Older records end early: before the tag list, the part checksum list, the inline bytes or the
+    // version (id and delete-marker flag). They re-encode with empty ones (zero counts and lengths, a
+    // zero flag) appended.
     auto padded = [&](std::size_t zeros) {
         return again == std::string(payload) + std::string(zeros, '\0');
     };
-    bool before_inline = record.inline_data.empty() && padded(4);
+    const bool no_version = record.version_id.empty() && !record.delete_marker;
+    bool before_version = no_version && padded(5);
+    bool before_inline = no_version && record.inline_data.empty() && padded(9);
     bool before_part_checksums =
-        record.inline_data.empty() && record.part_checksums.empty() && padded(8);
-    bool before_tags = record.inline_data.empty() && record.tags.empty() &&
-                       record.part_checksums.empty() && padded(12);
-    FUZZ_CHECK(again == payload || before_inline || before_part_checksums || before_tags);
+        no_version && record.inline_data.empty() && record.part_checksums.empty() && padded(13);
+    bool before_tags = no_version && record.inline_data.empty() && record.tags.empty() &&
+                       record.part_checksums.empty() && padded(17);
+    FUZZ_CHECK(again == payload || before_version || before_inline || before_part_checksums ||
+               before_tags);
 }
 
 }  // namespace
