@@ -259,7 +259,7 @@ io::task<void> service::put_object_tagging(context& c) {
 
 io::task<void> service::get_object_tagging(context& c) {
     auto found = co_await head_named(c);
-    if (!found) co_return co_await send_error(c, found.err());
+    if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
     auto headers = c.common_headers();
     add_version_header(headers, *found, c.version.has_value());
     headers.emplace_back("Content-Type", "application/xml");
@@ -312,7 +312,7 @@ io::task<void> service::delete_object_tagging(context& c) {
 
 io::task<void> service::get_object_attributes(context& c) {
     auto found = co_await head_named(c);
-    if (!found) co_return co_await send_error(c, found.err());
+    if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
     const store::object_record& r = *found;
     std::string wanted = base::to_lower(c.ex.head().value_of("x-amz-object-attributes"));
     if (wanted.empty())

@@ -79,6 +79,9 @@ def test_anonymous_access_exactly_where_a_policy_allows_it(server):
     missing = anonymous(server, "GET", "/public/datasets/missing")
     assert missing.status_code == 403 and "AccessDenied" in missing.text
     s3.put_bucket_policy(Bucket="public", Policy=policy(
+        allow("*", ["s3:GetObject", "s3:GetObjectTagging"], "arn:aws:s3:::public/datasets/*")))
+    assert anonymous(server, "GET", "/public/datasets/missing?tagging").status_code == 403
+    s3.put_bucket_policy(Bucket="public", Policy=policy(
         allow("*", "s3:GetObject", "arn:aws:s3:::public/datasets/*"),
         allow("*", "s3:ListBucket", "arn:aws:s3:::public")))
     missing = anonymous(server, "GET", "/public/datasets/missing")
