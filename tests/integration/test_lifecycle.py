@@ -186,3 +186,18 @@ def test_rules_survive_restart_and_kv_buckets_refuse_them(make_server):
     make_kv_bucket(s3, name, capacity_bytes=64 * 1024 * 1024)
     assert error_of(lambda: put_rules(s3, name, rule("a", Expiration={"Days": 1}))) == \
         ("InvalidRequest", 400)
+
+
+def test_minio_lifecycle(fjord_server, bucket):
+    from minio import Minio
+    from minio.commonconfig import ENABLED, Filter
+    from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
+    client = Minio(fjord_server.host, access_key=fjord_server.access_key,
+                   secret_key=fjord_server.secret_key, secure=False)
+    config = LifecycleConfig([Rule(ENABLED, rule_filter=Filter(prefix="logs/"), rule_id="logs",
+                                   expiration=Expiration(days=30))])
+    client.set_bucket_lifecycle(bucket, config)
+    got = client.get_bucket_lifecycle(bucket)
+    assert got.rules[0].rule_id == "logs" and got.rules[0].expiration.days == 30
+    client.delete_bucket_lifecycle(bucket)
+    assert client.get_bucket_lifecycle(bucket) is None

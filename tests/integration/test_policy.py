@@ -192,3 +192,16 @@ def test_policy_changes_and_kv_batches_are_the_owners(server):
                                             ExpectedSourceBucketOwner=BOB[0]))[1] == 403
     bob.copy_object(Bucket="shared-all", Key="c", CopySource={"Bucket": "shared-all", "Key": "k"},
                     ExpectedSourceBucketOwner=ALICE[0])
+
+
+def test_minio_bucket_policy(fjord_server, bucket):
+    from minio import Minio
+    client = Minio(fjord_server.host, access_key=fjord_server.access_key,
+                   secret_key=fjord_server.secret_key, secure=False)
+    client.put_object(bucket, "public/k", __import__("io").BytesIO(b"v"), 1)
+    doc = policy(allow("*", "s3:GetObject", f"arn:aws:s3:::{bucket}/public/*"))
+    client.set_bucket_policy(bucket, doc)
+    assert json.loads(client.get_bucket_policy(bucket)) == json.loads(doc)
+    assert requests.get(f"{fjord_server.endpoint}/{bucket}/public/k", timeout=10).content == b"v"
+    client.delete_bucket_policy(bucket)
+    assert requests.get(f"{fjord_server.endpoint}/{bucket}/public/k", timeout=10).status_code == 403

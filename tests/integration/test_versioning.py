@@ -292,3 +292,17 @@ def test_kv_bucket_keeps_no_versions(s3):
         assert "Status" not in s3.get_bucket_versioning(Bucket=name)
     finally:
         s3.delete_bucket(Bucket=name)
+
+
+def test_rclone_lists_and_reads_old_versions(rclone, s3, bucket, tmp_dir):
+    enable(s3, bucket)
+    s3.put_object(Bucket=bucket, Key="run/model.pt", Body=b"first")
+    s3.put_object(Bucket=bucket, Key="run/model.pt", Body=b"second!")
+    listing = rclone("ls", "--s3-versions", f"fjord:{bucket}").stdout_text
+    names = sorted(line.split()[-1] for line in listing.splitlines() if line.strip())
+    assert len(names) == 2 and "run/model.pt" in names, listing
+    old = next(n for n in names if n != "run/model.pt")  # rclone names it model-vTIMESTAMP.pt
+    # Every version comes down, the old one under its version name
+    rclone("copy", "--s3-versions", f"fjord:{bucket}/run", tmp_dir / "out")
+    assert (tmp_dir / "out" / "model.pt").read_bytes() == b"second!"
+    assert (tmp_dir / "out" / old.split("/")[-1]).read_bytes() == b"first"
