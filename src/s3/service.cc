@@ -459,6 +459,8 @@ service::service(store::object_store& store, service_options options, base::metr
       _users(metrics.cores(), _options.credentials),
       _metrics(metrics),
       _access_log(log) {
+    for (unsigned c = 0; c < metrics.cores(); ++c)
+        _policy_caches.push_back(std::make_unique<policy_cache>());
     // A signature scoped to another region is refused, as S3 refuses it (the client learns the right one
     // from the error's <Region>).
     _options.auth.region = _options.region;

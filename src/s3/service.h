@@ -8,7 +8,9 @@
 // core inside the engine). Besides S3 it answers /health/live, /health/ready and /metrics.
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/kv_wire.h"
@@ -24,6 +26,7 @@ namespace fjord::s3 {
 class access_log;
 struct body_plan;
 struct bucket_access;
+struct bucket_policy;
 
 struct service_options {
     auth::credential_store credentials;
@@ -114,6 +117,8 @@ private:
     base::result<void> check_policy(const context& c, const std::string& bucket,
                                     const std::string& resource, const std::string& action) const;
     bucket_access access_of(const context& c, const std::string& bucket) const;
+    std::shared_ptr<const bucket_policy> parsed_policy(const std::string& bucket,
+                                                       const std::string& text) const;
     base::result<void> decide(const context& c, const bucket_access& access,
                               const std::string& resource, const std::string& action) const;
     // DeleteObjects, key by key.
@@ -179,6 +184,11 @@ private:
     store::object_store& _store;
     service_options _options;
     user_directory _users;
+    // Per core: bucket -> (policy text, its parse)
+    using policy_cache =
+        std::unordered_map<std::string,
+                           std::pair<std::string, std::shared_ptr<const bucket_policy>>>;
+    mutable std::vector<std::unique_ptr<policy_cache>> _policy_caches;
     base::metrics& _metrics;
     access_log* _access_log;
 };

@@ -3,6 +3,7 @@
 // Private to the S3 service's .cc files: the per-request context and shared response helpers.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,7 +42,7 @@ struct service::context {
 struct bucket_access {
     std::optional<store::bucket_info> info;
     bool owner = false;
-    std::optional<bucket_policy> policy;
+    std::shared_ptr<const bucket_policy> policy;
     bool broken = false;
 };
 

@@ -1,6 +1,7 @@
 // Users (users.h): the admin API, and who may act on which bucket.
 
 #include "base/encoding.h"
+#include "io/reactor.h"
 #include "s3/policy.h"
 #include "s3/service.h"
 #include "s3/service_internal.h"
@@ -93,13 +94,32 @@ bucket_access service::access_of(const context& c, const std::string& bucket) co
     if (!a.info) return a;
     a.owner = owns(c, *a.info);
     if (auto text = a.info->attributes.find(policy_attribute); text != a.info->attributes.end()) {
-        auto policy = parse_policy(text->second, bucket);
-        if (policy)
-            a.policy = std::move(*policy);
-        else
-            a.broken = true;  // its Denies cannot be known: nobody but root passes
+        a.policy = parsed_policy(bucket, text->second);
+        a.broken = !a.policy;  // its Denies cannot be known: nobody but root passes
     }
     return a;
+}
+
+// Parsing a policy costs more than the rest of a small GET (18 us against 22 us of server CPU per 4 KiB
+// GET, `fjord bench s3`): each core keeps the policies it parsed, by bucket, for as long as their text
+// is the same.
+std::shared_ptr<const bucket_policy> service::parsed_policy(const std::string& bucket,
+                                                            const std::string& text) const {
+    policy_cache* cache = nullptr;
+    if (io::reactor::on_reactor_thread() && io::reactor::current().core() < _policy_caches.size())
+        cache = _policy_caches[io::reactor::current().core()].get();
+    if (cache)
+        if (auto it = cache->find(bucket); it != cache->end() && it->second.first == text)
+            return it->second.second;
+    auto policy = parse_policy(text, bucket);
+    if (!policy) return nullptr;
+    auto shared = std::make_shared<const bucket_policy>(std::move(*policy));
+    if (cache) {
+        if (cache->size() >= 4096)
+            cache->clear();  // bounded: at most a few thousand buckets' worth
+        (*cache)[bucket] = {text, shared};
+    }
+    return shared;
 }
 
 base::result<void> service::decide(const context& c, const bucket_access& a,
