@@ -439,8 +439,8 @@ io::task<void> service::get_object(context& c, bool head_only) {
     }
     if (got.code() == base::errc::invalid_range && seen)
         co_return co_await send_invalid_range(c, got.err(), seen->size_bytes);
-    co_await send_error(c, visible_error(c, read_failure(c, c.req.bucket, c.req.key, got.err())),
-                        delete_marker_headers(c.version, got.code()));
+    base::error err = visible_error(c, read_failure(c, c.req.bucket, c.req.key, got.err()));
+    co_await send_error(c, err, co_await delete_marker_headers(c, err.code));
 }
 
 io::task<void> service::delete_object(context& c) {

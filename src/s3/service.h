@@ -137,6 +137,8 @@ private:
     io::task<void> get_bucket_lifecycle(context& c);
     io::task<void> delete_bucket_lifecycle(context& c);
     // The object a request names: its versionId's version, or the current one.
+    // The headers of an answer about a delete marker (none for other errors).
+    io::task<http::header_list> delete_marker_headers(const context& c, base::errc code);
     io::task<base::result<store::object_record>> head_named(const context& c);
     io::task<base::result<store::object_record>> get_named(const context& c,
                                                            store::read_planner plan,

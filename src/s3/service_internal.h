@@ -56,9 +56,6 @@ base::result<std::optional<std::string>> parse_version_id(std::string_view text,
 // The version the request's versionId names in its bucket.
 base::result<std::optional<std::string>> requested_version(const store::object_store& store,
                                                            const s3_request& r);
-// The headers of a 405 answer to a GET / HEAD / ... naming a delete marker by its version id (none for
-// other errors).
-http::header_list delete_marker_headers(const std::optional<std::string>& version, base::errc code);
 // A copy whose source names a delete marker: 400 InvalidRequest, as S3 answers.
 base::error copy_source_error(const base::error& err);
 // x-amz-version-id for a response about `r`: its id, or "null" when the request named the null version.

@@ -53,14 +53,29 @@ void add_version_header(http::header_list& h, const store::object_record& r, boo
         h.emplace_back("x-amz-version-id", "null");
 }
 
-http::header_list delete_marker_headers(const std::optional<std::string>& version,
-                                        base::errc code) {
+// A GET or HEAD that found a delete marker says so: by its id (405), or as the key's current version
+// (404; one listing of the key's newest version tells which marker, in a bucket with versioning only).
+io::task<http::header_list> service::delete_marker_headers(const context& c, base::errc code) {
     http::header_list h;
-    if (code != base::errc::method_not_allowed || !version) return h;
+    std::optional<std::string> marker;
+    if (code == base::errc::method_not_allowed && c.version) {
+        marker = *c.version;
+        h.emplace_back("Allow", "DELETE");
+    } else if (code == base::errc::no_such_key && !c.version &&
+               has_versioning(_store, c.req.bucket)) {
+        store::list_request newest;
+        newest.bucket = c.req.bucket;
+        newest.prefix = c.req.key;
+        newest.max_keys = 1;
+        auto page = co_await _store.list_versions(newest);
+        if (page && !page->entries.empty() && page->entries[0].name == c.req.key &&
+            page->entries[0].delete_marker)
+            marker = page->entries[0].version_id;
+    }
+    if (!marker) co_return h;
     h.emplace_back("x-amz-delete-marker", "true");
-    h.emplace_back("x-amz-version-id", version->empty() ? "null" : *version);
-    h.emplace_back("Allow", "DELETE");
-    return h;
+    h.emplace_back("x-amz-version-id", marker->empty() ? "null" : *marker);
+    co_return h;
 }
 
 base::error copy_source_error(const base::error& err) {

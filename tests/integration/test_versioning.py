@@ -72,7 +72,11 @@ def test_delete_leaves_a_marker_and_older_versions_stay(s3, bucket):
     marker = deleted["VersionId"]
     assert marker not in (v1, v2)
     assert error_of(lambda: s3.get_object(Bucket=bucket, Key="k")) == ("NoSuchKey", 404)
-    assert error_of(lambda: s3.head_object(Bucket=bucket, Key="k"))[1] == 404
+    with pytest.raises(ClientError) as gone:
+        s3.head_object(Bucket=bucket, Key="k")
+    headers = gone.value.response["ResponseMetadata"]["HTTPHeaders"]
+    assert gone.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert headers["x-amz-delete-marker"] == "true" and headers["x-amz-version-id"] == marker
     assert error_of(lambda: s3.get_object(Bucket=bucket, Key="k", VersionId=marker)) == \
         ("MethodNotAllowed", 405)
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
