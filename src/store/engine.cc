@@ -721,6 +721,26 @@ io::task<base::result<std::vector<segment>>> engine::share_segments(std::vector<
 
 // ---- listing ----
 
+bool fold_common_prefix(const std::map<std::string, object_record>& keys,
+                        std::map<std::string, object_record>::const_iterator& it,
+                        const list_request& req, std::vector<list_entry>& out) {
+    if (req.delimiter.empty()) return false;
+    const std::string& key = it->first;
+    auto pos = key.find(req.delimiter, req.prefix.size());
+    if (pos == std::string::npos) return false;
+    std::string common = key.substr(0, pos + req.delimiter.size());
+    // A common prefix at or before the marker was returned on an earlier page.
+    if (common > req.start_after) {
+        list_entry e;
+        e.name = common;
+        e.is_prefix = true;
+        out.push_back(std::move(e));
+    }
+    std::string next = prefix_successor(common);
+    it = next.empty() ? keys.end() : keys.lower_bound(next);
+    return true;
+}
+
 namespace {
 // Lists one shard's keys of a bucket into `out` (at most `limit` entries, sorted).
 void list_shard(const std::map<std::string, object_record>& keys, const list_request& req,
@@ -728,7 +748,6 @@ void list_shard(const std::map<std::string, object_record>& keys, const list_req
     const std::string& start = req.start_after;
     auto it = start.empty() || start < req.prefix ? keys.lower_bound(req.prefix)
                                                   : keys.upper_bound(start);
-    std::string last_prefix;
     while (it != keys.end() && out.size() < limit) {
         const std::string& key = it->first;
         if (!key.starts_with(req.prefix)) break;
@@ -737,23 +756,7 @@ void list_shard(const std::map<std::string, object_record>& keys, const list_req
             ++it;
             continue;
         }
-        if (!req.delimiter.empty()) {
-            auto pos = key.find(req.delimiter, req.prefix.size());
-            if (pos != std::string::npos) {
-                std::string common = key.substr(0, pos + req.delimiter.size());
-                // A common prefix at or before the marker was returned on an earlier page.
-                if (common > start) {
-                    list_entry e;
-                    e.name = common;
-                    e.is_prefix = true;
-                    out.push_back(std::move(e));
-                }
-                std::string next = prefix_successor(common);
-                if (next.empty()) break;
-                it = keys.lower_bound(next);
-                continue;
-            }
-        }
+        if (fold_common_prefix(keys, it, req, out)) continue;
         list_entry e;
         e.name = key;
         e.size_bytes = it->second.size_bytes;

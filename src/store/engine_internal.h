@@ -190,6 +190,12 @@ inline base::result<void> journal_usable(const journal& log) {
 
 // The smallest string greater than every string starting with `prefix` (empty: none).
 std::string prefix_successor(std::string prefix);
+// With a delimiter, a key (at `it`) that holds one past the prefix is under a common prefix: that prefix
+// goes to `out` (unless at or before start_after: an earlier page had it) and `it` moves past every key
+// under it. False when the key is under none.
+bool fold_common_prefix(const std::map<std::string, object_record>& keys,
+                        std::map<std::string, object_record>::const_iterator& it,
+                        const list_request& req, std::vector<list_entry>& out);
 // A shard's versions of a bucket's keys (history: its older versions, or null) into `out`, newest first
 // within a key, from the request's markers on, at most `limit` entries.
 void list_shard_versions(const std::map<std::string, object_record>& keys,

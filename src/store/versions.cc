@@ -249,22 +249,7 @@ void list_shard_versions(const std::map<std::string, object_record>& keys,
     while (it != keys.end() && out.size() < limit) {
         const std::string& key = it->first;
         if (!key.starts_with(req.prefix)) break;
-        if (!req.delimiter.empty()) {
-            auto pos = key.find(req.delimiter, req.prefix.size());
-            if (pos != std::string::npos) {
-                std::string common = key.substr(0, pos + req.delimiter.size());
-                if (common > start) {
-                    list_entry e;
-                    e.name = common;
-                    e.is_prefix = true;
-                    out.push_back(std::move(e));
-                }
-                std::string next = prefix_successor(common);
-                if (next.empty()) break;
-                it = keys.lower_bound(next);
-                continue;
-            }
-        }
+        if (fold_common_prefix(keys, it, req, out)) continue;
         const std::vector<object_record>* older = nullptr;
         if (history)
             if (auto h = history->find(key); h != history->end()) older = &h->second;
