@@ -3,12 +3,14 @@ aws CLI, the JSON subset and its MalformedPolicy refusals, and every decision: a
 exactly where a policy allows them, grants to another user by prefix, Deny over the owner's own access,
 aws:SourceIp and s3:prefix conditions, and a missing key hidden from those who may not list."""
 
+import hashlib
 import json
 
 import pytest
 import requests
 from botocore.exceptions import ClientError
 
+import s3util
 from conftest import make_client
 from test_users import ALICE, BOB, add_user, client_of
 
@@ -205,3 +207,37 @@ def test_minio_bucket_policy(fjord_server, bucket):
     assert requests.get(f"{fjord_server.endpoint}/{bucket}/public/k", timeout=10).content == b"v"
     client.delete_bucket_policy(bucket)
     assert requests.get(f"{fjord_server.endpoint}/{bucket}/public/k", timeout=10).status_code == 403
+
+
+def test_hostile_forms_of_the_new_inputs(server):
+    s3 = server.client()
+    s3.create_bucket(Bucket="hostile")
+    s3.put_object(Bucket="hostile", Key="k", Body=b"v")
+    s3.put_bucket_versioning(Bucket="hostile", VersioningConfiguration={"Status": "Enabled"})
+    # A versionId with CR/LF, NUL or an oversized number is refused, never echoed into a header
+    for bad in ["%0d%0aX-Injected:%201", "%00", "9" * 400, "-1"]:
+        signed = s3util.sign_headers(server.credentials, "GET", server.host, "/hostile/k",
+                                     query=[("versionId", requests.utils.unquote(bad))])
+        got = requests.get(f"{server.endpoint}/hostile/k?versionId={bad}", headers=signed.headers, timeout=10)
+        assert got.status_code == 400 and "X-Injected" not in got.headers, bad
+    # A policy that is not UTF-8, or holds a NUL in a resource: refused or kept exactly
+    signed = s3util.sign_headers(server.credentials, "PUT", server.host, "/hostile", query=[("policy", "")],
+                                 payload_hash=hashlib.sha256(b'{"Statement": "\xff"}').hexdigest())
+    got = requests.put(f"{server.endpoint}/hostile?policy=", data=b'{"Statement": "\xff"}',
+                       headers=signed.headers, timeout=10)
+    assert got.status_code == 400 and "MalformedPolicy" in got.text
+    # A lifecycle rule whose prefix refers to a character XML cannot carry
+    body = (b"<LifecycleConfiguration><Rule><ID>x</ID><Filter><Prefix>a&#x0;b</Prefix></Filter>"
+            b"<Status>Enabled</Status><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>")
+    signed = s3util.sign_headers(server.credentials, "PUT", server.host, "/hostile", query=[("lifecycle", "")],
+                                 payload_hash=hashlib.sha256(body).hexdigest())
+    got = requests.put(f"{server.endpoint}/hostile?lifecycle=", data=body, headers=signed.headers, timeout=10)
+    assert got.status_code == 400 and "MalformedXML" in got.text
+    # An admin user key with CR/LF or a control character
+    for key in ["BAD%0d%0aKEY00001", "BAD%01KEY000001"]:
+        raw = requests.utils.unquote(key)
+        signed = s3util.sign_headers(server.credentials, "PUT", server.host, "/", query=[("fjord-admin-user", raw)],
+                                     payload_hash=hashlib.sha256(b"some-secret-key-1").hexdigest())
+        got = requests.put(f"{server.endpoint}/?fjord-admin-user={key}", data=b"some-secret-key-1",
+                           headers=signed.headers, timeout=10)
+        assert got.status_code == 400, (key, got.text)
