@@ -66,6 +66,10 @@ public:
     // Returns nullptr for an unknown key. The pointer stays valid until the next add() or remove() of
     // that key.
     const credentials* find(std::string_view access_key) const;
+    // The smallest access key held ("" when none).
+    std::string first_access_key() const {
+        return _by_access_key.empty() ? std::string() : _by_access_key.begin()->first;
+    }
 
 private:
     std::map<std::string, credentials, std::less<>> _by_access_key;

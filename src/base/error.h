@@ -78,7 +78,10 @@ namespace fjord::base {
     X(no_such_lifecycle_configuration, 63, "NoSuchLifecycleConfiguration", 404, false)             \
     X(bucket_already_exists, 64, "BucketAlreadyExists", 409, false)                                \
     X(malformed_policy, 65, "MalformedPolicy", 400, false)                                         \
-    X(no_such_bucket_policy, 66, "NoSuchBucketPolicy", 404, false)
+    X(no_such_bucket_policy, 66, "NoSuchBucketPolicy", 404, false)                                 \
+    X(ownership_controls_not_found, 67, "OwnershipControlsNotFoundError", 404, false)              \
+    X(unresolvable_grant_by_email, 68, "UnresolvableGrantByEmailAddress", 400, false)              \
+    X(malformed_acl, 69, "MalformedACLError", 400, false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

@@ -141,13 +141,23 @@ base::failure copy_onto_itself_unchanged() {
         "the object's metadata, storage class, website redirect location or encryption attributes.");
 }
 
+// The ACLs of a copy: what the source's must grant the caller (nullopt: nothing of it), and the one the
+// copy gets (c.write_acl: a copy never keeps its source's).
+struct copy_acls {
+    const std::optional<deferred_acl>& source_check;
+    const std::string& caller;
+    const std::string& acl;
+};
+
 // A copy onto itself in a bucket without versioning: only the metadata changes, so the record is
 // rewritten and the data stays where it is.
 io::task<base::result<store::object_record>> copy_onto_itself(
     store::object_store& store, const http::request_head& head, const s3_request& req, bool replace,
-    bool replace_tags, store::write_conditions conditions, std::size_t max_metadata_bytes) {
+    bool replace_tags, store::write_conditions conditions, std::size_t max_metadata_bytes,
+    copy_acls acls) {
     auto found = co_await store.head(req.bucket, req.key);
     if (!found) co_return found.as_failure();
+    if (acls.source_check) FJORD_CO_TRY(object_acl_allows(*acls.source_check, acls.caller, *found));
     FJORD_CO_TRY(check_copy_conditions(head, *found));
     if (!replace && !replace_tags) co_return copy_onto_itself_unchanged();
     auto record = copy_metadata(head, *found, replace, replace_tags, max_metadata_bytes);
@@ -155,10 +165,12 @@ io::task<base::result<store::object_record>> copy_onto_itself(
     store::write_conditions only_if_unchanged = conditions;
     only_if_unchanged.if_match_etag = found->etag;
     store::object_record changes = *record;
+    changes.acl = acls.acl;
     store::record_editor edit = [changes](store::object_record& r) -> base::result<void> {
         r.content_type = changes.content_type;
         r.headers = changes.headers;
         r.tags = changes.tags;
+        r.acl = changes.acl;
         r.modified_ms = base::unix_now_ms();
         return {};
     };
@@ -196,15 +208,18 @@ io::task<void> service::copy_object(context& c) {
     base::result<store::object_record> result = base::fail(base::errc::internal);
     if (same) {
         result = co_await copy_onto_itself(_store, head, c.req, replace, replace_tags, *conditions,
-                                           _options.max_metadata_bytes);
+                                           _options.max_metadata_bytes,
+                                           {c.source_acl, c.auth.access_key, c.write_acl});
     } else {
         store::copy_planner plan =
             [&](const store::object_record& found) -> base::result<store::copy_plan> {
+            if (c.source_acl) FJORD_TRY(object_acl_allows(*c.source_acl, c.auth.access_key, found));
             FJORD_TRY(check_copy_conditions(head, found));
             if (onto_itself && !replace && !replace_tags) return copy_onto_itself_unchanged();
             auto record =
                 copy_metadata(head, found, replace, replace_tags, _options.max_metadata_bytes);
             if (!record) return record.as_failure();
+            record->acl = c.write_acl;
             return plan_copy(std::move(*record), found);
         };
         store::copy_request request{src->bucket, src->key,    c.req.bucket,
@@ -267,6 +282,7 @@ io::task<void> service::upload_part_copy(context& c) {
                          .value_or(checksum_algorithm::none);
     store::part_copy_planner plan =
         [&](const store::object_record& found) -> base::result<store::part_copy_plan> {
+        if (c.source_acl) FJORD_TRY(object_acl_allows(*c.source_acl, c.auth.access_key, found));
         FJORD_TRY(check_copy_conditions(head, found));
         auto range = copy_source_range(head.value_of("x-amz-copy-source-range"), found.size_bytes);
         if (!range) return range.as_failure();

@@ -156,6 +156,7 @@ base::result<std::uint32_t> part_number_of(const s3_request& r) {
 io::task<void> service::create_multipart_upload(context& c) {
     const http::request_head& head = c.ex.head();
     store::object_record metadata;
+    metadata.acl = c.write_acl;
     if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m)
         co_return co_await send_error(c, m.err());
     std::string checksum_type =

@@ -293,6 +293,7 @@ base::result<body_plan> service::plan_body(const context& c,
 io::task<void> service::put_object(context& c) {
     const http::request_head& head = c.ex.head();
     store::object_record metadata;
+    metadata.acl = c.write_acl;
     if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m)
         co_return co_await send_error(c, m.err());
     auto conditions = write_conditions_of(head);
@@ -391,6 +392,7 @@ io::task<void> service::get_object(context& c, bool head_only) {
     // Chooses the answer once the store has the record: conditions, range, and the response head.
     store::read_planner plan =
         [&](const store::object_record& r) -> base::result<std::optional<store::byte_range>> {
+        if (c.object_acl) FJORD_TRY(object_acl_allows(*c.object_acl, c.auth.access_key, r));
         seen = seen_record{r.etag, r.modified_ms, r.size_bytes};
         FJORD_TRY(check_read_conditions(head, r));
         auto range = *part_number ? part_range(r, **part_number)

@@ -186,6 +186,8 @@ enum class s3_op {
     get_object_acl,
     put_object_acl,
     get_ownership_controls,
+    put_ownership_controls,
+    delete_ownership_controls,
     get_object_attributes,
     copy_object,
     put_object,
@@ -273,6 +275,10 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
     if (r.has("acl") && verb == method::put) return named(s3_op::put_bucket_acl, "PutBucketAcl");
     if (r.has("ownershipControls") && verb == method::get)
         return named(s3_op::get_ownership_controls, "GetBucketOwnershipControls");
+    if (r.has("ownershipControls") && verb == method::put)
+        return named(s3_op::put_ownership_controls, "PutBucketOwnershipControls");
+    if (r.has("ownershipControls") && verb == method::delete_)
+        return named(s3_op::delete_ownership_controls, "DeleteBucketOwnershipControls");
     if (r.has("tagging") && verb == method::put)
         return named(s3_op::put_bucket_tagging, "PutBucketTagging");
     if (r.has("tagging") && verb == method::get)
@@ -700,7 +706,7 @@ io::task<void> service::dispatch(context& c) {
     const bool writes = chosen.op == s3_op::put_object || chosen.op == s3_op::copy_object ||
                         chosen.op == s3_op::create_multipart_upload;
     if (writes || chosen.op == s3_op::create_bucket)
-        if (auto acl = check_write_acl(c.ex.head(), chosen.op == s3_op::create_bucket); !acl)
+        if (auto acl = resolve_write_acl(c, chosen.op == s3_op::create_bucket); !acl)
             co_return co_await send_error(c, acl.err());
     if (!c.req.key.empty() && c.req.has("versionId")) {
         auto version = requested_version(_store, c.req);
@@ -743,6 +749,8 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::get_object_acl: co_return co_await get_acl(c, true);
         case s3_op::put_object_acl: co_return co_await put_acl(c, true);
         case s3_op::get_ownership_controls: co_return co_await get_ownership_controls(c);
+        case s3_op::put_ownership_controls: co_return co_await put_ownership_controls(c);
+        case s3_op::delete_ownership_controls: co_return co_await delete_ownership_controls(c);
         case s3_op::put_bucket_tagging: co_return co_await put_bucket_tagging(c);
         case s3_op::get_bucket_tagging: co_return co_await get_bucket_tagging(c);
         case s3_op::delete_bucket_tagging: co_return co_await delete_bucket_tagging(c);

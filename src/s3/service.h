@@ -25,7 +25,9 @@ namespace fjord::s3 {
 
 class access_log;
 struct body_plan;
+struct access_control_list;
 struct bucket_access;
+struct deferred_acl;
 struct bucket_policy;
 
 struct service_options {
@@ -110,8 +112,7 @@ private:
     io::task<void> admin_users(context& c);
     // Before dispatch: the admin API is root's; other users act only on buckets they own (the copy
     // source's too); x-amz-expected-bucket-owner names the bucket's owner.
-    base::result<void> check_access(const context& c, access_kind kind,
-                                    std::string_view operation) const;
+    base::result<void> check_access(context& c, access_kind kind, std::string_view operation) const;
     // Whether the caller may do `action` on `resource` ("bucket" or "bucket/key") of `bucket`: the
     // bucket policy's Deny refuses, then its owner may, then the policy's Allow allows.
     base::result<void> check_policy(const context& c, const std::string& bucket,
@@ -119,8 +120,13 @@ private:
     bucket_access access_of(const context& c, const std::string& bucket) const;
     std::shared_ptr<const bucket_policy> parsed_policy(const std::string& bucket,
                                                        const std::string& text) const;
+    // `deferred`, when given, takes what an object's ACL must grant instead of refusing at once
+    // (object-level ACL permissions; see acl.h).
     base::result<void> decide(const context& c, const bucket_access& access,
-                              const std::string& resource, const std::string& action) const;
+                              const std::string& resource, const std::string& action,
+                              std::optional<deferred_acl>* deferred = nullptr) const;
+    // The canonical ID of a bucket's owner (its owner attribute, or root's).
+    std::string owner_id(const store::bucket_info& bucket) const;
     // DeleteObjects, key by key.
     bool may_delete(const context& c, const bucket_access& access, const std::string& key,
                     bool version) const;
@@ -133,6 +139,7 @@ private:
     // CreateBucket with its owner: BucketAlreadyExists when another user has the name.
     io::task<base::result<void>> create_owned_bucket(
         const context& c, const std::optional<store::kv_bucket_options>& kv);
+    io::task<base::result<void>> configure_new_bucket(const context& c, bool root);
     io::task<void> put_bucket_lifecycle(context& c);
     io::task<void> get_bucket_lifecycle(context& c);
     io::task<void> delete_bucket_lifecycle(context& c);
@@ -160,6 +167,13 @@ private:
     io::task<void> get_acl(context& c, bool object);
     io::task<void> put_acl(context& c, bool object);
     io::task<void> get_ownership_controls(context& c);
+    io::task<void> put_ownership_controls(context& c);
+    io::task<void> delete_ownership_controls(context& c);
+    // The ACL an object write or CreateBucket names, checked against the bucket's Object Ownership;
+    // sets c.write_acl for object writes.
+    base::result<void> resolve_write_acl(context& c, bool creates_bucket) const;
+    // Every user a list grants to exists (InvalidArgument, as S3, for an unknown canonical ID).
+    base::result<void> check_grantees(const access_control_list& acl) const;
     io::task<void> put_bucket_tagging(context& c);
     io::task<void> get_bucket_tagging(context& c);
     io::task<void> delete_bucket_tagging(context& c);

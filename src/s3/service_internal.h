@@ -10,12 +10,20 @@
 #include <vector>
 
 #include "http/connection.h"
+#include "s3/acl.h"
 #include "s3/checksum.h"
 #include "s3/payload.h"
 #include "s3/policy.h"
 #include "s3/service.h"
 
 namespace fjord::s3 {
+
+// A permission the caller holds only if the object's ACL grants it (a bucket with ACLs enabled): checked
+// once the record is read (acl_ops.cc, object_acl_allows).
+struct deferred_acl {
+    acl_permission wanted = acl_permission::read;
+    std::string bucket_owner;  // canonical ID: the owner of an object whose record names none
+};
 
 struct service::context {
     http::exchange& ex;
@@ -28,6 +36,10 @@ struct service::context {
     bool corruption_logged = false;    // send_error need not log it again
     // The version the request's versionId names ("" is the null version); nullopt: the current one
     std::optional<std::string> version;
+    // Set by check_access: what the object's (and a copy source's) ACL must grant before it is served
+    std::optional<deferred_acl> object_acl, source_acl;
+    // The ACL an object write stores (encode_acl; empty: the bucket owner's, FULL_CONTROL only)
+    std::string write_acl;
     http::header_list common_headers() const {
         http::header_list headers;
         headers.reserve(12);  // room for an object's headers: no regrowth on the GET path
@@ -38,12 +50,16 @@ struct service::context {
 };
 
 // What authorization knows of a bucket (user_ops.cc): it, whether the caller owns it, and its policy
-// (`broken` when the stored one no longer parses: then only root passes).
+// (`broken` when the stored one no longer parses, or its ACL: then only root passes); its Object
+// Ownership, its owner's canonical ID, and its ACL when ACLs are enabled.
 struct bucket_access {
     std::optional<store::bucket_info> info;
     bool owner = false;
     std::shared_ptr<const bucket_policy> policy;
     bool broken = false;
+    object_ownership ownership = object_ownership::enforced;
+    std::string owner_id;
+    std::optional<access_control_list> acl;
 };
 
 // Versioning (version_ops.cc). Whether a bucket has had versioning enabled (it then stays Enabled or
@@ -61,9 +77,12 @@ base::error copy_source_error(const base::error& err);
 // x-amz-version-id for a response about `r`: its id, or "null" when the request named the null version.
 void add_version_header(http::header_list& h, const store::object_record& r, bool named);
 
-// The ACL a write names (x-amz-acl, x-amz-grant-*): ACLs are disabled, as S3's BucketOwnerEnforced buckets
-// have them, so only one that grants nothing beyond the owner passes (acl_ops.cc).
-base::result<void> check_write_acl(const http::request_head& head, bool creates_bucket);
+// A bucket's Object Ownership: its attribute, BucketOwnerEnforced when there is none, ObjectWriter when
+// its controls were deleted (acl_ops.cc).
+object_ownership ownership_of(const store::bucket_info& bucket);
+// Whether the object's ACL (`d`: what it must grant) lets `who` have the record (AccessDenied if not).
+base::result<void> object_acl_allows(const deferred_acl& d, const std::string& who,
+                                     const store::object_record& record);
 
 // What a PUT or UploadPart body needs from its request head: its declared size (the decoded size of an
 // aws-chunked body) and the digests its bytes are checked against as they arrive.

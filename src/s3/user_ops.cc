@@ -49,7 +49,8 @@ std::string policy_action(std::string_view operation, const s3_request& r) {
         {"DeleteBucketTagging", "PutBucketTagging"},
         {"GetBucketLifecycleConfiguration", "GetLifecycleConfiguration"},
         {"PutBucketLifecycleConfiguration", "PutLifecycleConfiguration"},
-        {"DeleteBucketLifecycle", "PutLifecycleConfiguration"}};
+        {"DeleteBucketLifecycle", "PutLifecycleConfiguration"},
+        {"DeleteBucketOwnershipControls", "PutBucketOwnershipControls"}};
     std::string action(operation);
     for (const auto& [from, to] : renamed)
         if (operation == from) action = to;
@@ -57,6 +58,8 @@ std::string policy_action(std::string_view operation, const s3_request& r) {
         action = r.param("fjord-batch") == "put" ? "PutObject" : "GetObject";
     if (r.has("versionId") && (action == "GetObject" || action == "DeleteObject"))
         action += "Version";
+    if (r.has("versionId") && (action == "GetObjectAcl" || action == "PutObjectAcl"))
+        action.insert(action.size() - 3, "Version");
     return "s3:" + action;
 }
 
@@ -97,6 +100,16 @@ bucket_access service::access_of(const context& c, const std::string& bucket) co
         a.policy = parsed_policy(bucket, text->second);
         a.broken = !a.policy;  // its Denies cannot be known: nobody but root passes
     }
+    a.ownership = ownership_of(*a.info);
+    a.owner_id = owner_id(*a.info);
+    if (a.ownership == object_ownership::enforced) return a;
+    if (auto text = a.info->attributes.find(acl_attribute); text != a.info->attributes.end()) {
+        auto acl = decode_acl(text->second);
+        a.broken = a.broken || !acl;
+        if (acl) a.acl = std::move(*acl);
+    } else {
+        a.acl = owner_full_control(a.owner_id);
+    }
     return a;
 }
 
@@ -122,8 +135,42 @@ std::shared_ptr<const bucket_policy> service::parsed_policy(const std::string& b
     return shared;
 }
 
+namespace {
+// What an ACL must grant for an action (S3's mapping of ACL permissions to operations): on the bucket,
+// or on the object. Deleting a version stays the owner's or a policy's: WRITE may replace and delete
+// objects, never remove their history.
+struct acl_need {
+    acl_permission permission;
+    bool object;
+};
+
+std::optional<acl_need> acl_need_of(std::string_view action) {
+    using p = acl_permission;
+    static const std::pair<std::string_view, acl_need> needs[] = {
+        {"s3:ListBucket", {p::read, false}},
+        {"s3:ListBucketVersions", {p::read, false}},
+        {"s3:ListBucketMultipartUploads", {p::read, false}},
+        {"s3:PutObject", {p::write, false}},
+        {"s3:DeleteObject", {p::write, false}},
+        {"s3:AbortMultipartUpload", {p::write, false}},
+        {"s3:ListMultipartUploadParts", {p::write, false}},
+        {"s3:GetBucketAcl", {p::read_acp, false}},
+        {"s3:PutBucketAcl", {p::write_acp, false}},
+        {"s3:GetObject", {p::read, true}},
+        {"s3:GetObjectVersion", {p::read, true}},
+        {"s3:GetObjectAcl", {p::read_acp, true}},
+        {"s3:GetObjectVersionAcl", {p::read_acp, true}},
+        {"s3:PutObjectAcl", {p::write_acp, true}},
+        {"s3:PutObjectVersionAcl", {p::write_acp, true}}};
+    for (const auto& [name, need] : needs)
+        if (name == action) return need;
+    return std::nullopt;
+}
+}  // namespace
+
 base::result<void> service::decide(const context& c, const bucket_access& a,
-                                   const std::string& resource, const std::string& action) const {
+                                   const std::string& resource, const std::string& action,
+                                   std::optional<deferred_acl>* deferred) const {
     if (!a.info)
         return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
     if (a.broken) return access_denied();
@@ -135,7 +182,17 @@ base::result<void> service::decide(const context& c, const bucket_access& a,
         d = evaluate(*a.policy, r);
     }
     if (d == policy_decision::deny) return access_denied();
-    if (a.owner || d == policy_decision::allow) return {};
+    if (d == policy_decision::allow) return {};
+    // With ACLs enabled an object's own ACL decides who reads it, its bucket's owner included (S3: a
+    // bucket owner cannot read an object another account owns unless its ACL says so)
+    auto need = a.acl ? acl_need_of(action) : std::nullopt;
+    if (need && need->object && deferred) {
+        *deferred = deferred_acl{need->permission, a.owner_id};
+        return {};
+    }
+    if (a.owner) return {};
+    if (need && !need->object && acl_permits(*a.acl, c.auth.access_key, need->permission))
+        return {};
     return access_denied();
 }
 
@@ -164,7 +221,7 @@ base::result<void> check_expected(const http::header* expected, const bucket_acc
 }
 }  // namespace
 
-base::result<void> service::check_access(const context& c, access_kind kind,
+base::result<void> service::check_access(context& c, access_kind kind,
                                          std::string_view operation) const {
     if (c.req.bucket == system_bucket) return access_denied();
     const bool root = _users.is_root(c.auth.access_key);
@@ -185,8 +242,10 @@ base::result<void> service::check_access(const context& c, access_kind kind,
         const std::string resource =
             c.req.key.empty() ? c.req.bucket : c.req.bucket + "/" + c.req.key;
         if (operation != "DeleteObjects")
-            FJORD_TRY(decide(c, target, resource, policy_action(operation, c.req)));
-        else if (!target.owner && !target.policy)
+            FJORD_TRY(decide(c, target, resource, policy_action(operation, c.req), &c.object_acl));
+        else if (!target.owner && !target.policy &&
+                 !(target.acl &&
+                   acl_permits(*target.acl, c.auth.access_key, acl_permission::write)))
             return access_denied();
     }
     if (checked) FJORD_TRY(check_expected(expected, target, c.auth.access_key));
@@ -199,7 +258,8 @@ base::result<void> service::check_access(const context& c, access_kind kind,
         if (!root || source_expected) from = access_of(c, source.bucket);
         if (!root)
             FJORD_TRY(decide(c, from, source.bucket + "/" + source.key,
-                             source.versioned ? "s3:GetObjectVersion" : "s3:GetObject"));
+                             source.versioned ? "s3:GetObjectVersion" : "s3:GetObject",
+                             &c.source_acl));
         FJORD_TRY(check_expected(source_expected, from, c.auth.access_key));
     }
     return {};
@@ -260,13 +320,29 @@ io::task<base::result<void>> service::create_owned_bucket(
         co_return base::fail(base::errc::access_denied, "Only the root user creates KV buckets");
     if (kv) co_return co_await _store.create_kv_bucket(c.req.bucket, *kv);
     FJORD_CO_TRY(co_await _store.create_bucket(c.req.bucket));
-    if (root)
-        co_return base::result<void>{};  // an owner attribute names root's buckets by its absence
-    // A crash between the two leaves the bucket root's; the user was never told it exists.
-    auto owned =
-        co_await _store.set_bucket_attribute(c.req.bucket, owner_attribute, c.auth.access_key);
-    if (!owned) (void)co_await _store.delete_bucket(c.req.bucket);
-    co_return owned;
+    // Each attribute is its own change: a crash between them leaves the bucket root's, or
+    // BucketOwnerEnforced; the caller was never told it exists. So is a failure: the bucket goes.
+    auto configured = co_await configure_new_bucket(c, root);
+    if (!configured) (void)co_await _store.delete_bucket(c.req.bucket);
+    co_return configured;
+}
+
+// A new bucket's owner (an owner attribute names root's by its absence), and the Object Ownership and
+// ACL its CreateBucket named (resolve_write_acl checked them).
+io::task<base::result<void>> service::configure_new_bucket(const context& c, bool root) {
+    const http::request_head& head = c.ex.head();
+    if (!root)
+        FJORD_CO_TRY(
+            co_await _store.set_bucket_attribute(c.req.bucket, owner_attribute, c.auth.access_key));
+    auto ownership = parse_ownership(head.value_of("x-amz-object-ownership"));
+    if (!ownership || *ownership == object_ownership::enforced) co_return base::result<void>{};
+    FJORD_CO_TRY(co_await _store.set_bucket_attribute(c.req.bucket, ownership_attribute,
+                                                      std::string(ownership_name(*ownership))));
+    const std::string creator = root ? _users.root_id() : c.auth.access_key;
+    auto acl = acl_from_headers(head, creator, creator);
+    if (!acl) co_return acl.as_failure();
+    if (!*acl) co_return base::result<void>{};
+    co_return co_await _store.set_bucket_attribute(c.req.bucket, acl_attribute, encode_acl(**acl));
 }
 
 // PUT /?fjord-admin-user=KEY (the body is the secret), DELETE /?fjord-admin-user=KEY, GET

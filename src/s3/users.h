@@ -34,6 +34,8 @@ public:
     // This core's table (root and every user), loaded from `store` the first time.
     const auth::credential_store& local(const store::object_store& store);
     bool is_root(std::string_view access_key) const { return _root.find(access_key) != nullptr; }
+    // The canonical ID root's buckets and objects show as their owner's.
+    std::string root_id() const { return _root.first_access_key(); }
     // The users (not root), by access key, as this core sees them.
     std::vector<std::string> list(const store::object_store& store);
 

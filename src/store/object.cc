@@ -42,6 +42,7 @@ void encode(encoder& e, const object_record& r) {
     e.str(r.inline_data);
     e.str(r.version_id);
     e.u8(r.delete_marker ? 1 : 0);
+    if (!r.acl.empty()) e.str(r.acl);  // most records have none: they end at the flag
 }
 
 bool decode(decoder& d, object_record& r) {
@@ -100,6 +101,11 @@ bool decode(decoder& d, object_record& r) {
         if (flag > 1) return false;  // one encoding per record
         r.delete_marker = flag == 1;
         if (r.delete_marker && (r.size_bytes != 0 || !r.segments.empty())) return false;
+    }
+    r.acl.clear();
+    if (d.ok() && !d.at_end()) {  // records without an ACL end here
+        r.acl = d.str();
+        if (r.acl.empty()) return false;  // one encoding per record: an empty one is left out
     }
     return d.ok();
 }

@@ -53,6 +53,9 @@ struct object_record {
     // marker is a version without data: a key whose current version is one reads as absent.
     std::string version_id;
     bool delete_marker = false;
+    // The object's access control list as the S3 front end keeps it (s3/acl.h, encode_acl); empty:
+    // none of its own (the bucket owner's, with full control). Opaque to the store.
+    std::string acl;
 };
 
 void encode(encoder& e, const object_record& r);

@@ -8,7 +8,8 @@
 //   - framing the visited records again with frame_record reproduces exactly the valid prefix, and
 //     the records, sequence numbers and last_seq agree with what was visited;
 //   - an object record that decodes and uses its whole payload encodes back to the same bytes (or,
-//     for a record from before object tags, to the same bytes plus an empty tag list).
+//     for a record from before object tags, to the same bytes plus an empty tag list); a record's
+//     ACL, its last field, is left out when empty, so every record has one encoding.
 
 #include <cstddef>
 #include <cstdint>
