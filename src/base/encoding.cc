@@ -198,4 +198,90 @@ bool is_valid_utf8(std::string_view text) {
     return true;
 }
 
+std::string latin1_to_utf8(std::string_view latin1) {
+    std::string out;
+    out.reserve(latin1.size() * 2);
+    for (char ch : latin1) {
+        auto b = static_cast<unsigned char>(ch);
+        if (b < 0x80) {
+            out += ch;
+        } else {
+            out += static_cast<char>(0xC0 | (b >> 6));
+            out += static_cast<char>(0x80 | (b & 0x3F));
+        }
+    }
+    return out;
+}
+
+std::string mime_encode(std::string_view utf8) {
+    bool ascii = true;
+    for (char ch : utf8) ascii = ascii && static_cast<unsigned char>(ch) < 0x80;
+    if (ascii) return std::string(utf8);
+    return "=?UTF-8?B?" + base64_encode(utf8) + "?=";
+}
+
+namespace {
+
+// The bytes of one Q-encoded word's text: "_" is a space, "=XX" a byte.
+std::optional<std::string> q_decode(std::string_view text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '_') {
+            out += ' ';
+        } else if (text[i] == '=') {
+            if (i + 2 >= text.size()) return std::nullopt;
+            auto byte = hex_decode(text.substr(i + 1, 2));
+            if (!byte) return std::nullopt;
+            out += *byte;
+            i += 2;
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
+// One encoded word, "=?charset?encoding?text?=", decoded to UTF-8.
+std::optional<std::string> decode_word(std::string_view word) {
+    if (!word.starts_with("=?") || !word.ends_with("?=") || word.size() < 8) return std::nullopt;
+    std::string_view inner = word.substr(2, word.size() - 4);
+    auto q1 = inner.find('?');
+    if (q1 == std::string_view::npos || q1 + 2 >= inner.size() || inner[q1 + 2] != '?')
+        return std::nullopt;
+    std::string_view charset = inner.substr(0, q1), text = inner.substr(q1 + 3);
+    if (text.find('?') != std::string_view::npos) return std::nullopt;
+    const char encoding = inner[q1 + 1];
+    std::optional<std::string> bytes;
+    if (encoding == 'B' || encoding == 'b') bytes = base64_decode(text);
+    if (encoding == 'Q' || encoding == 'q') bytes = q_decode(text);
+    if (!bytes) return std::nullopt;
+    if (iequals(charset, "ISO-8859-1")) return latin1_to_utf8(*bytes);
+    if (!iequals(charset, "UTF-8") && !iequals(charset, "US-ASCII")) return std::nullopt;
+    if (!is_valid_utf8(*bytes)) return std::nullopt;
+    if (iequals(charset, "US-ASCII"))
+        for (char ch : *bytes)
+            if (static_cast<unsigned char>(ch) >= 0x80) return std::nullopt;
+    return bytes;
+}
+
+}  // namespace
+
+std::optional<std::string> mime_decode(std::string_view value) {
+    std::string out;
+    bool any = false;
+    while (!value.empty()) {
+        auto start = value.find_first_not_of(" \t");
+        if (start == std::string_view::npos) break;
+        value.remove_prefix(start);
+        auto end = value.find_first_of(" \t");
+        auto word = decode_word(value.substr(0, end));
+        if (!word) return std::nullopt;
+        out += *word;
+        any = true;
+        value = end == std::string_view::npos ? std::string_view() : value.substr(end);
+    }
+    if (!any) return std::nullopt;
+    return out;
+}
+
 }  // namespace fjord::base

@@ -32,4 +32,14 @@ bool is_valid_utf8(std::string_view text);
 // 0 when the bytes there are not valid UTF-8 (as is_valid_utf8 judges). pos must be < text.size().
 std::size_t decode_utf8(std::string_view text, std::size_t pos, std::uint32_t& code_point);
 
+// MIME encoded words (RFC 2047), as S3 carries user metadata that is not US-ASCII in headers.
+// Text with a byte outside US-ASCII becomes one "=?UTF-8?B?<base64>?=" word; other text is unchanged.
+std::string mime_encode(std::string_view utf8);
+// A value made only of encoded words ("=?charset?B?...?=" or "=?charset?Q?...?=", charset UTF-8, US-ASCII
+// or ISO-8859-1 in any case, separated by spaces or tabs, which are dropped) decoded to UTF-8; nullopt for
+// anything else (plain text, a malformed word, an unknown charset, bytes that are not UTF-8).
+std::optional<std::string> mime_decode(std::string_view value);
+// ISO-8859-1 text as UTF-8 (every byte is the code point of the same number).
+std::string latin1_to_utf8(std::string_view latin1);
+
 }  // namespace fjord::base

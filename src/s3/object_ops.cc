@@ -42,6 +42,15 @@ std::string strip_aws_chunked(std::string_view content_encoding) {
     return std::string(base::trim(out));
 }
 
+// A user metadata value as S3 stores it: MIME encoded words (RFC 2047) decoded, raw bytes kept when
+// they are UTF-8 and read as ISO-8859-1 (HTTP's historical header charset) when they are not, so that
+// every stored value is UTF-8 and add_object_headers can encode it back.
+std::string user_metadata_value(std::string_view sent) {
+    if (sent.starts_with("=?"))
+        if (auto decoded = base::mime_decode(sent)) return std::move(*decoded);
+    if (base::is_valid_utf8(sent)) return std::string(sent);
+    return base::latin1_to_utf8(sent);
+}
 }  // namespace
 
 base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
@@ -50,8 +59,9 @@ base::result<void> collect_metadata(const http::request_head& head, std::size_t 
     for (const auto& h : head.headers) {
         std::string name = base::to_lower(h.name);
         if (name.starts_with("x-amz-meta-")) {
-            meta_bytes += name.size() - 11 + h.value.size();
-            record.headers.emplace_back(std::move(name), std::string(h.value));
+            std::string value = user_metadata_value(h.value);
+            meta_bytes += name.size() - 11 + value.size();
+            record.headers.emplace_back(std::move(name), std::move(value));
         } else if (name == "content-encoding") {
             std::string kept = strip_aws_chunked(h.value);
             if (!kept.empty()) record.headers.emplace_back(name, kept);
@@ -237,7 +247,11 @@ void add_object_headers(http::header_list& h, const store::object_record& r, con
         bool overridden = std::any_of(
             std::begin(overrides), std::end(overrides),
             [&](const auto& o) { return o.first == stored.first && req.has(o.second); });
-        if (!overridden) h.emplace_back(stored.first, stored.second);
+        if (overridden) continue;
+        if (stored.first.starts_with("x-amz-meta-"))  // non-ASCII values as RFC 2047 words, as S3
+            h.emplace_back(stored.first, base::mime_encode(stored.second));
+        else
+            h.emplace_back(stored.first, stored.second);
     }
     for (const auto& [name, param] : overrides)
         if (req.has(param)) h.emplace_back(std::string(name), std::string(req.param(param)));

@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import datetime
+import email.header
 import hashlib
 from urllib.parse import unquote_plus
 
@@ -135,6 +136,32 @@ def test_content_type_and_user_metadata_round_trip(s3, bucket):
     assert got["ContentType"] == "application/x-fjord-test"
     assert got["Metadata"] == metadata
     assert got["Body"].read() == b"{}"
+
+
+def test_non_ascii_user_metadata_is_answered_as_rfc_2047_words(fjord_server, s3, bucket):
+    """S3 decodes MIME encoded words in metadata values before storing them and encodes values that are
+    not US-ASCII when answering; botocore sends only ASCII, so raw UTF-8 goes by a signed request."""
+    s3.put_object(Bucket=bucket, Key="b", Body=b"x", Metadata={
+        "b-word": "=?UTF-8?B?Y2Fmw6k=?=", "q-word": "=?utf-8?q?caf=C3=A9_au_lait?=",
+        "looks-encoded": "=?not a word", "plain": "ascii only"})
+    meta = s3.head_object(Bucket=bucket, Key="b")["Metadata"]
+    assert meta == {"b-word": "=?UTF-8?B?Y2Fmw6k=?=", "q-word": "=?UTF-8?B?Y2Fmw6kgYXUgbGFpdA==?=",
+                    "looks-encoded": "=?not a word", "plain": "ascii only"}
+    value = "grüße, 東京 ✓"
+    signed = s3util.sign_headers(fjord_server.credentials, "PUT", fjord_server.host, f"/{bucket}/raw",
+                                 headers={"x-amz-meta-city": value},
+                                 payload_hash=hashlib.sha256(b"r").hexdigest())
+    sent = dict(signed.headers)
+    sent["x-amz-meta-city"] = value.encode("utf-8")
+    assert requests.put(f"{fjord_server.endpoint}/{bucket}/raw", data=b"r", headers=sent,
+                        timeout=10).status_code == 200
+    answered = s3.get_object(Bucket=bucket, Key="raw")["Metadata"]["city"]
+    assert answered.isascii() and answered.startswith("=?UTF-8?B?")
+    words = email.header.decode_header(answered)
+    assert words[0][0].decode(words[0][1]) == value
+    # A copy keeps the stored value, and encodes it the same way
+    s3.copy_object(Bucket=bucket, Key="copy", CopySource={"Bucket": bucket, "Key": "raw"})
+    assert s3.head_object(Bucket=bucket, Key="copy")["Metadata"]["city"] == answered
 
 
 def test_overwrite_replaces_content_and_etag(s3, bucket, rng):

@@ -22,6 +22,22 @@ TEST(encoding, base64_round_trip) {
     EXPECT_FALSE(base64_decode("Y!Jj").has_value());
 }
 
+TEST(encoding, mime_words_as_s3_carries_non_ascii_metadata) {
+    EXPECT_EQ(mime_encode("plain =?text?="), "plain =?text?=");
+    EXPECT_EQ(mime_encode("caf\xc3\xa9"), "=?UTF-8?B?Y2Fmw6k=?=");
+    EXPECT_EQ(*mime_decode(mime_encode("caf\xc3\xa9")), "caf\xc3\xa9");
+    EXPECT_EQ(*mime_decode("=?utf-8?q?caf=C3=A9_au_lait?="), "caf\xc3\xa9 au lait");
+    EXPECT_EQ(*mime_decode("=?ISO-8859-1?Q?caf=E9?="), "caf\xc3\xa9");
+    EXPECT_EQ(*mime_decode("=?UTF-8?B?Y2Fm?= =?UTF-8?B?w6k=?="), "caf\xc3\xa9");  // space dropped
+    EXPECT_EQ(*mime_decode("=?US-ASCII?Q?ab?="), "ab");
+    for (const char* kept :
+         {"", "plain", "=?UTF-8?B?Y2Fmw6k=?= tail", "=?UTF-8?X?abc?=", "=?UTF-8?B?!!?=",
+          "=?KOI8-R?B?Y2Fm?=", "=?UTF-8?B?/w==?=", "=?UTF-8?Q?=F?=", "=?UTF-8?Q?a?b?=",
+          "=?US-ASCII?Q?=C3=A9?=", "=??B?YQ==?=", "=?UTF-8?B?"})
+        EXPECT_FALSE(mime_decode(kept).has_value()) << kept;
+    EXPECT_EQ(latin1_to_utf8("a\xe9\xff"), "a\xc3\xa9\xc3\xbf");
+}
+
 TEST(encoding, uri_encode_follows_sigv4_rules) {
     EXPECT_EQ(uri_encode("a b/c~d+e", true), "a%20b/c~d%2Be");
     EXPECT_EQ(uri_encode("a/b", false), "a%2Fb");
