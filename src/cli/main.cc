@@ -97,6 +97,8 @@ void print_usage() {
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
         "  --access-log PATH     one JSON line per request to PATH (appended), or - for stderr (default: off)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
+        "  --object-ownership O  Object Ownership of buckets created without one: BucketOwnerEnforced\n"
+        "                        (ACLs disabled, S3's default), BucketOwnerPreferred or ObjectWriter\n"
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
         "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
         "       fjord client put|get|head|delete|mb ...  (one request through the native client)\n"
@@ -197,6 +199,12 @@ const serve_option serve_options[] = {
          return *t != 0;
      }},
     {"--log-level", kind::text, [](args&, const char* t, u64) { return set_log_level(t); }},
+    {"--object-ownership", kind::text,
+     [](args& a, const char* t, u64) {
+         auto ownership = s3::parse_ownership(t);
+         if (ownership) a.cfg.service.default_ownership = *ownership;
+         return ownership.has_value();
+     }},
     {"--etag-md5", kind::flag,
      [](args& a, const char*, u64) {
          a.cfg.service.etag_md5 = true;

@@ -127,7 +127,7 @@ base::result<void> service::resolve_write_acl(context& c, bool creates_bucket) c
     const bool root = _users.is_root(c.auth.access_key);
     if (creates_bucket) {
         std::string_view named = head.value_of("x-amz-object-ownership");
-        auto ownership = named.empty() ? object_ownership::enforced : parse_ownership(named);
+        auto ownership = named.empty() ? _options.default_ownership : parse_ownership(named);
         if (!ownership)
             return base::fail(base::errc::invalid_argument,
                               "Invalid x-amz-object-ownership header: " + std::string(named));

@@ -17,6 +17,7 @@
 #include "base/metrics.h"
 #include "http/connection.h"
 #include "s3/checksum.h"
+#include "s3/acl.h"
 #include "s3/users.h"
 #include "auth/sigv4.h"
 #include "store/object_store.h"
@@ -47,6 +48,10 @@ struct service_options {
     // GET /metrics without authentication (for a Prometheus scraper on a trusted network). Off: /metrics
     // needs a SigV4 signature like every S3 request.
     bool metrics_public = false;
+    // The Object Ownership of a bucket whose CreateBucket names none (acl.h): S3's default,
+    // BucketOwnerEnforced (ACLs disabled), unless the operator chooses otherwise for tools written
+    // before S3 changed it.
+    object_ownership default_ownership = object_ownership::enforced;
 };
 
 // A routed request: which bucket and key it names (decoded) and its query parameters (decoded).
@@ -140,6 +145,8 @@ private:
     io::task<base::result<void>> create_owned_bucket(
         const context& c, const std::optional<store::kv_bucket_options>& kv);
     io::task<base::result<void>> configure_new_bucket(const context& c, bool root);
+    io::task<base::result<void>> reset_bucket_acl(const context& c,
+                                                  const store::bucket_info& bucket);
     io::task<void> put_bucket_lifecycle(context& c);
     io::task<void> get_bucket_lifecycle(context& c);
     io::task<void> delete_bucket_lifecycle(context& c);

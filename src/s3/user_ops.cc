@@ -312,9 +312,14 @@ io::task<void> service::delete_bucket_policy(context& c) {
 
 io::task<base::result<void>> service::create_owned_bucket(
     const context& c, const std::optional<store::kv_bucket_options>& kv) {
-    if (auto existing = _store.find_bucket(c.req.bucket); existing && !owns(c, *existing))
+    auto existing = _store.find_bucket(c.req.bucket);
+    if (existing && !owns(c, *existing))
         co_return base::fail(base::errc::bucket_already_exists,
                              "The requested bucket name is not available.");
+    // S3 in us-east-1 answers a re-creation of one's own bucket with 200 and resets its ACL (legacy
+    // compatibility); elsewhere, and for KV buckets (whose options may differ), it is an error.
+    if (existing && !kv && !_store.blocks_of(c.req.bucket) && _options.region == "us-east-1")
+        co_return co_await reset_bucket_acl(c, *existing);
     const bool root = _users.is_root(c.auth.access_key);
     if (kv && !root)
         co_return base::fail(base::errc::access_denied, "Only the root user creates KV buckets");
@@ -327,6 +332,21 @@ io::task<base::result<void>> service::create_owned_bucket(
     co_return configured;
 }
 
+io::task<base::result<void>> service::reset_bucket_acl(const context& c,
+                                                       const store::bucket_info& bucket) {
+    if (ownership_of(bucket) == object_ownership::enforced) co_return base::result<void>{};
+    const std::string owner = owner_id(bucket);
+    auto named = acl_from_headers(c.ex.head(), owner, owner);
+    if (!named) co_return named.as_failure();
+    std::optional<std::string> stored;
+    if (*named && !(**named == owner_full_control(owner))) {
+        FJORD_CO_TRY(check_grantees(**named));
+        stored = encode_acl(**named);
+    }
+    if (!stored && !bucket.attributes.contains(acl_attribute)) co_return base::result<void>{};
+    co_return co_await _store.set_bucket_attribute(c.req.bucket, acl_attribute, stored);
+}
+
 // A new bucket's owner (an owner attribute names root's by its absence), and the Object Ownership and
 // ACL its CreateBucket named (resolve_write_acl checked them).
 io::task<base::result<void>> service::configure_new_bucket(const context& c, bool root) {
@@ -334,7 +354,8 @@ io::task<base::result<void>> service::configure_new_bucket(const context& c, boo
     if (!root)
         FJORD_CO_TRY(
             co_await _store.set_bucket_attribute(c.req.bucket, owner_attribute, c.auth.access_key));
-    auto ownership = parse_ownership(head.value_of("x-amz-object-ownership"));
+    std::string_view named = head.value_of("x-amz-object-ownership");
+    auto ownership = named.empty() ? _options.default_ownership : parse_ownership(named);
     if (!ownership || *ownership == object_ownership::enforced) co_return base::result<void>{};
     FJORD_CO_TRY(co_await _store.set_bucket_attribute(c.req.bucket, ownership_attribute,
                                                       std::string(ownership_name(*ownership))));
