@@ -71,33 +71,30 @@ acl_grant user_grant(const std::string& id, acl_permission p) {
 }
 acl_grant group_grant(grantee_kind kind, acl_permission p) { return {kind, {}, p}; }
 
+// The grants of a canned ACL: what it adds first, then the owner's FULL_CONTROL (the order S3-compatible
+// servers answer them in, which suites compare against).
 base::result<access_control_list> canned_acl(std::string_view name, const std::string& owner,
                                              const std::string& bucket_owner) {
-    access_control_list acl{owner, {user_grant(owner, acl_permission::full_control)}};
+    access_control_list acl{owner, {}};
     using p = acl_permission;
-    if (name == "private") return acl;
     if (name == "public-read" || name == "public-read-write") {
         acl.grants.push_back(group_grant(grantee_kind::all_users, p::read));
         if (name == "public-read-write")
             acl.grants.push_back(group_grant(grantee_kind::all_users, p::write));
-        return acl;
-    }
-    if (name == "authenticated-read") {
+    } else if (name == "authenticated-read") {
         acl.grants.push_back(group_grant(grantee_kind::authenticated_users, p::read));
-        return acl;
-    }
-    if (name == "bucket-owner-read" || name == "bucket-owner-full-control") {
+    } else if (name == "bucket-owner-read" || name == "bucket-owner-full-control") {
         if (bucket_owner != owner)
             acl.grants.push_back(
                 user_grant(bucket_owner, name == "bucket-owner-read" ? p::read : p::full_control));
-        return acl;
-    }
-    if (name == "log-delivery-write") {
+    } else if (name == "log-delivery-write") {
         acl.grants.push_back(group_grant(grantee_kind::log_delivery, p::write));
         acl.grants.push_back(group_grant(grantee_kind::log_delivery, p::read_acp));
-        return acl;
+    } else if (name != "private") {
+        return base::fail(base::errc::invalid_argument, "Unknown canned ACL: " + std::string(name));
     }
-    return base::fail(base::errc::invalid_argument, "Unknown canned ACL: " + std::string(name));
+    acl.grants.push_back(user_grant(owner, p::full_control));
+    return acl;
 }
 
 std::string_view trim(std::string_view s) {
