@@ -124,8 +124,13 @@ base::result<std::vector<policy_condition>> conditions_of(const json& c) {
     for (const auto& item : c.items()) {
         const std::string name = item.key();
         const json& keys = item.value();
+        constexpr std::string_view if_exists = "IfExists";
+        const bool optional = name.size() > if_exists.size() && name.ends_with(if_exists) &&
+                              name.starts_with("String");
+        const std::string base_name =
+            optional ? name.substr(0, name.size() - if_exists.size()) : name;
         auto test = std::find_if(std::begin(tests), std::end(tests),
-                                 [&](const auto& t) { return name == t.first; });
+                                 [&](const auto& t) { return base_name == t.first; });
         if (test == std::end(tests) || !keys.is_object() || keys.empty())
             return malformed("Unsupported condition operator " + name);
         for (const auto& entry : keys.items()) {
@@ -134,14 +139,17 @@ base::result<std::vector<policy_condition>> conditions_of(const json& c) {
             std::string lower = base::to_lower(key);
             const bool ip = test->second == policy_condition::kind::ip_address ||
                             test->second == policy_condition::kind::not_ip_address;
-            if ((ip && lower != "aws:sourceip") || (!ip && lower != "s3:prefix"))
+            const bool string_key =
+                std::find(std::begin(policy_string_keys), std::end(policy_string_keys), lower) !=
+                std::end(policy_string_keys);
+            if ((ip && lower != "aws:sourceip") || (!ip && !string_key))
                 return malformed("Unsupported condition key " + key + " for " + name);
             auto list = strings_of(values, "a condition's values");
             if (!list) return list.as_failure();
             for (const auto& v : *list)
                 if ((ip && !valid_cidr(v)) || v.size() > 1024)
                     return malformed("Invalid value in condition " + name + ": " + v);
-            out.push_back({test->second, lower, std::move(*list)});
+            out.push_back({test->second, lower, std::move(*list), optional});
         }
     }
     return out;
@@ -219,12 +227,15 @@ bool condition_holds(const policy_condition& c, const policy_request& r) {
             return !any([&](const std::string& v) { return in_cidr(r.source_ip, v); });
         default: break;
     }
-    // s3:prefix: absent from the request, it matches no value (so a Not test holds)
+    // A key absent from the request matches no value (so a Not test holds), unless ...IfExists
     const bool negated = c.test == kind::string_not_equals || c.test == kind::string_not_like;
-    if (!r.prefix) return negated;
+    const std::string* value = c.key == "s3:prefix" && r.prefix ? &*r.prefix : nullptr;
+    for (const auto& [key, v] : r.values)
+        if (!value && key == c.key) value = &v;
+    if (!value) return c.if_exists || negated;
     const bool like = c.test == kind::string_like || c.test == kind::string_not_like;
     const bool matched =
-        any([&](const std::string& v) { return like ? glob(v, *r.prefix) : v == *r.prefix; });
+        any([&](const std::string& v) { return like ? glob(v, *value) : v == *value; });
     return negated ? !matched : matched;
 }
 

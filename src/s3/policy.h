@@ -5,8 +5,10 @@
 // naming Fjord users by access key (also as "arn:aws:iam::<anything>:user/KEY" or ".../KEY"); Action s3:
 // names with * and ? wildcards; Resource ARNs of this bucket ("arn:aws:s3:::bucket", ".../prefix*");
 // Conditions IpAddress / NotIpAddress on aws:SourceIp (IPv4 and IPv6 CIDRs) and StringEquals /
-// StringNotEquals / StringLike / StringNotLike on s3:prefix. Anything else is MalformedPolicy, never
-// silently ignored.
+// StringNotEquals / StringLike / StringNotLike (each also as ...IfExists, which holds when the request has
+// no such value) on the request keys S3 defines for them (policy_string_keys: s3:prefix, s3:delimiter,
+// s3:max-keys, s3:x-amz-acl, s3:x-amz-grant-*, s3:x-amz-copy-source, s3:x-amz-metadata-directive, ...).
+// Anything else is MalformedPolicy, never silently ignored.
 //
 // Decision (service::check_access): root may do anything; an explicit Deny that matches refuses everyone
 // else, the bucket's owner included; then the owner is allowed; then a matching Allow allows; otherwise
@@ -30,9 +32,28 @@ struct policy_condition {
         string_not_like
     };
     kind test = kind::ip_address;
-    std::string key;  // "aws:sourceip" or "s3:prefix" (lower case)
+    std::string key;  // "aws:sourceip", "s3:prefix", ... (lower case)
     std::vector<std::string> values;
+    bool if_exists = false;  // ...IfExists: holds when the request has no value for the key
 };
+
+// The condition keys a string test may name, lower case: the request's values for them are
+// policy_request::values (s3:prefix is policy_request::prefix).
+inline constexpr std::string_view policy_string_keys[] = {"s3:prefix",
+                                                          "s3:delimiter",
+                                                          "s3:max-keys",
+                                                          "s3:x-amz-acl",
+                                                          "s3:x-amz-grant-read",
+                                                          "s3:x-amz-grant-write",
+                                                          "s3:x-amz-grant-read-acp",
+                                                          "s3:x-amz-grant-write-acp",
+                                                          "s3:x-amz-grant-full-control",
+                                                          "s3:x-amz-copy-source",
+                                                          "s3:x-amz-metadata-directive",
+                                                          "s3:x-amz-server-side-encryption",
+                                                          "s3:x-amz-storage-class",
+                                                          "s3:versionid",
+                                                          "s3:x-amz-content-sha256"};
 
 struct policy_statement {
     bool allow = true;
@@ -57,6 +78,8 @@ struct policy_request {
     std::string resource;               // "bucket" or "bucket/key"
     std::string source_ip;              // the client's address, without port
     std::optional<std::string> prefix;  // ListBucket's prefix parameter
+    // The request's values for the other policy_string_keys it has (key lower case)
+    std::vector<std::pair<std::string, std::string>> values;
 };
 
 enum class policy_decision { none, allow, deny };

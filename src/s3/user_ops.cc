@@ -168,6 +168,32 @@ std::optional<acl_need> acl_need_of(std::string_view action) {
 }
 }  // namespace
 
+namespace {
+// The request's values for the condition keys a policy may test (policy.h): its headers of those names,
+// and the listing parameters.
+std::vector<std::pair<std::string, std::string>> policy_values(const http::request_head& head,
+                                                               const s3_request& r) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (std::string_view key : policy_string_keys) {
+        std::string_view name = key.substr(3);  // without "s3:"
+        if (name.starts_with("x-amz-")) {
+            const http::header* h = head.find(name);
+            if (!h) continue;
+            std::string value(h->value);
+            if (name == "x-amz-copy-source") {  // compared as "bucket/key", decoded
+                value = base::uri_decode(value, false).value_or(value);
+                if (value.starts_with('/')) value.erase(0, 1);
+            }
+            out.emplace_back(std::string(key), std::move(value));
+        } else if (name != "prefix" && r.has(name == "versionid" ? "versionId" : name)) {
+            out.emplace_back(std::string(key),
+                             std::string(r.param(name == "versionid" ? "versionId" : name)));
+        }
+    }
+    return out;
+}
+}  // namespace
+
 base::result<void> service::decide(const context& c, const bucket_access& a,
                                    const std::string& resource, const std::string& action,
                                    std::optional<deferred_acl>* deferred) const {
@@ -176,7 +202,12 @@ base::result<void> service::decide(const context& c, const bucket_access& a,
     if (a.broken) return access_denied();
     policy_decision d = policy_decision::none;
     if (a.policy) {
-        policy_request r{c.auth.access_key, action, resource, source_ip(c.ex.remote_address()), {}};
+        policy_request r{c.auth.access_key,
+                         action,
+                         resource,
+                         source_ip(c.ex.remote_address()),
+                         {},
+                         policy_values(c.ex.head(), c.req)};
         if ((action == "s3:ListBucket" || action == "s3:ListBucketVersions") && c.req.has("prefix"))
             r.prefix = std::string(c.req.param("prefix"));
         d = evaluate(*a.policy, r);

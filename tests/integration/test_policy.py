@@ -241,3 +241,22 @@ def test_hostile_forms_of_the_new_inputs(server):
         got = requests.put(f"{server.endpoint}/?fjord-admin-user={key}", data=b"some-secret-key-1",
                            headers=signed.headers, timeout=10)
         assert got.status_code == 400, (key, got.text)
+
+
+def test_a_policy_can_require_the_acl_and_headers_a_write_names(server):
+    """The classic hand-over rule: writers must give the bucket owner full control (s3:x-amz-acl), and a
+    ...IfExists condition that holds when the request lacks the key."""
+    alice, bob = client_of(server, ALICE), client_of(server, BOB)
+    alice.create_bucket(Bucket="handover", ObjectOwnership="ObjectWriter")
+    alice.put_bucket_policy(Bucket="handover", Policy=policy(
+        allow({"AWS": BOB[0]}, "s3:PutObject", "arn:aws:s3:::handover/*",
+              Condition={"StringEquals": {"s3:x-amz-acl": "bucket-owner-full-control"}}),
+        allow({"AWS": BOB[0]}, "s3:ListBucket", "arn:aws:s3:::handover",
+              Condition={"StringLikeIfExists": {"s3:delimiter": "/"}})))
+    assert error_of(lambda: bob.put_object(Bucket="handover", Key="a", Body=b"a"))[1] == 403
+    assert error_of(lambda: bob.put_object(Bucket="handover", Key="a", Body=b"a", ACL="public-read"))[1] == 403
+    bob.put_object(Bucket="handover", Key="a", Body=b"a", ACL="bucket-owner-full-control")
+    assert alice.get_object(Bucket="handover", Key="a")["Body"].read() == b"a"
+    assert [o["Key"] for o in bob.list_objects_v2(Bucket="handover")["Contents"]] == ["a"]
+    bob.list_objects_v2(Bucket="handover", Delimiter="/")
+    assert error_of(lambda: bob.list_objects_v2(Bucket="handover", Delimiter="-"))[1] == 403

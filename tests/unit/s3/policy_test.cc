@@ -93,5 +93,37 @@ TEST(policy, prefix_conditions_when_the_prefix_is_absent) {
     EXPECT_EQ(evaluate(p, r), policy_decision::none);
 }
 
+TEST(policy, request_header_conditions_and_if_exists) {
+    auto p = parsed(
+        R"({"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::b/*",
+                        "Condition": {"StringNotEquals": {"s3:x-amz-acl": "bucket-owner-full-control"}}},
+           {"Effect": "Allow", "Principal": "*", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::b",
+                        "Condition": {"StringEqualsIfExists": {"s3:max-keys": "10"}}})");
+    auto put = req("alice", "s3:PutObject", "b/k");
+    EXPECT_EQ(evaluate(p, put), policy_decision::deny) << "no x-amz-acl: not the one required";
+    put.values = {{"s3:x-amz-acl", "public-read"}};
+    EXPECT_EQ(evaluate(p, put), policy_decision::deny);
+    put.values = {{"s3:x-amz-acl", "bucket-owner-full-control"}};
+    EXPECT_EQ(evaluate(p, put), policy_decision::none);
+    auto list = req("", "s3:ListBucket", "b");
+    EXPECT_EQ(evaluate(p, list), policy_decision::allow) << "IfExists holds without the key";
+    list.values = {{"s3:max-keys", "1000"}};
+    EXPECT_EQ(evaluate(p, list), policy_decision::none);
+    list.values = {{"s3:max-keys", "10"}};
+    EXPECT_EQ(evaluate(p, list), policy_decision::allow);
+    for (const char* bad : {"IpAddressIfExists", "StringEqualsIfExist", "IfExists"}) {
+        auto refused =
+            parse_policy(doc(std::string(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*",
+            "Resource": "arn:aws:s3:::b", "Condition": {")") +
+                             bad + R"(": {"s3:prefix": "a"}}})"),
+                         "b");
+        EXPECT_EQ(refused.code(), base::errc::malformed_policy) << bad;
+    }
+    auto unknown = parse_policy(doc(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*",
+            "Resource": "arn:aws:s3:::b", "Condition": {"StringEquals": {"s3:ExistingObjectTag/x": "a"}}})"),
+                                "b");
+    EXPECT_EQ(unknown.code(), base::errc::malformed_policy);
+}
+
 }  // namespace
 }  // namespace fjord::s3
