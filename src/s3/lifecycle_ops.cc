@@ -1,17 +1,33 @@
 // Put/Get/DeleteBucketLifecycleConfiguration: the rules (lifecycle.h) kept as a bucket attribute; the
 // background task in lifecycle.cc applies them.
 
+#include <openssl/rand.h>
+
+#include "base/encoding.h"
 #include "s3/lifecycle.h"
 #include "s3/service.h"
 #include "s3/service_internal.h"
 
 namespace fjord::s3 {
 
+namespace {
+// S3 gives a rule sent without an ID a unique one (48 characters), kept with the configuration.
+void name_unnamed_rules(lifecycle_configuration& config) {
+    for (auto& rule : config.rules) {
+        if (!rule.id.empty()) continue;
+        unsigned char bytes[24];
+        if (RAND_bytes(bytes, sizeof bytes) != 1) continue;  // then it stays unnamed, as sent
+        rule.id = base::hex_encode({reinterpret_cast<const char*>(bytes), sizeof bytes});
+    }
+}
+}  // namespace
+
 io::task<void> service::put_bucket_lifecycle(context& c) {
     auto body = co_await read_verified_body(c, 1024 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     auto config = parse_lifecycle(*body);
     if (!config) co_return co_await send_error(c, config.err());
+    name_unnamed_rules(*config);
     if (_store.blocks_of(c.req.bucket))
         co_return co_await send_error(
             c, {base::errc::invalid_request,

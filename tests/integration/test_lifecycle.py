@@ -73,6 +73,12 @@ def test_configuration_round_trip_and_checks(s3, bucket):
     for rules, expected in refused:
         assert error_of(lambda: put_rules(s3, bucket, *rules)) == expected, rules
     assert len(s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]) == 3, "kept as it was"
+    # A rule sent without an ID gets one, as S3 names it, and keeps it
+    put_rules(s3, bucket, {"Filter": {"Prefix": "a/"}, "Status": "Enabled", "Expiration": {"Days": 1}},
+              {"Filter": {"Prefix": "b/"}, "Status": "Enabled", "Expiration": {"Days": 2}})
+    named = [r["ID"] for r in s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]]
+    assert len(set(named)) == 2 and all(len(i) == 48 for i in named)
+    assert [r["ID"] for r in s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]] == named
     s3.delete_bucket_lifecycle(Bucket=bucket)
     assert error_of(lambda: s3.get_bucket_lifecycle_configuration(Bucket=bucket))[1] == 404
     assert error_of(lambda: s3.put_bucket_lifecycle_configuration(
