@@ -221,9 +221,13 @@ base::result<void> service::decide(const context& c, const bucket_access& a,
         *deferred = deferred_acl{need->permission, a.owner_id};
         return {};
     }
+    // Bucket permissions come from the bucket's ACL, its owner's too (who may always read and replace
+    // that ACL, so it cannot lock itself out); everything else is the owner's
+    if (need && !need->object) {
+        if (acl_permits(*a.acl, c.auth.access_key, need->permission)) return {};
+        return access_denied();
+    }
     if (a.owner) return {};
-    if (need && !need->object && acl_permits(*a.acl, c.auth.access_key, need->permission))
-        return {};
     return access_denied();
 }
 

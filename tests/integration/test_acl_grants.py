@@ -132,6 +132,20 @@ def test_grants_reach_exactly_their_grantees(server):
     assert error_of(lambda: carol.list_objects_v2(Bucket="shared")) == ("AccessDenied", 403)
 
 
+def test_bucket_permissions_come_from_the_bucket_acl_for_its_owner_too(server):
+    alice = client_of(server, ALICE)
+    alice.create_bucket(Bucket="bare", ObjectOwnership="ObjectWriter")
+    alice.put_object(Bucket="bare", Key="k", Body=b"k")
+    acl = alice.get_bucket_acl(Bucket="bare")
+    alice.put_bucket_acl(Bucket="bare", AccessControlPolicy={"Owner": acl["Owner"], "Grants": []})
+    assert error_of(lambda: alice.put_object(Bucket="bare", Key="x", Body=b"x")) == ("AccessDenied", 403)
+    assert error_of(lambda: alice.list_objects_v2(Bucket="bare")) == ("AccessDenied", 403)
+    assert alice.get_object(Bucket="bare", Key="k")["Body"].read() == b"k"  # the object's ACL is its own
+    assert alice.get_bucket_acl(Bucket="bare")["Grants"] == []
+    alice.put_bucket_acl(Bucket="bare", ACL="private")  # the owner can always restore it
+    alice.put_object(Bucket="bare", Key="x", Body=b"x")
+
+
 def test_object_writer_owns_what_it_writes(server):
     alice, bob = client_of(server, ALICE), client_of(server, BOB)
     alice.create_bucket(Bucket="inbox", ObjectOwnership="ObjectWriter")
