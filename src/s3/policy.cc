@@ -57,6 +57,8 @@ base::result<std::vector<std::string>> principals_of(const json& p) {
     return names;
 }
 
+bool glob(std::string_view pattern, std::string_view text);
+
 base::result<std::vector<std::string>> resources_of(const json& r, const std::string& bucket) {
     auto arns = strings_of(r, "Resource");
     if (!arns) return arns;
@@ -67,8 +69,12 @@ base::result<std::vector<std::string>> resources_of(const json& r, const std::st
             std::count(arn.begin(), arn.end(), '*') > 8)
             return malformed("Policy has invalid resource");
         arn = arn.substr(prefix.size());
+        // This bucket, or a pattern that covers it ("arn:aws:s3:::*", as policies copied between
+        // buckets use): the pattern is then matched as written, against this bucket's names only
         std::string_view named = std::string_view(arn).substr(0, arn.find('/'));
-        if (named != bucket) return malformed("Policy has invalid resource");
+        const bool pattern = named.find_first_of("*?") != std::string_view::npos;
+        if (named != bucket && !(pattern && glob(named, bucket)))
+            return malformed("Policy has invalid resource");
     }
     return arns;
 }

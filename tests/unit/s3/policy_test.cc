@@ -93,6 +93,22 @@ TEST(policy, prefix_conditions_when_the_prefix_is_absent) {
     EXPECT_EQ(evaluate(p, r), policy_decision::none);
 }
 
+TEST(policy, a_resource_pattern_covering_the_bucket_is_taken) {
+    auto p = parsed(
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*", "Resource": ["arn:aws:s3:::*", "arn:aws:s3:::*/*"]})");
+    EXPECT_EQ(evaluate(p, req("", "s3:ListBucket", "b")), policy_decision::allow);
+    EXPECT_EQ(evaluate(p, req("", "s3:GetObject", "b/k/x")), policy_decision::allow);
+    EXPECT_TRUE(parse_policy(doc(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*",
+                                     "Resource": "arn:aws:s3:::?/*"})"),
+                             "b")
+                    .has_value());
+    EXPECT_EQ(parse_policy(doc(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*",
+                                   "Resource": "arn:aws:s3:::other*"})"),
+                           "b")
+                  .code(),
+              base::errc::malformed_policy);
+}
+
 TEST(policy, request_header_conditions_and_if_exists) {
     auto p = parsed(
         R"({"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::b/*",
