@@ -187,6 +187,7 @@ base::result<policy_statement> statement_of(const json& s, const std::string& bu
     if (!actions) return actions.as_failure();
     for (auto& a : *actions) {
         a = base::to_lower(a);
+        if (a == "*") a = "s3:*";  // every action: an S3 bucket's policy names only S3's
         if (!a.starts_with("s3:")) return malformed("Policy has an invalid action");
     }
     st.actions = std::move(*actions);

@@ -109,6 +109,12 @@ TEST(policy, a_resource_pattern_covering_the_bucket_is_taken) {
               base::errc::malformed_policy);
 }
 
+TEST(policy, a_bare_star_action_is_every_action) {
+    auto every = parsed(
+        R"({"Effect": "Allow", "Principal": "*", "Action": "*", "Resource": "arn:aws:s3:::b/*"})");
+    EXPECT_EQ(evaluate(every, req("", "s3:PutObject", "b/k")), policy_decision::allow);
+}
+
 TEST(policy, request_header_conditions_and_if_exists) {
     auto p = parsed(
         R"({"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": "arn:aws:s3:::b/*",
