@@ -7,7 +7,8 @@
 // Conditions IpAddress / NotIpAddress on aws:SourceIp (IPv4 and IPv6 CIDRs) and StringEquals /
 // StringNotEquals / StringLike / StringNotLike (each also as ...IfExists, which holds when the request has
 // no such value) on the request keys S3 defines for them (policy_string_keys: s3:prefix, s3:delimiter,
-// s3:max-keys, s3:x-amz-acl, s3:x-amz-grant-*, s3:x-amz-copy-source, s3:x-amz-metadata-directive, ...).
+// s3:max-keys, s3:x-amz-acl, s3:x-amz-grant-*, s3:x-amz-copy-source, s3:x-amz-metadata-directive,
+// aws:Referer, aws:UserAgent, ...).
 // Anything else is MalformedPolicy, never silently ignored.
 //
 // Decision (service::check_access): root may do anything; an explicit Deny that matches refuses everyone
@@ -53,7 +54,9 @@ inline constexpr std::string_view policy_string_keys[] = {"s3:prefix",
                                                           "s3:x-amz-server-side-encryption",
                                                           "s3:x-amz-storage-class",
                                                           "s3:versionid",
-                                                          "s3:x-amz-content-sha256"};
+                                                          "s3:x-amz-content-sha256",
+                                                          "aws:referer",
+                                                          "aws:useragent"};
 
 struct policy_statement {
     bool allow = true;

@@ -175,8 +175,11 @@ std::vector<std::pair<std::string, std::string>> policy_values(const http::reque
                                                                const s3_request& r) {
     std::vector<std::pair<std::string, std::string>> out;
     for (std::string_view key : policy_string_keys) {
-        std::string_view name = key.substr(3);  // without "s3:"
-        if (name.starts_with("x-amz-")) {
+        std::string_view name = key.substr(key.find(':') + 1);  // without "s3:" or "aws:"
+        if (key.starts_with("aws:")) {
+            const http::header* h = head.find(name == "referer" ? "referer" : "user-agent");
+            if (h) out.emplace_back(std::string(key), std::string(h->value));
+        } else if (name.starts_with("x-amz-")) {
             const http::header* h = head.find(name);
             if (!h) continue;
             std::string value(h->value);

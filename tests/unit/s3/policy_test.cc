@@ -109,10 +109,18 @@ TEST(policy, a_resource_pattern_covering_the_bucket_is_taken) {
               base::errc::malformed_policy);
 }
 
-TEST(policy, a_bare_star_action_is_every_action) {
+TEST(policy, a_bare_star_action_and_a_referer_condition) {
     auto every = parsed(
         R"({"Effect": "Allow", "Principal": "*", "Action": "*", "Resource": "arn:aws:s3:::b/*"})");
     EXPECT_EQ(evaluate(every, req("", "s3:PutObject", "b/k")), policy_decision::allow);
+    auto referred = parsed(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+        "Resource": "arn:aws:s3:::b/*", "Condition": {"StringLikeIfExists": {"aws:Referer": "https://ok/*"}}})");
+    auto r = req("", "s3:GetObject", "b/k");
+    EXPECT_EQ(evaluate(referred, r), policy_decision::allow);
+    r.values = {{"aws:referer", "https://evil/x"}};
+    EXPECT_EQ(evaluate(referred, r), policy_decision::none);
+    r.values = {{"aws:referer", "https://ok/page"}};
+    EXPECT_EQ(evaluate(referred, r), policy_decision::allow);
 }
 
 TEST(policy, request_header_conditions_and_if_exists) {
