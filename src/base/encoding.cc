@@ -214,9 +214,12 @@ std::string latin1_to_utf8(std::string_view latin1) {
 }
 
 std::string mime_encode(std::string_view utf8) {
-    bool ascii = true;
-    for (char ch : utf8) ascii = ascii && static_cast<unsigned char>(ch) < 0x80;
-    if (ascii) return std::string(utf8);
+    bool plain = true;  // printable US-ASCII (and tab): safe in a header as it is
+    for (char ch : utf8) {
+        auto b = static_cast<unsigned char>(ch);
+        plain = plain && b < 0x7f && (b >= 0x20 || b == '\t');
+    }
+    if (plain) return std::string(utf8);
     return "=?UTF-8?B?" + base64_encode(utf8) + "?=";
 }
 

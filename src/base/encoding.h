@@ -33,7 +33,9 @@ bool is_valid_utf8(std::string_view text);
 std::size_t decode_utf8(std::string_view text, std::size_t pos, std::uint32_t& code_point);
 
 // MIME encoded words (RFC 2047), as S3 carries user metadata that is not US-ASCII in headers.
-// Text with a byte outside US-ASCII becomes one "=?UTF-8?B?<base64>?=" word; other text is unchanged.
+// Text with a byte outside printable US-ASCII (a control byte, DEL, or anything past 0x7F; tab is kept)
+// becomes one "=?UTF-8?B?<base64>?=" word, so no value can break out of its header; other text is
+// unchanged.
 std::string mime_encode(std::string_view utf8);
 // A value made only of encoded words ("=?charset?B?...?=" or "=?charset?Q?...?=", charset UTF-8, US-ASCII
 // or ISO-8859-1 in any case, separated by spaces or tabs, which are dropped) decoded to UTF-8; nullopt for

@@ -1,5 +1,6 @@
 """The S3 API through boto3, with botocore's default (latest) checksum behaviour."""
 
+import base64
 import concurrent.futures
 import datetime
 import email.header
@@ -159,6 +160,12 @@ def test_non_ascii_user_metadata_is_answered_as_rfc_2047_words(fjord_server, s3,
     assert answered.isascii() and answered.startswith("=?UTF-8?B?")
     words = email.header.decode_header(answered)
     assert words[0][0].decode(words[0][1]) == value
+    # A word that decodes to CR LF is answered encoded: it never splits the response
+    hostile = "=?UTF-8?B?" + base64.b64encode(b"a\r\nx-evil: 1").decode() + "?="
+    s3.put_object(Bucket=bucket, Key="hostile", Body=b"h", Metadata={"evil": hostile})
+    head = s3.head_object(Bucket=bucket, Key="hostile")
+    assert head["Metadata"] == {"evil": hostile}
+    assert "x-evil" not in head["ResponseMetadata"]["HTTPHeaders"]
     # A copy keeps the stored value, and encodes it the same way
     s3.copy_object(Bucket=bucket, Key="copy", CopySource={"Bucket": bucket, "Key": "raw"})
     assert s3.head_object(Bucket=bucket, Key="copy")["Metadata"]["city"] == answered

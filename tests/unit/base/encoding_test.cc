@@ -36,6 +36,12 @@ TEST(encoding, mime_words_as_s3_carries_non_ascii_metadata) {
           "=?US-ASCII?Q?=C3=A9?=", "=??B?YQ==?=", "=?UTF-8?B?"})
         EXPECT_FALSE(mime_decode(kept).has_value()) << kept;
     EXPECT_EQ(latin1_to_utf8("a\xe9\xff"), "a\xc3\xa9\xc3\xbf");
+    // A decoded word may hold CR, LF or NUL: answered encoded, never raw in a header
+    const std::string hostile = *mime_decode("=?UTF-8?B?" + base64_encode("a\r\nX-Evil: 1") + "?=");
+    EXPECT_EQ(hostile, "a\r\nX-Evil: 1");
+    EXPECT_EQ(mime_encode(hostile), "=?UTF-8?B?" + base64_encode("a\r\nX-Evil: 1") + "?=");
+    EXPECT_TRUE(mime_encode(std::string("a\0b", 3)).starts_with("=?UTF-8?B?"));
+    EXPECT_EQ(mime_encode("tab\tkept"), "tab\tkept");
 }
 
 TEST(encoding, uri_encode_follows_sigv4_rules) {
