@@ -243,7 +243,7 @@ io::task<void> service::put_acl(context& c, bool object) {
     auto updated = co_await update_named(c, edit);
     if (!updated) co_return co_await send_error(c, visible_error(c, updated.err()));
     auto headers = c.common_headers();
-    add_version_header(headers, *updated, c.version.has_value());
+    answer_version(headers, *updated, c);
     (void)co_await c.ex.send_all(200, headers, "");
 }
 

@@ -253,7 +253,7 @@ io::task<void> service::put_object_tagging(context& c) {
     auto updated = co_await update_named(c, edit);
     if (!updated) co_return co_await send_error(c, updated.err());
     auto headers = c.common_headers();
-    add_version_header(headers, *updated, c.version.has_value());
+    answer_version(headers, *updated, c);
     (void)co_await c.ex.send_all(200, headers, "");
 }
 
@@ -261,7 +261,7 @@ io::task<void> service::get_object_tagging(context& c) {
     auto found = co_await head_named(c);
     if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
     auto headers = c.common_headers();
-    add_version_header(headers, *found, c.version.has_value());
+    answer_version(headers, *found, c);
     headers.emplace_back("Content-Type", "application/xml");
     (void)co_await c.ex.send_all(200, headers, tagging_xml(found->tags));
 }
@@ -306,7 +306,7 @@ io::task<void> service::delete_object_tagging(context& c) {
     auto updated = co_await update_named(c, edit);
     if (!updated) co_return co_await send_error(c, updated.err());
     auto headers = c.common_headers();
-    add_version_header(headers, *updated, c.version.has_value());
+    answer_version(headers, *updated, c);
     (void)co_await c.ex.send_all(204, headers, "");
 }
 
@@ -363,7 +363,7 @@ io::task<void> service::get_object_attributes(context& c) {
     headers.emplace_back("Content-Type", "application/xml");
     headers.emplace_back("Last-Modified",
                          base::format_http_date(static_cast<std::time_t>(r.modified_ms / 1000)));
-    add_version_header(headers, r, c.version.has_value());
+    answer_version(headers, r, c);
     (void)co_await c.ex.send_all(200, headers, x.take());
 }
 

@@ -416,7 +416,7 @@ io::task<void> service::get_object(context& c, bool head_only) {
         bool checksum_mode =
             base::iequals(head.value_of("x-amz-checksum-mode"), "ENABLED") && !*range;
         add_object_headers(headers, r, c.req, checksum_mode);
-        add_version_header(headers, r, c.version.has_value());
+        answer_version(headers, r, c);
         if (!r.tags.empty())
             headers.emplace_back("x-amz-tagging-count", std::to_string(r.tags.size()));
         if (*part_number)

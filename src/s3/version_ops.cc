@@ -27,8 +27,7 @@ base::failure invalid_version() {
 }  // namespace
 
 bool has_versioning(const store::object_store& store, const std::string& bucket) {
-    auto info = store.find_bucket(bucket);
-    return info && info->attributes.count(store::versioning_attribute);
+    return store.bucket_has_attribute(bucket, std::string(store::versioning_attribute));
 }
 
 base::result<std::optional<std::string>> parse_version_id(std::string_view text, bool versioned) {
@@ -51,6 +50,12 @@ void add_version_header(http::header_list& h, const store::object_record& r, boo
         h.emplace_back("x-amz-version-id", r.version_id);
     else if (named)
         h.emplace_back("x-amz-version-id", "null");
+}
+
+void service::answer_version(http::header_list& h, const store::object_record& r,
+                             const context& c) const {
+    add_version_header(h, r,
+                       r.version_id.empty() && (c.version || has_versioning(_store, c.req.bucket)));
 }
 
 // A GET or HEAD that found a delete marker says so: by its id (405), or as the key's current version

@@ -22,6 +22,9 @@ public:
     std::optional<bucket_info> find_bucket(const std::string& name) const override {
         return of(name).find_bucket(name);
     }
+    bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override {
+        return of(bucket).bucket_has_attribute(bucket, name);
+    }
     io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
                                                       std::optional<std::string> value) override;
 

@@ -205,6 +205,13 @@ std::optional<bucket_info> engine::find_bucket(const std::string& name) const {
     return local().buckets.at(name);
 }
 
+bool engine::bucket_has_attribute(const std::string& bucket, const std::string& name) const {
+    const core_state& cs = local();
+    auto found = cs.buckets.find(bucket);
+    return found != cs.buckets.end() && !cs.closing.count(bucket) &&
+           found->second.attributes.count(name);
+}
+
 // ---- recovery (startup, blocking I/O, before any reactor runs) ----
 
 namespace {

@@ -96,6 +96,7 @@ public:
     bool bucket_exists(const std::string& name) const override;
     std::vector<bucket_info> list_buckets() const override;
     std::optional<bucket_info> find_bucket(const std::string& name) const override;
+    bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override;
     io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
                                                       std::optional<std::string> value) override;
     io::task<base::result<object_record>> put(put_request request, byte_source& body,

@@ -79,6 +79,11 @@ std::optional<bucket_info> object_store::find_bucket(const std::string& name) co
     return std::nullopt;
 }
 
+bool object_store::bucket_has_attribute(const std::string& bucket, const std::string& name) const {
+    auto info = find_bucket(bucket);
+    return info && info->attributes.count(name);
+}
+
 io::task<base::result<void>> object_store::set_bucket_attribute(std::string bucket, std::string,
                                                                 std::optional<std::string>) {
     co_return base::fail(base::errc::not_implemented,

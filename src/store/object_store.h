@@ -273,6 +273,9 @@ public:
     virtual std::vector<bucket_info> list_buckets() const = 0;      // this core's view, sorted
     // This core's view of one bucket; nullopt when it does not exist.
     virtual std::optional<bucket_info> find_bucket(const std::string& name) const;
+    // Whether this core's view of a bucket holds the named attribute: what a request path asks on every
+    // request, without copying the bucket's configuration.
+    virtual bool bucket_has_attribute(const std::string& bucket, const std::string& name) const;
     // Sets (or, with nullopt, removes) one named attribute of a bucket, durably, then on every core;
     // no_such_bucket when the bucket does not exist. Stores that keep none refuse (not_implemented).
     virtual io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,

@@ -130,6 +130,28 @@ def test_suspended_versioning_replaces_the_null_version(s3, bucket):
     assert [m["VersionId"] for m in markers] == ["null"]
 
 
+def test_answers_about_the_null_version_name_it_once_versioning_is_on(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="old", Body=b"before")
+    s3.put_object_tagging(Bucket=bucket, Key="old", Tagging={"TagSet": [{"Key": "a", "Value": "1"}]})
+    # A bucket that never had versioning names no version
+    assert "VersionId" not in s3.head_object(Bucket=bucket, Key="old")
+    assert "VersionId" not in s3.get_object(Bucket=bucket, Key="old")
+    assert "VersionId" not in s3.get_object_tagging(Bucket=bucket, Key="old")
+    enable(s3, bucket)
+    # The object from before is the null version, and S3 says so without being asked
+    assert s3.head_object(Bucket=bucket, Key="old")["VersionId"] == "null"
+    assert s3.get_object(Bucket=bucket, Key="old")["VersionId"] == "null"
+    assert s3.get_object_tagging(Bucket=bucket, Key="old")["VersionId"] == "null"
+    attrs = s3.get_object_attributes(Bucket=bucket, Key="old", ObjectAttributes=["ETag"])
+    assert attrs["VersionId"] == "null"
+    v1 = s3.put_object(Bucket=bucket, Key="new", Body=b"v1")["VersionId"]
+    assert s3.head_object(Bucket=bucket, Key="new")["VersionId"] == v1
+    enable(s3, bucket, "Suspended")
+    s3.put_object(Bucket=bucket, Key="new", Body=b"suspended")
+    assert s3.head_object(Bucket=bucket, Key="new")["VersionId"] == "null"
+    assert s3.head_object(Bucket=bucket, Key="new", VersionId=v1)["VersionId"] == v1
+
+
 def test_version_ids_are_checked(s3, bucket):
     s3.put_object(Bucket=bucket, Key="k", Body=b"x")
     # Without versioning only "null" names anything
