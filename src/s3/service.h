@@ -150,13 +150,13 @@ private:
     io::task<void> put_bucket_lifecycle(context& c);
     io::task<void> get_bucket_lifecycle(context& c);
     io::task<void> delete_bucket_lifecycle(context& c);
-    // The object a request names: its versionId's version, or the current one.
     // The headers of an answer about a delete marker (none for other errors).
     io::task<http::header_list> delete_marker_headers(const context& c, base::errc code);
     // x-amz-version-id for an answer about the version `c` reads (`r`): its id, or "null" for the null
     // version where S3 names it (the request did, or the bucket has versioning).
     void answer_version(http::header_list& h, const store::object_record& r,
                         const context& c) const;
+    // The object a request names: its versionId's version, or the current one.
     io::task<base::result<store::object_record>> head_named(const context& c);
     io::task<base::result<store::object_record>> get_named(const context& c,
                                                            store::read_planner plan,
