@@ -142,7 +142,9 @@ base::result<void> checksum_options(const http::request_head& head, payload_opti
 std::optional<std::string> unquote_etag(std::string_view v) {
     v = base::trim(v);
     if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-    if (v.starts_with("W/\"")) v = v.substr(3, v.size() > 4 ? v.size() - 4 : 0);
+    // A weak tag loses its W/ and quotes only when it has both; cutting a last byte that is not the
+    // closing quote could split a UTF-8 sequence and hand an invalid tag on to an XML answer.
+    if (v.size() >= 4 && v.starts_with("W/\"") && v.back() == '"') v = v.substr(3, v.size() - 4);
     return std::string(v);
 }
 
