@@ -79,19 +79,21 @@ std::string md5(std::string_view data) {
     return d.finish();
 }
 
-// HMAC (RFC 2104) over the fetched SHA-256: OpenSSL's one-shot HMAC() fetches its MAC and digest
+// HMAC (RFC 2104) over the fetched digests: OpenSSL's one-shot HMAC() fetches its MAC and digest
 // implementations on every call, which cost more than the five short HMACs of a SigV4 check themselves.
-std::string hmac_sha256(std::string_view key, std::string_view data) {
+// SHA-1 and SHA-256 share the 64-byte block.
+namespace {
+std::string hmac(digest& inner, digest& outer, std::string_view key, std::string_view data) {
     constexpr std::size_t block_bytes = 64;
     unsigned char k[block_bytes] = {};
     if (key.size() > block_bytes) {
-        std::string hashed = sha256(key);
+        inner.update(key);
+        std::string hashed = inner.finish();
         std::memcpy(k, hashed.data(), hashed.size());
     } else {
         std::memcpy(k, key.data(), key.size());
     }
     unsigned char pad[block_bytes];
-    thread_local digest inner(digest_kind::sha256), outer(digest_kind::sha256);
     for (std::size_t i = 0; i < block_bytes; ++i) pad[i] = k[i] ^ 0x36;
     inner.update(std::as_bytes(std::span(pad)));
     inner.update(std::as_bytes(std::span(data.data(), data.size())));
@@ -102,6 +104,17 @@ std::string hmac_sha256(std::string_view key, std::string_view data) {
     OPENSSL_cleanse(k, sizeof k);
     OPENSSL_cleanse(pad, sizeof pad);
     return outer.finish();
+}
+}  // namespace
+
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+    thread_local digest inner(digest_kind::sha256), outer(digest_kind::sha256);
+    return hmac(inner, outer, key, data);
+}
+
+std::string hmac_sha1(std::string_view key, std::string_view data) {
+    thread_local digest inner(digest_kind::sha1), outer(digest_kind::sha1);
+    return hmac(inner, outer, key, data);
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {

@@ -1,6 +1,7 @@
 #pragma once
 
-// Incremental cryptographic digests (MD5, SHA-1, SHA-256) and HMAC-SHA256 over OpenSSL's EVP interface.
+// Incremental cryptographic digests (MD5, SHA-1, SHA-256), HMAC-SHA256 and HMAC-SHA1 over OpenSSL's
+// EVP interface.
 // A digest object is owned by one request on one core; it is not thread-safe.
 
 #include <array>
@@ -41,6 +42,8 @@ private:
 std::string sha256(std::string_view data);                             // raw 32 bytes
 std::string md5(std::string_view data);                                // raw 16 bytes
 std::string hmac_sha256(std::string_view key, std::string_view data);  // raw 32 bytes
+// Only for what still signs with it (POST Object's Signature Version 2 policy signature).
+std::string hmac_sha1(std::string_view key, std::string_view data);  // raw 20 bytes
 
 // Compares two byte strings in time that depends only on their lengths.
 bool constant_time_equal(std::string_view a, std::string_view b);
