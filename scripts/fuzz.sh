@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-600}"
 shift || true
-all_targets=(fuzz_http_request fuzz_chunked fuzz_sigv4 fuzz_range_conditional fuzz_xml fuzz_journal fuzz_kv)
+all_targets=(fuzz_http_request fuzz_chunked fuzz_sigv4 fuzz_range_conditional fuzz_xml fuzz_journal fuzz_kv fuzz_form)
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all_targets[@]}")
 build_dir=build/fuzz
@@ -30,6 +30,7 @@ max_len_of() {
         fuzz_xml) echo 65536 ;;
         fuzz_journal) echo 65536 ;;
         fuzz_kv) echo 8192 ;;             # a table of a few entries, or a 4 KiB record header
+        fuzz_form) echo 4096 ;;           # the harness uses a 256-byte window, 128-byte part heads
         *) echo "unknown fuzz target: $1" >&2; return 1 ;;
     esac
 }
