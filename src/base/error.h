@@ -81,7 +81,11 @@ namespace fjord::base {
     X(no_such_bucket_policy, 66, "NoSuchBucketPolicy", 404, false)                                 \
     X(ownership_controls_not_found, 67, "OwnershipControlsNotFoundError", 404, false)              \
     X(unresolvable_grant_by_email, 68, "UnresolvableGrantByEmailAddress", 400, false)              \
-    X(malformed_acl, 69, "MalformedACLError", 400, false)
+    X(malformed_acl, 69, "MalformedACLError", 400, false)                                          \
+    X(invalid_policy_document, 70, "InvalidPolicyDocument", 400, false)                            \
+    X(malformed_post_request, 71, "MalformedPOSTRequest", 400, false)                              \
+    X(max_post_pre_data_length_exceeded, 72, "MaxPostPreDataLengthExceeded", 400, false)           \
+    X(incorrect_number_of_files, 73, "IncorrectNumberOfFilesInPostRequest", 400, false)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

@@ -122,8 +122,8 @@ base::result<void> check_enforced_write(const http::request_head& head, bool cre
 }
 }  // namespace
 
-base::result<void> service::resolve_write_acl(context& c, bool creates_bucket) const {
-    const http::request_head& head = c.ex.head();
+base::result<void> service::resolve_write_acl(context& c, const http::request_head& head,
+                                              bool creates_bucket) const {
     const bool root = _users.is_root(c.auth.access_key);
     if (creates_bucket) {
         std::string_view named = head.value_of("x-amz-object-ownership");

@@ -147,6 +147,11 @@ void deleted_xml(xml_writer& x, const delete_outcome& o) {
 }
 }  // namespace
 
+base::result<std::vector<std::pair<std::string, std::string>>> parse_object_tagging(
+    std::string_view body) {
+    return parse_tag_set(body, max_tags, "Object tags cannot be greater than 10");
+}
+
 base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(
     std::string_view text) {
     std::vector<std::pair<std::string, std::string>> tags;

@@ -126,7 +126,7 @@ base::operation_class operation_of(http::method verb, const s3_request& r) {
         if (verb == method::get) return r.has("location") ? op::bucket : op::list;
         if (verb == method::put || verb == method::delete_ || verb == method::head)
             return op::bucket;
-        return op::other;
+        return verb == method::post && r.query.empty() ? op::write : op::other;  // POST Object
     }
     if (r.has("uploads")) return op::multipart;
     if (r.has("uploadId")) {
@@ -191,6 +191,7 @@ enum class s3_op {
     get_object_attributes,
     copy_object,
     put_object,
+    post_object,
     get_object,
     head_object,
     delete_object,
@@ -321,9 +322,7 @@ chosen_operation choose_bucket_operation(http::method verb, const s3_request& r)
             if (r.has("location")) return named(s3_op::bucket_location, "GetBucketLocation");
             if (r.param("list-type") == "2") return named(s3_op::list_objects_v2, "ListObjectsV2");
             return named(s3_op::list_objects, "ListObjects");
-        case method::post:
-            return refused(
-                {base::errc::not_implemented, "Fjord does not implement browser POST uploads"});
+        case method::post: return named(s3_op::post_object, "PostObject");
         default: return refused(method_not_allowed());
     }
 }
@@ -701,12 +700,15 @@ access_kind kind_of(s3_op op) {
 
 io::task<void> service::dispatch(context& c) {
     chosen_operation chosen = choose_operation(c.ex.head(), c.req);
+    // A POST form names its key and its signer in its body: post_object checks access once it has
+    // read them.
+    if (chosen.op == s3_op::post_object) co_return co_await post_object(c);
     if (auto allowed = check_access(c, kind_of(chosen.op), chosen.name); !allowed)
         co_return co_await send_error(c, allowed.err());
     const bool writes = chosen.op == s3_op::put_object || chosen.op == s3_op::copy_object ||
                         chosen.op == s3_op::create_multipart_upload;
     if (writes || chosen.op == s3_op::create_bucket)
-        if (auto acl = resolve_write_acl(c, chosen.op == s3_op::create_bucket); !acl)
+        if (auto acl = resolve_write_acl(c, c.ex.head(), chosen.op == s3_op::create_bucket); !acl)
             co_return co_await send_error(c, acl.err());
     if (!c.req.key.empty() && c.req.has("versionId")) {
         auto version = requested_version(_store, c.req);
@@ -757,6 +759,7 @@ io::task<void> service::dispatch(context& c) {
         case s3_op::get_object_attributes: co_return co_await get_object_attributes(c);
         case s3_op::copy_object: co_return co_await copy_object(c);
         case s3_op::put_object: co_return co_await put_object(c);
+        case s3_op::post_object: co_return co_await post_object(c);
         case s3_op::get_object: co_return co_await get_object(c, false);
         case s3_op::head_object: co_return co_await get_object(c, true);
         case s3_op::delete_object: co_return co_await delete_object(c);

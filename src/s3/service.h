@@ -22,6 +22,10 @@
 #include "auth/sigv4.h"
 #include "store/object_store.h"
 
+namespace fjord::http {
+class form_reader;
+}
+
 namespace fjord::s3 {
 
 class access_log;
@@ -30,6 +34,8 @@ struct access_control_list;
 struct bucket_access;
 struct deferred_acl;
 struct bucket_policy;
+struct post_form;
+struct post_policy;
 
 struct service_options {
     auth::credential_store credentials;
@@ -164,6 +170,12 @@ private:
     io::task<base::result<store::object_record>> update_named(const context& c,
                                                               store::record_editor edit);
     io::task<void> put_object(context& c);
+    // POST Object (post_object.cc): the form's fields, then its file, stored as a PutObject would be.
+    io::task<void> post_object(context& c);
+    io::task<void> store_posted(context& c, const post_form& form, const std::string& file_type,
+                                http::form_reader& reader, const post_policy& policy);
+    io::task<void> answer_post(context& c, const post_form& form,
+                               const store::object_record& stored);
     // The declared size and the digests a PUT or UploadPart body must be checked against.
     base::result<body_plan> plan_body(const context& c,
                                       checksum_algorithm expected_algorithm) const;
@@ -182,7 +194,9 @@ private:
     io::task<void> delete_ownership_controls(context& c);
     // The ACL an object write or CreateBucket names, checked against the bucket's Object Ownership;
     // sets c.write_acl for object writes.
-    base::result<void> resolve_write_acl(context& c, bool creates_bucket) const;
+    // `head`: the request's, or the headers a POST form's fields stand for.
+    base::result<void> resolve_write_acl(context& c, const http::request_head& head,
+                                         bool creates_bucket) const;
     // Every user a list grants to exists (InvalidArgument, as S3, for an unknown canonical ID).
     base::result<void> check_grantees(const access_control_list& acl) const;
     io::task<void> put_bucket_tagging(context& c);

@@ -104,6 +104,9 @@ std::string derived_etag(const store::written_data& written);
 // Parses x-amz-tagging ("k1=v1&k2=v2", URL-encoded) with S3's limits.
 base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_header(
     std::string_view text);
+// Parses an object's Tagging document (PutObjectTagging's body, POST Object's tagging field).
+base::result<std::vector<std::pair<std::string, std::string>>> parse_object_tagging(
+    std::string_view body);
 base::result<store::write_conditions> write_conditions_of(const http::request_head& head);
 // Content-Type, the stored headers and x-amz-meta-* of a PUT or CreateMultipartUpload.
 base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
