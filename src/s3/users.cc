@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/clock.h"
 #include "io/cross_core.h"
 #include "io/reactor.h"
 
@@ -9,7 +10,10 @@ namespace fjord::s3 {
 
 namespace {
 constexpr std::string_view user_prefix = "user/";
-}
+// A removed user's access key, kept so that it is never given to anyone again: its buckets, grants
+// and policies still name it, and a new user with that key would inherit them.
+constexpr std::string_view removed_prefix = "removed-user/";
+}  // namespace
 
 std::string owner_of(const store::bucket_info& bucket) {
     auto it = bucket.attributes.find(owner_attribute);
@@ -90,6 +94,22 @@ io::task<base::result<void>> user_directory::set(store::object_store& store, std
         if (!made && made.code() != base::errc::bucket_already_owned_by_you)
             co_return made.as_failure();
     }
+    auto system = store.find_bucket(system_bucket);
+    const bool exists =
+        system && system->attributes.contains(std::string(user_prefix) + access_key);
+    const bool removed =
+        system && system->attributes.contains(std::string(removed_prefix) + access_key);
+    if (secret && removed && !exists)
+        co_return base::fail(base::errc::invalid_argument,
+                             "the access key " + access_key +
+                                 " belonged to a removed user and is never given out again: its "
+                                 "buckets, grants and policies still name it");
+    // The key is retired before the user goes: a crash between the two leaves the user, still
+    // removable, and never a key that could be handed out again.
+    if (!secret && exists && !removed)
+        FJORD_CO_TRY(co_await store.set_bucket_attribute(
+            system_bucket, std::string(removed_prefix) + access_key,
+            std::to_string(base::unix_now_ms() / 1000)));
     FJORD_CO_TRY(co_await store.set_bucket_attribute(
         system_bucket, std::string(user_prefix) + access_key, secret));
     for (unsigned c = 0; c < _tables.size(); ++c) {

@@ -40,7 +40,9 @@ public:
     std::vector<std::string> list(const store::object_store& store);
 
     // Adds (or, with a new secret, changes) a user, or removes one (secret nullopt), durably, then on
-    // every core. Refused for a root access key and for a key pair check_credentials refuses.
+    // every core. Refused for a root access key, for a key pair check_credentials refuses, and for the
+    // key of a removed user: a removed key is retired for good, since its buckets, grants and policies
+    // still name it.
     io::task<base::result<void>> set(store::object_store& store, std::string access_key,
                                      std::optional<std::string> secret);
 

@@ -171,3 +171,26 @@ def test_fjord_admin_cli(server):
     env.update({"FJORD_ACCESS_KEY": ALICE[0], "FJORD_SECRET_KEY": ALICE[1]})
     refused = fjord_admin("ls")
     assert refused.returncode == 1 and b"Access Denied" in refused.stderr
+
+
+def test_a_removed_users_key_is_never_given_out_again(server):
+    """A removed user's buckets (and any grant or policy naming its key) stay; a new user with the same
+    key would inherit them, so the key is retired, across a restart too."""
+    alice = client_of(server, ALICE)
+    alice.create_bucket(Bucket="alices")
+    alice.put_object(Bucket="alices", Key="private", Body=b"hers")
+    assert admin(server, "DELETE", [("fjord-admin-user", ALICE[0])]).status_code == 204
+    for attempt in range(2):
+        again = admin(server, "PUT", [("fjord-admin-user", ALICE[0])], b"another-secret-for-alice")
+        assert again.status_code == 400, again.text
+        assert ALICE[0] not in users_of(server)
+        assert error_of(lambda: client_of(server, ALICE).get_object(Bucket="alices", Key="private"))[0] == \
+            "InvalidAccessKeyId"
+        server.restart()
+    # Root still has the bucket; another key is a new user with nothing
+    assert server.client().get_object(Bucket="alices", Key="private")["Body"].read() == b"hers"
+    add_user(server, ("CAROLACCESSKEY0001", "carol-secret-key-0001"))
+    carol = client_of(server, ("CAROLACCESSKEY0001", "carol-secret-key-0001"))
+    assert error_of(lambda: carol.get_object(Bucket="alices", Key="private"))[1] == 403
+    # Changing a live user's secret is not a re-creation
+    assert admin(server, "PUT", [("fjord-admin-user", BOB[0])], b"bob-new-secret-000001").status_code == 200
