@@ -1074,7 +1074,7 @@ io::task<void> service::list_object_versions(context& c) {
     else
         page = co_await list_page_of(*lr);
     if (!page) co_return co_await send_error(c, page.err());
-    co_await send_xml(c, 200, versions_result_xml(c.req, *lr, *page, c.auth.access_key));
+    co_await send_xml(c, 200, versions_result_xml(c.req, *lr, *page, listing_owner(c)));
 }
 
 io::task<void> service::list_objects(context& c, bool v2) {
@@ -1082,7 +1082,14 @@ io::task<void> service::list_objects(context& c, bool v2) {
     if (!lr) co_return co_await send_error(c, lr.err());
     auto page = co_await list_page_of(*lr);
     if (!page) co_return co_await send_error(c, page.err());
-    co_await send_xml(c, 200, list_result_xml(c.req, v2, *lr, *page, c.auth.access_key));
+    co_await send_xml(c, 200, list_result_xml(c.req, v2, *lr, *page, listing_owner(c)));
+}
+
+// Listings name the bucket's owner as the objects' owner (who owns every object of a
+// BucketOwnerEnforced bucket), not the caller, who may be another user or anonymous.
+std::string service::listing_owner(const context& c) const {
+    auto bucket = _store.find_bucket(c.req.bucket);
+    return bucket ? owner_id(*bucket) : _users.root_id();
 }
 
 }  // namespace fjord::s3

@@ -116,6 +116,8 @@ private:
     io::task<void> bucket_location(context& c);
     io::task<void> list_objects(context& c, bool v2);
     io::task<void> list_object_versions(context& c);
+    // The Owner of the objects in a listing of the request's bucket.
+    std::string listing_owner(const context& c) const;
     io::task<base::result<store::list_page>> list_page_of(const store::list_request& lr);
     io::task<void> get_bucket_versioning(context& c);
     io::task<void> put_bucket_versioning(context& c);

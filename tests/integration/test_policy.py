@@ -106,6 +106,10 @@ def test_a_grant_to_another_user_by_prefix(server):
     assert error_of(lambda: bob.put_object(Bucket="team", Key="shared/x", Body=b"x"))[1] == 403
     assert [o["Key"] for o in bob.list_objects_v2(Bucket="team", Prefix="shared/")["Contents"]] == \
         ["shared/ckpt.pt"]
+    # The objects' owner in a listing is the bucket's owner, not whoever lists it
+    listed = bob.list_objects_v2(Bucket="team", Prefix="shared/", FetchOwner=True)["Contents"]
+    assert listed[0]["Owner"]["ID"] == ALICE[0]
+    assert bob.list_objects(Bucket="team", Prefix="shared/")["Contents"][0]["Owner"]["ID"] == ALICE[0]
     assert error_of(lambda: bob.list_objects_v2(Bucket="team"))[1] == 403, "only under shared/"
     signer = make_client(server, access_key=BOB[0], secret_key=BOB[1], signature_version="s3v4")
     url = signer.generate_presigned_url("get_object", Params={"Bucket": "team", "Key": "shared/ckpt.pt"})
