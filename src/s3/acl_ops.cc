@@ -170,10 +170,8 @@ io::task<void> service::get_acl(context& c, bool object) {
     if (object) {
         auto found = co_await head_named(c);
         if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
-        if (c.object_acl)
-            if (auto allowed = object_acl_allows(*c.object_acl, c.auth.access_key, *found);
-                !allowed)
-                co_return co_await send_error(c, allowed.err());
+        if (auto allowed = c.check_of_object()(*found); !allowed)
+            co_return co_await send_error(c, allowed.err());
         if (!enforced) acl = object_acl_of(*found, bucket_owner);
     } else if (auto it = info->attributes.find(acl_attribute);
                !enforced && it != info->attributes.end()) {
@@ -226,13 +224,15 @@ io::task<void> service::put_acl(context& c, bool object) {
         }
         co_return (void) co_await c.ex.send_all(200, c.common_headers(), "");
     }
-    if (enforced) {  // nothing changes: the object only has to be there
+    const object_check allowed = c.check_of_object();
+    if (enforced) {  // nothing changes: the object only has to be there (and be the caller's to set)
         auto found = co_await head_named(c);
         if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
+        if (auto ok = allowed(*found); !ok) co_return co_await send_error(c, ok.err());
         co_return (void) co_await c.ex.send_all(200, c.common_headers(), "");
     }
     store::record_editor edit = [&](store::object_record& r) -> base::result<void> {
-        if (c.object_acl) FJORD_TRY(object_acl_allows(*c.object_acl, c.auth.access_key, r));
+        FJORD_TRY(allowed(r));
         auto current = object_acl_of(r, bucket_owner);
         if (!current) return current.as_failure();
         auto acl = acl_for(wanted, head, current->owner, bucket_owner);

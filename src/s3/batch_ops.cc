@@ -251,7 +251,9 @@ io::task<void> service::put_object_tagging(context& c) {
     if (!body) co_return co_await send_error(c, body.err());
     auto tags = parse_tag_set(*body, max_tags, "Object tags cannot be greater than 10");
     if (!tags) co_return co_await send_error(c, tags.err());
-    auto edit = [tags = std::move(*tags)](store::object_record& r) -> base::result<void> {
+    auto edit = [tags = std::move(*tags),
+                 allowed = c.check_of_object()](store::object_record& r) -> base::result<void> {
+        FJORD_TRY(allowed(r));
         r.tags = tags;
         return {};
     };
@@ -265,6 +267,8 @@ io::task<void> service::put_object_tagging(context& c) {
 io::task<void> service::get_object_tagging(context& c) {
     auto found = co_await head_named(c);
     if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
+    if (auto allowed = c.check_of_object()(*found); !allowed)
+        co_return co_await send_error(c, allowed.err());
     auto headers = c.common_headers();
     answer_version(headers, *found, c);
     headers.emplace_back("Content-Type", "application/xml");
@@ -304,7 +308,8 @@ io::task<void> service::delete_bucket_tagging(context& c) {
 }
 
 io::task<void> service::delete_object_tagging(context& c) {
-    auto edit = [](store::object_record& r) -> base::result<void> {
+    auto edit = [allowed = c.check_of_object()](store::object_record& r) -> base::result<void> {
+        FJORD_TRY(allowed(r));
         r.tags.clear();
         return {};
     };

@@ -404,11 +404,12 @@ io::task<void> service::get_object(context& c, bool head_only) {
     auto part_number = part_number_of(c.req, head);
     if (!part_number) co_return co_await send_error(c, part_number.err());
     response_sink sink(c.ex);
+    const object_check allowed = c.check_of_object();
     std::optional<seen_record> seen;  // what a 304 or 416 answer describes
     // Chooses the answer once the store has the record: conditions, range, and the response head.
     store::read_planner plan =
         [&](const store::object_record& r) -> base::result<std::optional<store::byte_range>> {
-        if (c.object_acl) FJORD_TRY(object_acl_allows(*c.object_acl, c.auth.access_key, r));
+        FJORD_TRY(allowed(r));
         seen = seen_record{r.etag, r.modified_ms, r.size_bytes};
         FJORD_TRY(check_read_conditions(head, r));
         auto range = *part_number ? part_range(r, **part_number)

@@ -145,9 +145,18 @@ base::result<std::vector<policy_condition>> conditions_of(const json& c) {
             std::string lower = base::to_lower(key);
             const bool ip = test->second == policy_condition::kind::ip_address ||
                             test->second == policy_condition::kind::not_ip_address;
-            const bool string_key =
+            bool string_key =
                 std::find(std::begin(policy_string_keys), std::end(policy_string_keys), lower) !=
                 std::end(policy_string_keys);
+            // s3:ExistingObjectTag/<tag>: the tag's name keeps its case (tag keys are case-sensitive)
+            constexpr std::string_view tag_key = object_tag_condition_prefix;
+            if (lower.starts_with(tag_key)) {
+                const std::size_t tag_bytes = key.size() - tag_key.size();
+                if (tag_bytes == 0 || tag_bytes > 128)
+                    return malformed("Invalid condition key " + key);
+                lower = std::string(tag_key) + key.substr(tag_key.size());
+                string_key = true;
+            }
             if ((ip && lower != "aws:sourceip") || (!ip && !string_key))
                 return malformed("Unsupported condition key " + key + " for " + name);
             auto list = strings_of(values, "a condition's values");
@@ -282,6 +291,8 @@ base::result<bucket_policy> parse_policy(std::string_view text, const std::strin
     for (const auto& s : statements) {
         auto st = statement_of(s, bucket);
         if (!st) return st.as_failure();
+        for (const auto& c : st->conditions)
+            if (c.key.starts_with(object_tag_condition_prefix)) policy.uses_object_tags = true;
         policy.statements.push_back(std::move(*st));
     }
     return policy;

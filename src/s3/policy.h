@@ -8,7 +8,7 @@
 // StringNotEquals / StringLike / StringNotLike (each also as ...IfExists, which holds when the request has
 // no such value) on the request keys S3 defines for them (policy_string_keys: s3:prefix, s3:delimiter,
 // s3:max-keys, s3:x-amz-acl, s3:x-amz-grant-*, s3:x-amz-copy-source, s3:x-amz-metadata-directive,
-// aws:Referer, aws:UserAgent, ...).
+// aws:Referer, aws:UserAgent, ...), and s3:ExistingObjectTag/<tag> (the object's own tags).
 // Anything else is MalformedPolicy, never silently ignored.
 //
 // Decision (service::check_access): root may do anything; an explicit Deny that matches refuses everyone
@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -66,8 +67,13 @@ struct policy_statement {
     std::vector<policy_condition> conditions;
 };
 
+// s3:ExistingObjectTag/<tag> (lower case up to the tag's name, which keeps its case): the value of that
+// tag on the object the request acts on, known only once its record is read (service.h, decide).
+inline constexpr std::string_view object_tag_condition_prefix = "s3:existingobjecttag/";
+
 struct bucket_policy {
     std::vector<policy_statement> statements;
+    bool uses_object_tags = false;  // a condition names s3:ExistingObjectTag/...
 };
 
 // A policy document for `bucket`: MalformedPolicy (with what is wrong) for anything outside the subset

@@ -33,6 +33,7 @@ struct body_plan;
 struct access_control_list;
 struct bucket_access;
 struct deferred_acl;
+struct deferred_policy;
 struct bucket_policy;
 struct post_form;
 struct post_policy;
@@ -134,10 +135,12 @@ private:
     std::shared_ptr<const bucket_policy> parsed_policy(const std::string& bucket,
                                                        const std::string& text) const;
     // `deferred`, when given, takes what an object's ACL must grant instead of refusing at once
-    // (object-level ACL permissions; see acl.h).
+    // (object-level ACL permissions; see acl.h). `deferred_decision`, when given, takes the whole
+    // decision when the bucket's policy tests the object's tags (service_internal.h).
     base::result<void> decide(const context& c, const bucket_access& access,
                               const std::string& resource, const std::string& action,
-                              std::optional<deferred_acl>* deferred = nullptr) const;
+                              std::optional<deferred_acl>* deferred = nullptr,
+                              std::optional<deferred_policy>* deferred_decision = nullptr) const;
     // The canonical ID of a bucket's owner (its owner attribute, or root's).
     std::string owner_id(const store::bucket_info& bucket) const;
     // DeleteObjects, key by key.

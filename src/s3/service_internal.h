@@ -25,6 +25,29 @@ struct deferred_acl {
     std::string bucket_owner;  // canonical ID: the owner of an object whose record names none
 };
 
+// A policy decision that needs the tags of the object the request acts on (s3:ExistingObjectTag):
+// everything but the tags, taken on the request's core by check_access, completed with the record
+// once it is read (complete_policy; it reads nothing shared, so it may run on the core that owns the
+// key). It stands for the whole decision: what the object's ACL, the bucket's ACL or its ownership
+// would have answered when the policy neither allows nor denies is kept with it.
+struct deferred_policy {
+    std::shared_ptr<const bucket_policy> policy;
+    policy_request request;
+    std::optional<deferred_acl> acl;  // the object's ACL decides when the policy does not
+    bool fallback = false;  // else: whether the caller owns the bucket (or its ACL allows)
+};
+base::result<void> complete_policy(const deferred_policy& d, const std::string& caller,
+                                   const store::object_record& record);
+
+// What must still be checked of the object a request acts on once its record is read: its ACL, or a
+// deferred policy decision. A copy travels into record editors.
+struct object_check {
+    std::optional<deferred_acl> acl;
+    std::optional<deferred_policy> policy;
+    std::string caller;
+    base::result<void> operator()(const store::object_record& record) const;
+};
+
 struct service::context {
     http::exchange& ex;
     s3_request req;
@@ -38,6 +61,9 @@ struct service::context {
     std::optional<std::string> version;
     // Set by check_access: what the object's (and a copy source's) ACL must grant before it is served
     std::optional<deferred_acl> object_acl, source_acl;
+    // Set by check_access instead of a decision when the bucket's policy tests the object's own tags
+    std::optional<deferred_policy> object_policy;
+    object_check check_of_object() const { return {object_acl, object_policy, auth.access_key}; }
     // The ACL an object write stores (encode_acl; empty: the bucket owner's, FULL_CONTROL only)
     std::string write_acl;
     http::header_list common_headers() const {

@@ -199,11 +199,15 @@ std::vector<std::pair<std::string, std::string>> policy_values(const http::reque
 
 base::result<void> service::decide(const context& c, const bucket_access& a,
                                    const std::string& resource, const std::string& action,
-                                   std::optional<deferred_acl>* deferred) const {
+                                   std::optional<deferred_acl>* deferred,
+                                   std::optional<deferred_policy>* deferred_decision) const {
     if (!a.info)
         return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
     if (a.broken) return access_denied();
     policy_decision d = policy_decision::none;
+    // With ACLs enabled an object's own ACL decides who reads it, its bucket's owner included (S3: a
+    // bucket owner cannot read an object another account owns unless its ACL says so)
+    auto need = a.acl ? acl_need_of(action) : std::nullopt;
     if (a.policy) {
         policy_request r{c.auth.access_key,
                          action,
@@ -213,13 +217,19 @@ base::result<void> service::decide(const context& c, const bucket_access& a,
                          policy_values(c.ex.head(), c.req)};
         if ((action == "s3:ListBucket" || action == "s3:ListBucketVersions") && c.req.has("prefix"))
             r.prefix = std::string(c.req.param("prefix"));
+        if (a.policy->uses_object_tags && deferred_decision) {
+            deferred_policy later{a.policy, std::move(r), std::nullopt, a.owner};
+            if (need && need->object)
+                later.acl = deferred_acl{need->permission, a.owner_id};
+            else if (need)
+                later.fallback = acl_permits(*a.acl, c.auth.access_key, need->permission);
+            *deferred_decision = std::move(later);
+            return {};
+        }
         d = evaluate(*a.policy, r);
     }
     if (d == policy_decision::deny) return access_denied();
     if (d == policy_decision::allow) return {};
-    // With ACLs enabled an object's own ACL decides who reads it, its bucket's owner included (S3: a
-    // bucket owner cannot read an object another account owns unless its ACL says so)
-    auto need = a.acl ? acl_need_of(action) : std::nullopt;
     if (need && need->object && deferred) {
         *deferred = deferred_acl{need->permission, a.owner_id};
         return {};
@@ -234,6 +244,26 @@ base::result<void> service::decide(const context& c, const bucket_access& a,
     return access_denied();
 }
 
+base::result<void> complete_policy(const deferred_policy& d, const std::string& caller,
+                                   const store::object_record& record) {
+    policy_request r = d.request;
+    for (const auto& [key, value] : record.tags)
+        r.values.emplace_back(std::string(object_tag_condition_prefix) + key, value);
+    switch (evaluate(*d.policy, r)) {
+        case policy_decision::deny: return access_denied();
+        case policy_decision::allow: return {};
+        case policy_decision::none: break;
+    }
+    if (d.acl) return object_acl_allows(*d.acl, caller, record);
+    return d.fallback ? base::result<void>{} : access_denied();
+}
+
+base::result<void> object_check::operator()(const store::object_record& record) const {
+    if (policy) return complete_policy(*policy, caller, record);
+    if (acl) return object_acl_allows(*acl, caller, record);
+    return {};
+}
+
 base::result<void> service::check_policy(const context& c, const std::string& bucket,
                                          const std::string& resource,
                                          const std::string& action) const {
@@ -245,6 +275,16 @@ namespace {
 // and the KV batch API, whose keys are not checked one by one.
 bool owner_only(std::string_view operation) {
     return operation.ends_with("BucketPolicy") || operation == "FjordKvBatch";
+}
+
+// The operations that check the record they act on (context::check_of_object) before they answer or
+// change anything: only they may leave a policy decision on the object's tags until it is read.
+bool reads_its_record(std::string_view operation) {
+    static constexpr std::string_view operations[] = {
+        "GetObject",        "HeadObject",       "GetObjectAcl",       "PutObjectAcl",
+        "GetObjectTagging", "PutObjectTagging", "DeleteObjectTagging"};
+    return std::find(std::begin(operations), std::end(operations), operation) !=
+           std::end(operations);
 }
 
 // The expected owner a header names against a bucket's actual one (its access key, or the caller's
@@ -280,7 +320,8 @@ base::result<void> service::check_access(context& c, access_kind kind,
         const std::string resource =
             c.req.key.empty() ? c.req.bucket : c.req.bucket + "/" + c.req.key;
         if (operation != "DeleteObjects")
-            FJORD_TRY(decide(c, target, resource, policy_action(operation, c.req), &c.object_acl));
+            FJORD_TRY(decide(c, target, resource, policy_action(operation, c.req), &c.object_acl,
+                             reads_its_record(operation) ? &c.object_policy : nullptr));
         else if (!target.owner && !target.policy &&
                  !(target.acl &&
                    acl_permits(*target.acl, c.auth.access_key, acl_permission::write)))

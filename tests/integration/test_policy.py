@@ -264,3 +264,42 @@ def test_a_policy_can_require_the_acl_and_headers_a_write_names(server):
     assert [o["Key"] for o in bob.list_objects_v2(Bucket="handover")["Contents"]] == ["a"]
     bob.list_objects_v2(Bucket="handover", Delimiter="/")
     assert error_of(lambda: bob.list_objects_v2(Bucket="handover", Delimiter="-"))[1] == 403
+
+
+def test_conditions_on_the_objects_own_tags(server):
+    """s3:ExistingObjectTag/<tag>: decided on the tags the object has when the request reads it."""
+    alice, bob = client_of(server, ALICE), client_of(server, BOB)
+    alice.create_bucket(Bucket="tagged")
+    for key, tags in (("open.bin", "security=public"), ("closed.bin", "security=secret"),
+                      ("bare.bin", ""), ("draft.txt", "state=draft"), ("locked.bin", "hold=locked")):
+        alice.put_object(Bucket="tagged", Key=key, Body=key.encode(), Tagging=tags)
+    alice.put_bucket_policy(Bucket="tagged", Policy=policy(
+        allow({"AWS": BOB[0]}, ["s3:GetObject", "s3:GetObjectTagging"], "arn:aws:s3:::tagged/*",
+              Condition={"StringEquals": {"s3:ExistingObjectTag/security": "public"}}),
+        allow({"AWS": BOB[0]}, "s3:PutObjectTagging", "arn:aws:s3:::tagged/*",
+              Condition={"StringEquals": {"s3:ExistingObjectTag/state": "draft"}}),
+        {"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::tagged/*",
+         "Condition": {"StringEquals": {"s3:ExistingObjectTag/hold": "locked"}}}))
+    assert bob.get_object(Bucket="tagged", Key="open.bin")["Body"].read() == b"open.bin"
+    assert bob.head_object(Bucket="tagged", Key="open.bin")["ContentLength"] == 8
+    assert bob.get_object_tagging(Bucket="tagged", Key="open.bin")["TagSet"] == [
+        {"Key": "security", "Value": "public"}]
+    for key in ("closed.bin", "bare.bin", "missing.bin"):
+        assert error_of(lambda: bob.get_object(Bucket="tagged", Key=key)) == ("AccessDenied", 403), key
+        assert error_of(lambda: bob.get_object_tagging(Bucket="tagged", Key=key))[1] == 403, key
+    # The tags at the time of the request decide: re-tagged, the object opens
+    alice.put_object_tagging(Bucket="tagged", Key="closed.bin",
+                             Tagging={"TagSet": [{"Key": "security", "Value": "public"}]})
+    assert bob.get_object(Bucket="tagged", Key="closed.bin")["Body"].read() == b"closed.bin"
+    # A tag-conditioned Deny binds the owner too; the owner's other objects stay its own
+    assert error_of(lambda: alice.get_object(Bucket="tagged", Key="locked.bin")) == ("AccessDenied", 403)
+    assert alice.get_object(Bucket="tagged", Key="bare.bin")["Body"].read() == b"bare.bin"
+    # Bob may retag a draft once; after that it is no longer a draft
+    final = {"TagSet": [{"Key": "state", "Value": "final"}]}
+    bob.put_object_tagging(Bucket="tagged", Key="draft.txt", Tagging=final)
+    assert error_of(lambda: bob.put_object_tagging(Bucket="tagged", Key="draft.txt", Tagging=final))[1] == 403
+    assert error_of(lambda: bob.delete_object_tagging(Bucket="tagged", Key="draft.txt"))[1] == 403
+    assert alice.get_object_tagging(Bucket="tagged", Key="draft.txt")["TagSet"] == final["TagSet"]
+    # Other operations have no existing object to look at: the tag condition does not hold for them
+    assert error_of(lambda: bob.put_object(Bucket="tagged", Key="open.bin", Body=b"x"))[1] == 403
+    assert error_of(lambda: bob.get_object_acl(Bucket="tagged", Key="open.bin"))[1] == 403

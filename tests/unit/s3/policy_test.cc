@@ -150,9 +150,37 @@ TEST(policy, request_header_conditions_and_if_exists) {
         EXPECT_EQ(refused.code(), base::errc::malformed_policy) << bad;
     }
     auto unknown = parse_policy(doc(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*",
-            "Resource": "arn:aws:s3:::b", "Condition": {"StringEquals": {"s3:ExistingObjectTag/x": "a"}}})"),
+            "Resource": "arn:aws:s3:::b", "Condition": {"StringEquals": {"s3:ExistingObjectTagX": "a"}}})"),
                                 "b");
     EXPECT_EQ(unknown.code(), base::errc::malformed_policy);
+}
+
+TEST(Policy, ExistingObjectTagConditions) {
+    auto p = parse_policy(doc(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::b/*", "Condition": {"StringEquals": {"s3:ExistingObjectTag/Security": "public"}}})"),
+                          "b");
+    ASSERT_TRUE(p) << p.err().message;
+    EXPECT_TRUE(p->uses_object_tags);
+    auto get = req("", "s3:GetObject", "b/k");
+    EXPECT_EQ(evaluate(*p, get), policy_decision::none) << "an object without the tag";
+    get.values = {{"s3:existingobjecttag/Security", "public"}};
+    EXPECT_EQ(evaluate(*p, get), policy_decision::allow);
+    get.values = {{"s3:existingobjecttag/security", "public"}};
+    EXPECT_EQ(evaluate(*p, get), policy_decision::none) << "tag names keep their case";
+    get.values = {{"s3:existingobjecttag/Security", "private"}};
+    EXPECT_EQ(evaluate(*p, get), policy_decision::none);
+    EXPECT_FALSE(parse_policy(doc(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*",
+            "Resource": "arn:aws:s3:::b", "Condition": {"StringLike": {"s3:prefix": "a"}}})"),
+                              "b")
+                     ->uses_object_tags);
+    for (std::string bad :
+         {std::string("s3:ExistingObjectTag/"), "s3:ExistingObjectTag/" + std::string(129, 'k')}) {
+        auto refused = parse_policy(doc(R"({"Effect": "Allow", "Principal": "*", "Action": "s3:*",
+            "Resource": "arn:aws:s3:::b", "Condition": {"StringEquals": {")" +
+                                        bad + R"(": "a"}}})"),
+                                    "b");
+        EXPECT_EQ(refused.code(), base::errc::malformed_policy) << bad;
+    }
 }
 
 }  // namespace
