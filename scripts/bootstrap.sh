@@ -9,6 +9,7 @@ debian_packages=(
     liburing-dev libisal-dev libssl-dev libpugixml-dev nlohmann-json3-dev libgtest-dev googletest
     clang-14 libclang-rt-14-dev
     rclone s3cmd curl openssl
+    etcd-server etcd-client
     python3-dev python3-venv
 )
 

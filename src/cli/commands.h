@@ -12,6 +12,8 @@ int client_main(int argc, char** argv);
 int object_command_main(const std::string& name, int argc, char** argv);
 // `fjord admin user add|rm|ls` (admin_command.cc).
 int admin_main(int argc, char** argv);
+// `fjord cluster status|remove-node` (cluster_command.cc).
+int cluster_main(int argc, char** argv);
 // `fjord scrub` (scrub.cc).
 int scrub_main(int argc, char** argv);
 

@@ -27,6 +27,7 @@
 #include "base/units.h"
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cluster/membership.h"
 #include "http/server.h"
 #include "io/reactor.h"
 #include "s3/access_log.h"
@@ -99,10 +100,17 @@ void print_usage() {
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "  --object-ownership O  Object Ownership of buckets created without one: BucketOwnerEnforced\n"
         "                        (ACLs disabled, S3's default), BucketOwnerPreferred or ObjectWriter\n"
+        "  --etcd URL            join a cluster through etcd at http://HOST:PORT (docs/cluster.md;\n"
+        "                        membership only so far: each node serves its own data)\n"
+        "  --node-id ID          this node's id in the cluster (needed with --etcd)\n"
+        "  --cluster NAME        the cluster's name, which etcd keys are under (default fjord)\n"
+        "  --advertise HOST:PORT the S3 address peers and clients reach (default: --listen)\n"
+        "  --lease-ttl-s N       seconds without a heartbeat before the node is down (default 10)\n"
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
         "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
         "       fjord client put|get|head|delete|mb ...  (one request through the native client)\n"
         "       fjord admin user add|rm|ls ...            (users of a server; fjord admin --help)\n"
+        "       fjord cluster status|remove-node ...      (cluster membership in etcd)\n"
         "       fjord cp|ls|rm|mb|rb ...                 (objects and buckets; fjord cp --help)\n",
         stderr);
 }
@@ -120,6 +128,10 @@ struct serve_config {
     bool request_burst_given = false;
     std::string tls_cert_path;  // both empty: plain HTTP
     std::string tls_key_path;
+    // Cluster membership (--etcd); empty etcd_url: the embedded single-node server, no etcd.
+    std::string etcd_url;
+    std::string advertise;
+    cluster::membership_options membership;
 };
 
 // What the options of `fjord serve` set before they are checked together.
@@ -198,6 +210,32 @@ const serve_option serve_options[] = {
          a.cfg.tls_key_path = t;
          return *t != 0;
      }},
+    {"--etcd", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.etcd_url = t;
+         return *t != 0;
+     }},
+    {"--node-id", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.membership.node.node_id = t;  // checked in finish_cluster_config, which says why
+         return true;
+     }},
+    {"--cluster", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.membership.cluster = t;
+         return true;
+     }},
+    {"--advertise", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.advertise = t;
+         return static_cast<bool>(io::parse_endpoint(t));
+     }},
+    {"--lease-ttl-s", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.membership.lease_ttl_s = static_cast<std::int64_t>(n);
+         return true;
+     },
+     2, 300},
     {"--log-level", kind::text, [](args&, const char* t, u64) { return set_log_level(t); }},
     {"--object-ownership", kind::text,
      [](args& a, const char* t, u64) {
@@ -428,6 +466,51 @@ int apply_serve_option(serve_args& a, int argc, char** argv, int& i) {
     return 2;
 }
 
+// --etcd and the options that go with it; 0 or 2 (bad usage). The node advertises --advertise, else the
+// address it listens on, which must then be one that others can reach.
+int finish_cluster_config(serve_config& cfg) {
+    cluster::membership_options& m = cfg.membership;
+    if (cfg.etcd_url.empty()) {
+        if (!m.node.node_id.empty() || !cfg.advertise.empty()) {
+            std::fputs("fjord serve: --node-id and --advertise need --etcd\n", stderr);
+            return 2;
+        }
+        return 0;
+    }
+    auto etcd = cluster::parse_etcd_url(cfg.etcd_url);
+    if (!etcd) {
+        std::fprintf(stderr, "fjord serve: --etcd: %s\n", etcd.err().message.c_str());
+        return 2;
+    }
+    m.etcd.where = *etcd;
+    if (m.node.node_id.empty()) {
+        std::fputs("fjord serve: --etcd needs --node-id\n", stderr);
+        return 2;
+    }
+    for (auto named : {cluster::check_name("node id", m.node.node_id),
+                       cluster::check_name("cluster name", m.cluster)}) {
+        if (!named) {
+            std::fprintf(stderr, "fjord serve: %s\n", named.err().message.c_str());
+            return 2;
+        }
+    }
+    io::endpoint reach = cfg.server.listen;
+    if (!cfg.advertise.empty()) reach = *io::parse_endpoint(cfg.advertise);
+    if (reach.host == "0.0.0.0" || reach.host == "::") {
+        std::fputs(
+            "fjord serve: listening on every address: say which one peers reach with "
+            "--advertise HOST:PORT\n",
+            stderr);
+        return 2;
+    }
+    bool ipv6 = reach.host.find(':') != std::string::npos;
+    m.node.s3_endpoint = std::string(cfg.tls_cert_path.empty() ? "http" : "https") + "://" +
+                         (ipv6 ? "[" + reach.host + "]" : reach.host) + ":" +
+                         std::to_string(reach.port);
+    m.node.cores = cfg.engine.cores;
+    return 0;
+}
+
 // The checks across options, and the credentials from the environment; 0 or 2 (bad usage).
 int finish_serve_config(serve_args& a) {
     serve_config& cfg = a.cfg;
@@ -458,6 +541,7 @@ int finish_serve_config(serve_args& a) {
         return 2;
     }
     cfg.server.listen = *ep;
+    if (int rc = finish_cluster_config(cfg); rc != 0) return rc;
     const char* access = std::getenv("FJORD_ACCESS_KEY");
     const char* secret = std::getenv("FJORD_SECRET_KEY");
     if ((access && *access) != (secret && *secret)) {
@@ -631,6 +715,13 @@ std::unique_ptr<kv::tier> open_kv_tier(serve_config& cfg) {
     return std::move(*opened);
 }
 
+// The node's membership of a cluster (--etcd); none for the embedded single-node server.
+std::unique_ptr<cluster::membership_agent> make_membership_agent(serve_config& cfg) {
+    if (cfg.etcd_url.empty()) return nullptr;
+    cfg.membership.node.started_unix_ms = base::unix_now_ms();
+    return std::make_unique<cluster::membership_agent>(cfg.membership);
+}
+
 int serve(int argc, char** argv) {
     serve_config cfg;
     if (int rc = parse_serve_args(argc, argv, cfg); rc != 0) return rc == 1 ? 0 : rc;
@@ -659,6 +750,7 @@ int serve(int argc, char** argv) {
         access = std::make_unique<s3::access_log>(access_fd, cfg.engine.cores);
     }
     s3::service svc(router, cfg.service, metrics, access.get());
+    std::unique_ptr<cluster::membership_agent> membership = make_membership_agent(cfg);
     io::reactor_group group(cfg.engine.cores);
     std::vector<std::unique_ptr<http::server>> servers;
     for (unsigned c = 0; c < cfg.engine.cores; ++c)
@@ -691,6 +783,7 @@ int serve(int argc, char** argv) {
         started.arrive_and_wait();
         io::spawn(servers[core]->run());
         start_housekeeping(core, engine.get(), router, cfg);
+        if (core == 0 && membership) io::spawn(membership->run());
     });
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();
@@ -709,6 +802,8 @@ int main(int argc, char** argv) {
         return fjord::bench::bench_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "client")
         return fjord::cli::client_main(argc - 2, argv + 2);
+    if (argc >= 2 && std::string(argv[1]) == "cluster")
+        return fjord::cli::cluster_main(argc - 2, argv + 2);
     if (argc >= 2 && std::string(argv[1]) == "admin")
         return fjord::cli::admin_main(argc - 2, argv + 2);
     for (const char* name : {"cp", "ls", "rm", "mb", "rb"})

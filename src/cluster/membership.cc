@@ -1,0 +1,314 @@
+#include "cluster/membership.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "base/encoding.h"
+#include "base/log.h"
+#include "io/ops.h"
+#include "io/reactor.h"
+
+namespace fjord::cluster {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Bounds the compare-and-swap retries of one membership change (each retry means another change won).
+constexpr int max_epoch_attempts = 16;
+
+std::string member_key(std::string_view cluster, std::string_view node) {
+    return cluster_prefix(cluster) + "members/" + std::string(node);
+}
+std::string alive_key(std::string_view cluster, std::string_view node) {
+    return cluster_prefix(cluster) + "alive/" + std::string(node);
+}
+std::string epoch_key(std::string_view cluster) { return cluster_prefix(cluster) + "epoch"; }
+
+struct epoch_now {
+    std::int64_t value = 0;
+    std::int64_t mod_revision = 0;  // 0: no epoch yet
+};
+
+io::task<base::result<epoch_now>> read_epoch(etcd_client& etcd, std::string cluster) {
+    auto got = co_await etcd.range(epoch_key(cluster));
+    if (!got) co_return got.as_failure();
+    epoch_now out;
+    if (got->kvs.empty()) co_return out;
+    auto n = base::parse_u64(got->kvs[0].value);
+    if (!n) co_return base::fail(base::errc::data_corrupted, "the cluster epoch is not a number");
+    out.value = static_cast<std::int64_t>(*n);
+    out.mod_revision = got->kvs[0].mod_revision;
+    co_return out;
+}
+
+// One membership change: `change` (the puts and deletes, plus conditions of its own) applied together with
+// epoch + 1 when the epoch did not move meanwhile. Returns the new epoch, or, when the change's own
+// conditions failed, the failure branch's read in `failed_read` and epoch 0.
+io::task<base::result<std::int64_t>> change_with_epoch(etcd_client& etcd,
+                                                       const std::string& cluster,
+                                                       txn_request change,
+                                                       std::vector<etcd_kv>* failed_read) {
+    for (int attempt = 0; attempt < max_epoch_attempts; ++attempt) {
+        auto now = co_await read_epoch(etcd, cluster);
+        if (!now) co_return now.as_failure();
+        txn_request txn = change;
+        txn.compares.push_back({txn_compare::target::mod, epoch_key(cluster), now->mod_revision});
+        txn.puts.push_back({epoch_key(cluster), std::to_string(now->value + 1), 0});
+        auto done = co_await etcd.txn(std::move(txn));
+        if (!done) co_return done.as_failure();
+        if (done->succeeded) co_return now->value + 1;
+        // Either the epoch moved (another change won: try again) or the change's own condition
+        // failed, which the caller judges from what the failure branch read.
+        auto again = co_await read_epoch(etcd, cluster);
+        if (!again) co_return again.as_failure();
+        if (again->mod_revision == now->mod_revision) {
+            if (failed_read) *failed_read = std::move(done->read);
+            co_return std::int64_t{0};
+        }
+    }
+    co_return base::fail(base::errc::service_unavailable,
+                         "the cluster map kept changing: gave up after " +
+                             std::to_string(max_epoch_attempts) + " attempts");
+}
+
+}  // namespace
+
+base::result<void> check_name(std::string_view what, std::string_view name) {
+    auto allowed = [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    };
+    bool ok = !name.empty() && name.size() <= 63 &&
+              std::all_of(name.begin(), name.end(), allowed) && name[0] != '.' && name[0] != '_' &&
+              name[0] != '-';
+    if (ok) return {};
+    return base::fail(base::errc::invalid_argument,
+                      std::string(what) + " '" + std::string(name) +
+                          "' must be 1 to 63 of a-z, 0-9, '.', '_', '-', starting with a letter or "
+                          "digit");
+}
+
+std::string cluster_prefix(std::string_view cluster) {
+    return "/fjord/" + std::string(cluster) + "/";
+}
+
+std::string encode_node_record(const node_record& node) {
+    return json{{"node_id", node.node_id},
+                {"s3_endpoint", node.s3_endpoint},
+                {"started_unix_ms", node.started_unix_ms},
+                {"cores", node.cores}}
+        .dump();
+}
+
+base::result<node_record> decode_node_record(std::string_view text) {
+    json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    auto bad = [] { return base::fail(base::errc::data_corrupted, "a node record is not valid"); };
+    if (!doc.is_object()) return bad();
+    node_record out;
+    auto id = doc.find("node_id"), endpoint = doc.find("s3_endpoint");
+    auto started = doc.find("started_unix_ms"), cores = doc.find("cores");
+    if (id == doc.end() || !id->is_string() || endpoint == doc.end() || !endpoint->is_string())
+        return bad();
+    out.node_id = id->get<std::string>();
+    out.s3_endpoint = endpoint->get<std::string>();
+    if (started != doc.end() && started->is_number_integer())
+        out.started_unix_ms = started->get<std::int64_t>();
+    if (cores != doc.end() && cores->is_number_unsigned()) out.cores = cores->get<unsigned>();
+    if (!check_name("node id", out.node_id)) return bad();
+    return out;
+}
+
+std::size_t cluster_view::up() const {
+    return static_cast<std::size_t>(
+        std::count_if(members.begin(), members.end(), [](const member_state& m) { return m.up; }));
+}
+
+io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster) {
+    auto got = co_await etcd.range_prefix(cluster_prefix(cluster));
+    if (!got) co_return got.as_failure();
+    cluster_view view;
+    view.revision = got->revision;
+    const std::string members = cluster_prefix(cluster) + "members/";
+    const std::string alive = cluster_prefix(cluster) + "alive/";
+    std::map<std::string, member_state> by_id;
+    std::map<std::string, std::int64_t> alive_leases;
+    for (const etcd_kv& kv : got->kvs) {
+        std::string_view key = kv.key;
+        if (key == epoch_key(cluster)) {
+            view.epoch = static_cast<std::int64_t>(base::parse_u64(kv.value).value_or(0));
+        } else if (key.substr(0, members.size()) == members) {
+            auto node = decode_node_record(kv.value);
+            if (!node) co_return node.as_failure();
+            by_id[node->node_id].node = std::move(*node);
+        } else if (key.substr(0, alive.size()) == alive) {
+            alive_leases[std::string(key.substr(alive.size()))] = kv.lease;
+        }
+    }
+    for (auto& [id, member] : by_id) {
+        if (auto it = alive_leases.find(id); it != alive_leases.end()) {
+            member.up = true;
+            member.alive_lease = it->second;
+        }
+        view.members.push_back(std::move(member));
+    }
+    co_return view;
+}
+
+io::task<base::result<std::int64_t>> join(etcd_client& etcd, std::string cluster,
+                                          node_record node) {
+    auto current = co_await etcd.range(member_key(cluster, node.node_id));
+    if (!current) co_return current.as_failure();
+    if (!current->kvs.empty()) {
+        auto known = decode_node_record(current->kvs[0].value);
+        // A restart with the same endpoint is not a map change; only the record's start time moved.
+        if (known && known->s3_endpoint == node.s3_endpoint && known->cores == node.cores) {
+            auto now = co_await read_epoch(etcd, cluster);
+            if (!now) co_return now.as_failure();
+            co_return now->value;
+        }
+    }
+    txn_request change;
+    change.puts.push_back({member_key(cluster, node.node_id), encode_node_record(node), 0});
+    co_return co_await change_with_epoch(etcd, cluster, std::move(change), nullptr);
+}
+
+io::task<base::result<std::int64_t>> remove_member(etcd_client& etcd, std::string cluster,
+                                                   std::string node_id) {
+    auto member = co_await etcd.range(member_key(cluster, node_id));
+    if (!member) co_return member.as_failure();
+    if (member->kvs.empty())
+        co_return base::fail(base::errc::not_found, "node " + node_id + " is not a member");
+    txn_request change;
+    // Only while the node is down (no alive key) and its record is the one read.
+    change.compares.push_back({txn_compare::target::create, alive_key(cluster, node_id), 0});
+    change.compares.push_back(
+        {txn_compare::target::mod, member_key(cluster, node_id), member->kvs[0].mod_revision});
+    change.deletes.push_back(member_key(cluster, node_id));
+    change.read_on_failure = alive_key(cluster, node_id);
+    std::vector<etcd_kv> alive;
+    auto epoch = co_await change_with_epoch(etcd, cluster, std::move(change), &alive);
+    if (!epoch) co_return epoch.as_failure();
+    if (*epoch == 0)
+        co_return base::fail(base::errc::invalid_request,
+                             alive.empty() ? "node " + node_id + " changed meanwhile; try again"
+                                           : "node " + node_id + " is up: stop it first");
+    co_return epoch;
+}
+
+membership_agent::membership_agent(membership_options options)
+    : _options(std::move(options)), _etcd(_options.etcd) {}
+
+void membership_agent::lost_etcd(const base::error& why) {
+    if (_reachable)
+        LOG_WARN(
+            "cluster %s: etcd unreachable (%s): serving on, membership changes wait until it "
+            "answers",
+            _options.cluster.c_str(), why.message.c_str());
+    _reachable = false;
+    _backoff_ms = std::clamp<std::int64_t>(_backoff_ms * 2, 100, _options.max_backoff_ms);
+}
+
+io::task<void> membership_agent::pause_ms(std::int64_t ms) {
+    constexpr std::int64_t slice_ms = 100;
+    for (std::int64_t waited = 0; waited < ms && !io::reactor::current().stopping();
+         waited += slice_ms)
+        co_await io::sleep_for(std::min(slice_ms, ms - waited));
+}
+
+// Joins (once per process start or lease loss) and creates alive/<node> under a fresh lease.
+io::task<base::result<void>> membership_agent::take_alive_key() {
+    auto epoch = co_await join(_etcd, _options.cluster, _options.node);
+    if (!epoch) co_return epoch.as_failure();
+    auto lease = co_await _etcd.grant_lease(_options.lease_ttl_s);
+    if (!lease) co_return lease.as_failure();
+    txn_request take;
+    const std::string key = alive_key(_options.cluster, _options.node.node_id);
+    take.compares.push_back({txn_compare::target::create, key, 0});
+    take.puts.push_back({key, encode_node_record(_options.node), lease->id});
+    auto taken = co_await _etcd.txn(std::move(take));
+    if (!taken || !taken->succeeded) {
+        (void)co_await _etcd.revoke_lease(lease->id);
+        if (!taken) co_return taken.as_failure();
+        if (!_waiting_logged)
+            LOG_WARN(
+                "cluster %s: node id %s is held by a live process (or by this node's previous "
+                "run until its lease of at most %lld s expires): waiting",
+                _options.cluster.c_str(), _options.node.node_id.c_str(),
+                static_cast<long long>(_options.lease_ttl_s));
+        _waiting_logged = true;
+        co_return base::fail(base::errc::service_unavailable, "node id held");
+    }
+    _lease = lease->id;
+    _epoch.store(*epoch, std::memory_order_relaxed);
+    _registered.store(true, std::memory_order_relaxed);
+    _waiting_logged = false;
+    LOG_INFO("cluster %s: node %s is up (epoch %lld, lease %lld s)", _options.cluster.c_str(),
+             _options.node.node_id.c_str(), static_cast<long long>(*epoch),
+             static_cast<long long>(lease->ttl_s));
+    co_return base::result<void>{};
+}
+
+io::task<void> membership_agent::heartbeat() {
+    auto ttl = co_await _etcd.keep_alive(_lease);
+    if (!ttl) {
+        lost_etcd(ttl.err());
+        co_return;
+    }
+    if (!_reachable) LOG_INFO("cluster %s: etcd answers again", _options.cluster.c_str());
+    _reachable = true;
+    _backoff_ms = 0;
+    if (*ttl == 0) {
+        LOG_WARN("cluster %s: the lease of node %s expired: taking its alive key again",
+                 _options.cluster.c_str(), _options.node.node_id.c_str());
+        _lease = 0;
+        _registered.store(false, std::memory_order_relaxed);
+    }
+}
+
+io::task<void> membership_agent::refresh_view() {
+    auto parsed = co_await read_view(_etcd, _options.cluster);
+    if (!parsed) co_return;  // the next heartbeat reports an unreachable etcd
+    std::int64_t before = _epoch.exchange(parsed->epoch, std::memory_order_relaxed);
+    std::size_t up_before = _members_up.exchange(parsed->up(), std::memory_order_relaxed);
+    if (before != parsed->epoch || up_before != parsed->up())
+        LOG_INFO("cluster %s: map epoch %lld, %zu members, %zu up", _options.cluster.c_str(),
+                 static_cast<long long>(parsed->epoch), parsed->members.size(), parsed->up());
+}
+
+io::task<void> membership_agent::run() {
+    io::reactor& reactor = io::reactor::current();
+    reactor.hold();  // the final revoke runs after the stop request
+    const std::int64_t interval_ms = std::max<std::int64_t>(_options.lease_ttl_s * 1000 / 3, 200);
+    while (!reactor.stopping()) {
+        if (_lease == 0) {
+            auto taken = co_await take_alive_key();
+            if (!taken) {
+                if (taken.err().code != base::errc::service_unavailable ||
+                    taken.err().message != "node id held")
+                    lost_etcd(taken.err());
+                co_await pause_ms(std::max<std::int64_t>(_backoff_ms, 1000));
+                continue;
+            }
+            if (!_reachable) LOG_INFO("cluster %s: etcd answers again", _options.cluster.c_str());
+            _reachable = true;
+            _backoff_ms = 0;
+        }
+        co_await refresh_view();
+        co_await pause_ms(_backoff_ms > 0 ? _backoff_ms : interval_ms);
+        if (!reactor.stopping() && _lease != 0) co_await heartbeat();
+    }
+    if (_lease != 0) {
+        if (auto left = co_await _etcd.revoke_lease(_lease); !left)
+            LOG_WARN(
+                "cluster %s: could not revoke the lease on stop (%s): the node is down once it "
+                "expires",
+                _options.cluster.c_str(), left.err().message.c_str());
+        else
+            LOG_INFO("cluster %s: node %s left (lease revoked)", _options.cluster.c_str(),
+                     _options.node.node_id.c_str());
+    }
+    reactor.release();
+}
+
+}  // namespace fjord::cluster

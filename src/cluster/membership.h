@@ -1,0 +1,106 @@
+#pragma once
+// Cluster membership through etcd (docs/cluster.md): which nodes belong to a cluster, which of them are
+// up, and the epoch of that map.
+//
+// Keys, all under /fjord/<cluster>/:
+//   members/<node>  the node's record (JSON, node_record); written when the node first joins, removed only
+//                   by remove_member (decommission). Membership is durable: a node that is down stays a
+//                   member, so the cluster knows what it is missing.
+//   alive/<node>    the same record bound to the node's lease; it disappears when the node stops
+//                   heartbeating for the lease's TTL (crash, partition) or when it leaves (SIGTERM).
+//   epoch           the cluster map's epoch, a decimal number: every change of members/ raises it by one,
+//                   in the same etcd transaction (compare-and-swap on its mod revision).
+// At most one process holds a node id: alive/<node> is created only if absent, so a second process with
+// the same id waits until the first one's lease is gone.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "cluster/etcd_client.h"
+#include "io/task.h"
+
+namespace fjord::cluster {
+
+// Names of clusters and nodes: 1 to 63 of [a-z0-9._-], starting with a letter or digit.
+base::result<void> check_name(std::string_view what, std::string_view name);
+
+struct node_record {
+    std::string node_id;
+    std::string s3_endpoint;  // where clients and peers reach its S3 API: http://host:port
+    std::int64_t started_unix_ms = 0;
+    unsigned cores = 0;
+};
+std::string encode_node_record(const node_record& node);
+base::result<node_record> decode_node_record(std::string_view json);
+
+struct member_state {
+    node_record node;
+    bool up = false;
+    std::int64_t alive_lease = 0;  // the lease of alive/<node> (0 when down)
+};
+
+struct cluster_view {
+    std::int64_t epoch = 0;
+    std::int64_t revision = 0;          // etcd's revision of the snapshot
+    std::vector<member_state> members;  // by node id
+    std::size_t up() const;
+};
+
+std::string cluster_prefix(std::string_view cluster);
+
+// One consistent snapshot of the cluster's keys (a single range over its prefix).
+io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster);
+// Adds or updates members/<node> and raises the epoch when it changed; returns the epoch.
+io::task<base::result<std::int64_t>> join(etcd_client& etcd, std::string cluster, node_record node);
+// Decommissions a node that is down: removes members/<node> and raises the epoch. A node that is up is
+// refused (invalid_request), and an unknown one is not_found.
+io::task<base::result<std::int64_t>> remove_member(etcd_client& etcd, std::string cluster,
+                                                   std::string node_id);
+
+struct membership_options {
+    std::string cluster = "fjord";
+    node_record node;
+    etcd_options etcd;
+    std::int64_t lease_ttl_s = 10;       // a node that stops heartbeating is down after this long
+    std::int64_t max_backoff_ms = 5000;  // between attempts while etcd cannot be reached
+};
+
+// The node's side of membership: joins, takes alive/<node> under a lease and keeps the lease alive.
+// Losing etcd changes nothing else: the node goes on serving, retrying with backoff, and takes
+// alive/<node> again if its lease expired meanwhile. On stop it revokes its lease, so the cluster sees
+// it leave at once rather than after the TTL.
+//
+// Lifecycle: run() is spawned on one core and ends after the reactor is asked to stop (it holds the
+// reactor for its final revoke, bounded by the call deadline). The counters may be read from any thread.
+class membership_agent {
+public:
+    explicit membership_agent(membership_options options);
+    io::task<void> run();
+
+    bool registered() const { return _registered.load(std::memory_order_relaxed); }
+    std::int64_t epoch() const { return _epoch.load(std::memory_order_relaxed); }
+    std::size_t members_up() const { return _members_up.load(std::memory_order_relaxed); }
+
+private:
+    io::task<base::result<void>> take_alive_key();
+    io::task<void> heartbeat();
+    io::task<void> refresh_view();
+    io::task<void> pause_ms(std::int64_t ms);  // wakes early when the reactor stops
+    void lost_etcd(const base::error& why);
+
+    membership_options _options;
+    etcd_client _etcd;
+    std::int64_t _lease = 0;
+    std::int64_t _backoff_ms = 0;
+    bool _reachable = true;
+    bool _waiting_logged = false;
+    std::atomic<bool> _registered{false};
+    std::atomic<std::int64_t> _epoch{0};
+    std::atomic<std::size_t> _members_up{0};
+};
+
+}  // namespace fjord::cluster

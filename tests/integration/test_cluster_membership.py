@@ -1,0 +1,315 @@
+"""Cluster membership on a real etcd (docs/cluster.md): four `fjord serve` node processes join one
+cluster, and the map follows them through kill -9, SIGTERM, restarts, an etcd outage and decommission.
+
+What is tested is membership only: the nodes do not yet place or share data (docs/cluster.md says what
+is built and what is not), so each node's S3 API serves its own data directories.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import FjordServer, binary_path, free_port
+
+LEASE_TTL_S = 2
+# A killed node is down once etcd expires its lease: the TTL, plus etcd's own expiry check interval,
+# plus one status poll. Generous, since the machine is shared.
+DOWN_DEADLINE_S = LEASE_TTL_S + 15
+UP_DEADLINE_S = 20
+
+
+class Etcd:
+    """One etcd member on loopback ports of its own, over a data directory of its own."""
+
+    def __init__(self, work_dir: Path):
+        self.work_dir = Path(work_dir)
+        self.data_dir = self.work_dir / "etcd-data"
+        self.log_path = self.work_dir / "etcd.log"
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    def start(self):
+        executable = shutil.which("etcd")
+        if executable is None:
+            pytest.fail("etcd not found: scripts/bootstrap.sh installs Debian's etcd-server", pytrace=False)
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        command = [executable, "--name", "default", "--data-dir", str(self.data_dir),
+                   "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                   "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                   "--initial-cluster", f"default={peer}"]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        deadline = time.monotonic() + 30
+        while not self.answers():
+            if self.process.poll() is not None:
+                raise AssertionError(f"etcd exited with {self.process.returncode}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"etcd did not answer within 30 s:\n{self.log_tail()}")
+            time.sleep(0.1)
+
+    def answers(self) -> bool:
+        import requests
+        try:
+            return requests.post(f"{self.url}/v3/kv/range", json={"key": "Lw=="}, timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def kill(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=20)
+
+    def log_tail(self) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-30:])
+        except OSError:
+            return "(no log)"
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    server = Etcd(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+def cluster_cli(etcd: Etcd, cluster: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary_path()), "cluster", *args, "--etcd", etcd.url, "--cluster", cluster],
+                          capture_output=True, text=True, timeout=60)
+
+
+def status(etcd: Etcd, cluster: str) -> dict:
+    done = cluster_cli(etcd, cluster, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def states(view: dict) -> dict:
+    return {m["node_id"]: m["up"] for m in view["members"]}
+
+
+def wait_for(etcd: Etcd, cluster: str, predicate, deadline_s: float, what: str) -> dict:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        view = status(etcd, cluster)
+        if predicate(view):
+            return view
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not seen within {deadline_s} s; last status: {view}")
+        time.sleep(0.2)
+
+
+class Nodes:
+    """Makes node processes of clusters under one etcd, and kills every one of them at teardown."""
+
+    def __init__(self, tmp_path: Path, etcd: Etcd):
+        self.tmp_path = tmp_path
+        self.etcd = etcd
+        self.made: list[FjordServer] = []
+
+    def node(self, cluster: str, node_id: str, work_dir: str | None = None) -> FjordServer:
+        server = FjordServer(self.tmp_path / (work_dir or f"{cluster}-{node_id}"), cores=1, name=node_id,
+                             extra_args=["--etcd", self.etcd.url, "--cluster", cluster, "--node-id", node_id,
+                                         "--lease-ttl-s", str(LEASE_TTL_S)])
+        self.made.append(server)
+        return server
+
+    def start(self, cluster: str, count: int) -> list[FjordServer]:
+        servers = [self.node(cluster, f"n{i}") for i in range(1, count + 1)]
+        for server in servers:
+            server.start()
+        wait_for(self.etcd, cluster, lambda v: v["up"] == count, UP_DEADLINE_S, f"{count} nodes up")
+        return servers
+
+    def kill_all(self):
+        for server in self.made:
+            server.kill()
+
+
+@pytest.fixture
+def nodes(tmp_path, etcd):
+    made = Nodes(tmp_path, etcd)
+    yield made
+    made.kill_all()
+
+
+def log_has(server: FjordServer, text: str) -> bool:
+    return text in server.log_path.read_text(errors="replace")
+
+
+def wait_log(server: FjordServer, text: str, deadline_s: float = 20):
+    deadline = time.monotonic() + deadline_s
+    while not log_has(server, text):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"'{text}' not in the log of {server.name}:\n{server.log_tail()}")
+        time.sleep(0.1)
+
+
+def test_four_nodes_join_and_each_change_raises_the_epoch(etcd, nodes):
+    servers = nodes.start("c4", 4)
+    view = status(etcd, "c4")
+    assert view["epoch"] == 4, view  # one map change per node that joined
+    assert states(view) == {"n1": True, "n2": True, "n3": True, "n4": True}
+    by_id = {m["node_id"]: m for m in view["members"]}
+    for server in servers:
+        assert by_id[server.name]["s3_endpoint"] == server.endpoint
+        assert by_id[server.name]["cores"] == 1
+    # Every node learns the map from etcd, not only the one that changed it.
+    for server in servers:
+        wait_log(server, "map epoch 4, 4 members, 4 up")
+    text = cluster_cli(etcd, "c4", "status")
+    assert text.returncode == 0 and "map epoch 4, 4 members, 4 up" in text.stdout, text
+    # A restart on the same endpoint is not a map change.
+    servers[0].restart()
+    wait_for(etcd, "c4", lambda v: v["up"] == 4, UP_DEADLINE_S, "n1 back up")
+    assert status(etcd, "c4")["epoch"] == 4
+
+
+def test_a_killed_node_goes_down_after_its_lease_and_comes_back(etcd, nodes):
+    servers = nodes.start("ck", 4)
+    servers[1].kill()
+    killed_at = time.monotonic()
+    view = wait_for(etcd, "ck", lambda v: not states(v)["n2"], DOWN_DEADLINE_S, "n2 down")
+    assert time.monotonic() - killed_at >= LEASE_TTL_S - 0.5  # it was the lease, not something else
+    assert states(view) == {"n1": True, "n2": False, "n3": True, "n4": True}
+    assert view["epoch"] == 4, "a node going down is not a membership change"
+    for server in (servers[0], servers[2], servers[3]):
+        wait_log(server, "4 members, 3 up")
+    servers[1].start()
+    view = wait_for(etcd, "ck", lambda v: v["up"] == 4, UP_DEADLINE_S, "n2 up again")
+    assert view["epoch"] == 4
+
+
+def test_a_restart_right_after_kill_waits_for_the_old_lease(etcd, nodes):
+    """The node id is held by the dead process's lease until it expires: the new process serves S3 at
+    once but takes the id only after that, so two live processes never hold one id."""
+    servers = nodes.start("cr", 2)
+    servers[0].kill()
+    servers[0].start()  # ready: S3 is served while the membership waits
+    wait_log(servers[0], "node id n1 is held by a live process")
+    assert states(status(etcd, "cr"))["n1"] is True  # still the old lease
+    wait_for(etcd, "cr", lambda v: v["up"] == 2 and "node n1 is up" in
+             servers[0].log_path.read_text().split("start #2")[-1], DOWN_DEADLINE_S + UP_DEADLINE_S,
+             "the new process holding n1")
+
+
+def test_sigterm_leaves_at_once(etcd, nodes):
+    servers = nodes.start("ct", 2)
+    assert servers[0].stop() == 0
+    # Revoked on the way out: down at the next look, not after the TTL.
+    assert states(status(etcd, "ct")) == {"n1": False, "n2": True}
+    assert log_has(servers[0], "node n1 left (lease revoked)")
+
+
+def test_losing_etcd_stops_membership_not_the_data_path(etcd, nodes):
+    servers = nodes.start("ce", 2)
+    s3 = servers[0].client()
+    s3.create_bucket(Bucket="during-outage")
+    etcd.kill()
+    for server in servers:
+        wait_log(server, "etcd unreachable", deadline_s=LEASE_TTL_S + 10)
+    # Well past the lease TTL: the data path still answers.
+    time.sleep(LEASE_TTL_S + 1)
+    body = b"x" * 300_000
+    s3.put_object(Bucket="during-outage", Key="k", Body=body)
+    assert s3.get_object(Bucket="during-outage", Key="k")["Body"].read() == body
+    # A node stops in time without etcd (its revoke fails under the call deadline), and one that
+    # starts without etcd serves and joins once etcd is back.
+    assert servers[1].stop() == 0
+    assert log_has(servers[1], "could not revoke the lease on stop")
+    servers[1].start()
+    servers[1].client().list_buckets()
+    etcd.start()  # same data directory: the members are still there
+    for server in servers:
+        wait_log(server, "etcd answers again", deadline_s=30)
+    wait_for(etcd, "ce", lambda v: v["up"] == 2, UP_DEADLINE_S, "both nodes up after the outage")
+    assert s3.get_object(Bucket="during-outage", Key="k")["Body"].read() == body
+
+
+def test_remove_node_decommissions_only_a_node_that_is_down(etcd, nodes):
+    servers = nodes.start("cd", 3)
+    refused = cluster_cli(etcd, "cd", "remove-node", "n3")
+    assert refused.returncode == 1 and "n3 is up: stop it first" in refused.stderr, refused
+    assert status(etcd, "cd")["epoch"] == 3
+
+    assert servers[2].stop() == 0
+    removed = cluster_cli(etcd, "cd", "remove-node", "n3")
+    assert removed.returncode == 0 and "map epoch 4" in removed.stdout, removed
+    view = status(etcd, "cd")
+    assert view["epoch"] == 4 and states(view) == {"n1": True, "n2": True}
+    for server in servers[:2]:
+        wait_log(server, "map epoch 4, 2 members, 2 up")
+
+    unknown = cluster_cli(etcd, "cd", "remove-node", "n9")
+    assert unknown.returncode == 1 and "n9 is not a member" in unknown.stderr, unknown
+    # A removed node that starts again joins again: a new map change.
+    servers[2].start()
+    view = wait_for(etcd, "cd", lambda v: v["up"] == 3, UP_DEADLINE_S, "n3 joined again")
+    assert view["epoch"] == 5
+
+
+def test_a_second_process_with_a_live_node_id_never_takes_it(etcd, nodes):
+    first = nodes.node("cu", "n1")
+    second = nodes.node("cu", "n1", work_dir="cu-n1-second")  # its own data, the same node id
+    first.start()
+    wait_for(etcd, "cu", lambda v: v["up"] == 1, UP_DEADLINE_S, "n1 up")
+    second.start()
+    wait_log(second, "node id n1 is held by a live process")
+    time.sleep(LEASE_TTL_S * 2)  # several lease periods: the first one keeps it
+    assert not log_has(second, "node n1 is up")
+    members = status(etcd, "cu")["members"]
+    assert len(members) == 1 and members[0]["up"]
+    # Once the first leaves, the second takes the id.
+    first.stop()
+    wait_log(second, "node n1 is up", deadline_s=UP_DEADLINE_S)
+
+
+def test_clusters_under_one_etcd_are_separate(etcd, nodes):
+    a = nodes.node("alpha", "n1")
+    b = nodes.node("beta", "n1")
+    a.start()
+    b.start()
+    wait_for(etcd, "alpha", lambda v: v["up"] == 1, UP_DEADLINE_S, "alpha's n1 up")
+    wait_for(etcd, "beta", lambda v: v["up"] == 1, UP_DEADLINE_S, "beta's n1 up")
+    assert status(etcd, "alpha")["epoch"] == 1 and status(etcd, "beta")["epoch"] == 1
+    assert status(etcd, "gamma") == {"cluster": "gamma", "epoch": 0, "members": [], "up": 0}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--node-id", "n1"], "--node-id and --advertise need --etcd"),
+    (["--etcd", "http://127.0.0.1:1"], "--etcd needs --node-id"),
+    (["--etcd", "http://127.0.0.1:1", "--node-id", "Bad_Name"], "node id 'Bad_Name'"),
+    (["--etcd", "http://127.0.0.1:1", "--node-id", "n1", "--cluster", "a/b"], "cluster name 'a/b'"),
+    (["--etcd", "https://127.0.0.1:1", "--node-id", "n1"], "http://"),
+    (["--etcd", "http://127.0.0.1:1", "--node-id", "n1", "--lease-ttl-s", "1"], "--lease-ttl-s"),
+    (["--etcd", "http://127.0.0.1:1", "--node-id", "n1", "--listen", "0.0.0.0:0"], "--advertise"),
+])
+def test_cluster_options_are_checked(tmp_path, args, message):
+    data = tmp_path / "data"
+    data.mkdir()
+    done = subprocess.run([str(binary_path()), "serve", "--data", str(data), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    assert message in done.stderr, done.stderr
+
+
+def test_cluster_cli_without_etcd_fails_clearly(tmp_path):
+    port = free_port()  # nothing listens there
+    done = subprocess.run([str(binary_path()), "cluster", "status", "--etcd", f"http://127.0.0.1:{port}"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.startswith("fjord cluster: "), done
+    usage = subprocess.run([str(binary_path()), "cluster", "frobnicate"], capture_output=True, text=True,
+                           timeout=60)
+    assert usage.returncode == 2 and "usage: fjord cluster status" in usage.stderr, usage
