@@ -14,5 +14,6 @@ int bench_net_main(int argc, char** argv);
 int bench_s3_main(int argc, char** argv);
 int bench_checkpoint_main(int argc, char** argv);
 int bench_kv_main(int argc, char** argv);
+int bench_ec_main(int argc, char** argv);
 
 }  // namespace fjord::bench

@@ -27,6 +27,7 @@ void print_bench_usage() {
         "                      [--window 16] [--duration 10] [--objects N] [--capacity BYTES] [--server-pid PID]\n"
         "                      workload: [--model llama3.1-8b|llama3.1-70b] [--users 4] [--chunk-tokens 16]\n"
         "                      [--token-scale 1/16] [--turns 3]; [--json FILE] [--report DIR]\n"
+        "       fjord bench ec [--geometry 2+2,4+2,5+3,12+4] [--shard-kib 1024] [--seconds 1] [--json FILE]\n"
         "--report DIR writes DIR/results.json, DIR/report.md and DIR/chart.svg.\n"
         "disk and net measure the physical limits; s3 measures a running Fjord (or any S3) server.\n"
         "s3 credentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY (default fjordadmin / fjordadmin-secret)\n"
@@ -43,6 +44,7 @@ int bench_main(int argc, char** argv) {
     if (what == "s3") return bench_s3_main(argc - 1, argv + 1);
     if (what == "checkpoint") return bench_checkpoint_main(argc - 1, argv + 1);
     if (what == "kv") return bench_kv_main(argc - 1, argv + 1);
+    if (what == "ec") return bench_ec_main(argc - 1, argv + 1);
     print_bench_usage();
     return what == "-h" || what == "--help" ? 0 : 2;
 }
