@@ -1,5 +1,5 @@
 # Fjord: the two commands that matter are `make serve` and `make test`.
-.PHONY: all bootstrap build build-debug python serve test unit integration bench fuzz fuzz-smoke crash-test sim-long sim-mutants test-sanitize clean
+.PHONY: all bootstrap build build-debug python serve cluster test unit integration bench fuzz fuzz-smoke crash-test sim-long sim-mutants test-sanitize clean
 
 JOBS ?= 2
 BUILD_RELEASE := build/release
@@ -32,6 +32,10 @@ python: bootstrap
 serve: build
 	@if [ -z "$$FJORD_ACCESS_KEY" ]; then echo "make serve: development credentials: access key 'fjordadmin', secret key 'fjordadmin-secret' (set FJORD_ACCESS_KEY and FJORD_SECRET_KEY to choose your own)"; fi
 	$(BUILD_RELEASE)/fjord serve
+
+# A local cluster to try: etcd and 4 node processes on loopback (docs/cluster.md); Ctrl-C stops it.
+cluster: build
+	scripts/cluster.sh 4
 
 unit: build
 	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
