@@ -36,8 +36,9 @@ base::result<ec_config> parse_ec_args(int argc, char** argv) {
         unsigned k = 0, m = 0;
         std::string one = list.substr(at, comma - at);
         if (std::sscanf(one.c_str(), "%u+%u", &k, &m) != 2 || !cluster::erasure_code::make(k, m))
-            return base::fail(base::errc::invalid_argument,
-                              "--geometry takes K+M[,K+M...] with K, M >= 1 and K + M <= 32, not " + one);
+            return base::fail(
+                base::errc::invalid_argument,
+                "--geometry takes K+M[,K+M...] with K, M >= 1 and K + M <= 32, not " + one);
         cfg.geometries.emplace_back(k, m);
         at = comma + 1;
     }
@@ -56,7 +57,8 @@ base::result<ec_config> parse_ec_args(int argc, char** argv) {
 template <typename Step>
 double rate(double seconds, std::size_t bytes, Step step) {
     step();  // warm: page faults, tables
-    std::int64_t start = base::monotonic_now_ns(), end = start + static_cast<std::int64_t>(seconds * 1e9);
+    std::int64_t start = base::monotonic_now_ns(),
+                 end = start + static_cast<std::int64_t>(seconds * 1e9);
     std::uint64_t done = 0, now = start;
     while (static_cast<std::int64_t>(now) < end) {
         step();
@@ -83,9 +85,8 @@ ec_result measure(const ec_config& cfg, unsigned k, unsigned m) {
     std::vector<const std::uint8_t*> data(pointers.begin(), pointers.begin() + k);
     std::vector<std::uint8_t> copy(data_bytes);
     ec_result r{k, m};
-    r.encode = rate(cfg.seconds, data_bytes, [&] {
-        code.encode(data, std::span(pointers).subspan(k), len);
-    });
+    r.encode = rate(cfg.seconds, data_bytes,
+                    [&] { code.encode(data, std::span(pointers).subspan(k), len); });
     auto rebuild = [&](unsigned lost) {
         std::unique_ptr<bool[]> present(new bool[k + m]);
         std::vector<unsigned> wanted;
@@ -94,7 +95,8 @@ ec_result measure(const ec_config& cfg, unsigned k, unsigned m) {
             if (!present[i]) wanted.push_back(i);
         }
         return rate(cfg.seconds, data_bytes, [&] {
-            (void)code.reconstruct(pointers, std::span<const bool>(present.get(), k + m), wanted, len);
+            (void)code.reconstruct(pointers, std::span<const bool>(present.get(), k + m), wanted,
+                                   len);
         });
     };
     r.rebuild_one = rebuild(1);
@@ -104,8 +106,7 @@ ec_result measure(const ec_config& cfg, unsigned k, unsigned m) {
     });
     std::uint32_t sink = 0;
     r.crc32c = rate(cfg.seconds, data_bytes, [&] {
-        for (unsigned i = 0; i < k; ++i)
-            sink ^= base::crc32c(std::as_bytes(std::span(shards[i])));
+        for (unsigned i = 0; i < k; ++i) sink ^= base::crc32c(std::as_bytes(std::span(shards[i])));
     });
     if (sink == 0x12345678) std::fputs("", stdout);  // keeps the CRC loop from being optimized away
     return r;
@@ -119,10 +120,11 @@ int bench_ec_main(int argc, char** argv) {
         std::fprintf(stderr, "fjord bench ec: %s\n", cfg.err().message.c_str());
         return 2;
     }
-    std::printf("erasure coding on one core, %zu KiB shards, GiB/s of data (ratio to memcpy of the same "
-                "bytes)\n%-6s %16s %16s %16s %9s %9s\n",
-                cfg->shard_bytes / base::KiB, "k+m", "encode", "rebuild 1", "rebuild m", "memcpy",
-                "crc32c");
+    std::printf(
+        "erasure coding on one core, %zu KiB shards, GiB/s of data (ratio to memcpy of the same "
+        "bytes)\n%-6s %16s %16s %16s %9s %9s\n",
+        cfg->shard_bytes / base::KiB, "k+m", "encode", "rebuild 1", "rebuild m", "memcpy",
+        "crc32c");
     std::string json = "{\"bench\": \"ec\", \"shard_bytes\": " + std::to_string(cfg->shard_bytes) +
                        ", \"results\": [";
     for (std::size_t i = 0; i < cfg->geometries.size(); ++i) {
@@ -133,10 +135,11 @@ int bench_ec_main(int argc, char** argv) {
                     r.encode / r.memcpy, r.rebuild_one, r.rebuild_one / r.memcpy, r.rebuild_m,
                     r.rebuild_m / r.memcpy, r.memcpy, r.crc32c);
         char row[320];
-        std::snprintf(row, sizeof row,
-                      "%s{\"k\": %u, \"m\": %u, \"encode_gib_s\": %.3f, \"rebuild_one_gib_s\": %.3f, "
-                      "\"rebuild_m_gib_s\": %.3f, \"memcpy_gib_s\": %.3f, \"crc32c_gib_s\": %.3f}",
-                      i ? ", " : "", k, m, r.encode, r.rebuild_one, r.rebuild_m, r.memcpy, r.crc32c);
+        std::snprintf(
+            row, sizeof row,
+            "%s{\"k\": %u, \"m\": %u, \"encode_gib_s\": %.3f, \"rebuild_one_gib_s\": %.3f, "
+            "\"rebuild_m_gib_s\": %.3f, \"memcpy_gib_s\": %.3f, \"crc32c_gib_s\": %.3f}",
+            i ? ", " : "", k, m, r.encode, r.rebuild_one, r.rebuild_m, r.memcpy, r.crc32c);
         json += row;
     }
     json += "]}";

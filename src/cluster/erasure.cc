@@ -8,17 +8,19 @@ namespace fjord::cluster {
 
 base::result<erasure_code> erasure_code::make(unsigned k, unsigned m) {
     if (k < 1 || m < 1 || k + m > max_stripe_width)
-        return base::fail(base::errc::invalid_argument,
-                          "an erasure code needs 1 or more data shards and 1 or more parity shards, " +
-                              std::to_string(max_stripe_width) + " at most together (got " +
-                              std::to_string(k) + "+" + std::to_string(m) + ")");
+        return base::fail(
+            base::errc::invalid_argument,
+            "an erasure code needs 1 or more data shards and 1 or more parity shards, " +
+                std::to_string(max_stripe_width) + " at most together (got " + std::to_string(k) +
+                "+" + std::to_string(m) + ")");
     return erasure_code(k, m);
 }
 
 erasure_code::erasure_code(unsigned k, unsigned m)
     : _k(k), _m(m), _matrix((k + m) * k), _tables(32 * k * m) {
     gf_gen_cauchy1_matrix(_matrix.data(), static_cast<int>(k + m), static_cast<int>(k));
-    ec_init_tables(static_cast<int>(k), static_cast<int>(m), _matrix.data() + k * k, _tables.data());
+    ec_init_tables(static_cast<int>(k), static_cast<int>(m), _matrix.data() + k * k,
+                   _tables.data());
 }
 
 void erasure_code::encode(std::span<const std::uint8_t* const> data,
@@ -37,7 +39,8 @@ base::result<void> erasure_code::reconstruct(std::span<std::uint8_t* const> shar
                                              std::size_t len) const {
     const unsigned n = width();
     if (shards.size() != n || present.size() != n)
-        return base::fail(base::errc::invalid_argument, "reconstruct takes every shard of the stripe");
+        return base::fail(base::errc::invalid_argument,
+                          "reconstruct takes every shard of the stripe");
     for (unsigned w : wanted)
         if (w >= n || present[w])
             return base::fail(base::errc::invalid_argument,
@@ -72,7 +75,8 @@ base::result<void> erasure_code::reconstruct(std::span<std::uint8_t* const> shar
         }
     }
     std::vector<std::uint8_t> tables(32 * _k * wanted.size());
-    ec_init_tables(static_cast<int>(_k), static_cast<int>(wanted.size()), decode.data(), tables.data());
+    ec_init_tables(static_cast<int>(_k), static_cast<int>(wanted.size()), decode.data(),
+                   tables.data());
     std::vector<std::uint8_t*> sources(_k), outputs(wanted.size());
     for (unsigned r = 0; r < _k; ++r) sources[r] = shards[rows[r]];
     for (std::size_t j = 0; j < wanted.size(); ++j) outputs[j] = shards[wanted[j]];

@@ -38,8 +38,9 @@ public:
     // shards: all k + m buffers of `len` bytes; present[i]: shard i holds good bytes. Rebuilds each shard
     // in `wanted` (any of the absent ones) into its buffer from k of the present ones. Fails
     // (invalid_argument) with fewer than k present or a wanted shard that is present or out of range.
-    base::result<void> reconstruct(std::span<std::uint8_t* const> shards, std::span<const bool> present,
-                                   std::span<const unsigned> wanted, std::size_t len) const;
+    base::result<void> reconstruct(std::span<std::uint8_t* const> shards,
+                                   std::span<const bool> present, std::span<const unsigned> wanted,
+                                   std::size_t len) const;
 
 private:
     erasure_code(unsigned k, unsigned m);

@@ -28,9 +28,9 @@ unsigned parity_for(unsigned width) {
 base::result<geometry> default_geometry(unsigned nodes, unsigned drives_per_node) {
     const unsigned drives = nodes * drives_per_node;
     if (nodes == 0 || drives_per_node == 0 || drives < 3)
-        return base::fail(base::errc::invalid_argument,
-                          "an erasure-coded cluster needs 3 drives or more (got " +
-                              std::to_string(drives) + ")");
+        return base::fail(
+            base::errc::invalid_argument,
+            "an erasure-coded cluster needs 3 drives or more (got " + std::to_string(drives) + ")");
     auto widest = [&](unsigned most) -> unsigned {
         for (unsigned w = std::min(most, 16u); w >= 3; --w)
             if (drives % w == 0) return w;
@@ -39,10 +39,11 @@ base::result<geometry> default_geometry(unsigned nodes, unsigned drives_per_node
     unsigned width = widest(nodes);  // one shard per node
     if (width < 4) width = std::max(width, widest(16));
     if (width == 0)
-        return base::fail(base::errc::invalid_argument,
-                          std::to_string(drives) +
-                              " drives do not divide into sets of 3 to 16: give each node a number of "
-                              "drives that does");
+        return base::fail(
+            base::errc::invalid_argument,
+            std::to_string(drives) +
+                " drives do not divide into sets of 3 to 16: give each node a number of "
+                "drives that does");
     // A node with s shards of each set takes s shards down with it: parity enough that writes (k + 1)
     // go on with one node down, but never more parity than data.
     const unsigned per_node = (width + nodes - 1) / nodes;
@@ -61,8 +62,7 @@ base::result<std::vector<erasure_set>> layout_sets(std::span<const std::string> 
     for (std::size_t i = 0; i < drives; ++i) {
         erasure_set& set = sets[i / g.width()];
         set.id = static_cast<unsigned>(i / g.width());
-        set.drives.push_back(
-            {nodes[i % nodes.size()], static_cast<unsigned>(i / nodes.size())});
+        set.drives.push_back({nodes[i % nodes.size()], static_cast<unsigned>(i / nodes.size())});
     }
     return sets;
 }

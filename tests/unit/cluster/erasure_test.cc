@@ -49,8 +49,8 @@ void check_every_loss(unsigned k, unsigned m, std::size_t len) {
             }
         std::unique_ptr<bool[]> flags(new bool[n]);
         for (unsigned i = 0; i < n; ++i) flags[i] = present[i];
-        ASSERT_TRUE(code->reconstruct(damaged.pointers, std::span<const bool>(flags.get(), n), wanted,
-                                      len))
+        ASSERT_TRUE(
+            code->reconstruct(damaged.pointers, std::span<const bool>(flags.get(), n), wanted, len))
             << k << "+" << m << " mask " << mask;
         for (unsigned i = 0; i < n; ++i)
             ASSERT_EQ(damaged.shards[i], original.shards[i]) << k << "+" << m << " mask " << mask;
@@ -83,8 +83,8 @@ TEST(ErasureCode, WideStripesRebuildTheirWorstCase) {
                     std::fill(damaged.shards[i].begin(), damaged.shards[i].end(), 0);
                 }
             }
-            ASSERT_TRUE(code->reconstruct(damaged.pointers,
-                                          std::span<const bool>(present.get(), k + m), wanted, 8192));
+            ASSERT_TRUE(code->reconstruct(
+                damaged.pointers, std::span<const bool>(present.get(), k + m), wanted, 8192));
             for (unsigned i = 0; i < k + m; ++i) ASSERT_EQ(damaged.shards[i], original.shards[i]);
         }
     }

@@ -20,15 +20,15 @@ TEST(Placement, DefaultGeometries) {
         auto got = default_geometry(nodes, drives);
         return got ? std::to_string(got->k) + "+" + std::to_string(got->m) : got.err().message;
     };
-    EXPECT_EQ(g(4, 1), "2+2");   // one node down: 3 shards, the write quorum of k + 1
+    EXPECT_EQ(g(4, 1), "2+2");  // one node down: 3 shards, the write quorum of k + 1
     EXPECT_EQ(g(5, 1), "3+2");
     EXPECT_EQ(g(6, 1), "4+2");
     EXPECT_EQ(g(8, 1), "5+3");
     EXPECT_EQ(g(16, 1), "12+4");
-    EXPECT_EQ(g(4, 4), "2+2");   // 4 sets, one shard per node
+    EXPECT_EQ(g(4, 4), "2+2");  // 4 sets, one shard per node
     EXPECT_EQ(g(96, 8), "12+4");
     EXPECT_EQ(g(3, 1), "2+1");
-    EXPECT_EQ(g(2, 4), "4+4");   // 4 shards per node
+    EXPECT_EQ(g(2, 4), "4+4");  // 4 shards per node
     EXPECT_EQ(g(3, 4), "7+5");
     EXPECT_NE(g(1, 2).find("3 drives or more"), std::string::npos);
     EXPECT_NE(g(17, 1).find("do not divide"), std::string::npos);
@@ -49,10 +49,11 @@ TEST(Placement, SetsSpanDistinctNodesWhenTheyCan) {
         }
         EXPECT_EQ(on.size(), 6u) << "set " << s.id;
     }
-    EXPECT_EQ(every.size(), 24u);  // every drive in exactly one set
+    EXPECT_EQ(every.size(), 24u);                         // every drive in exactly one set
     auto uneven = layout_sets(nodes, 1, geometry{3, 1});  // 6 drives into sets of 4
     ASSERT_FALSE(uneven);
-    EXPECT_NE(uneven.err().message.find("6 drives do not divide into sets of 3+1"), std::string::npos);
+    EXPECT_NE(uneven.err().message.find("6 drives do not divide into sets of 3+1"),
+              std::string::npos);
 }
 
 TEST(Placement, FewerNodesThanShardsShareThemOut) {
