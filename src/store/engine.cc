@@ -113,6 +113,8 @@ base::result<void> check_conditions(const object_record* existing, const write_c
         if (*c.if_match_etag != "*" && *c.if_match_etag != existing->etag)
             return base::fail(base::errc::precondition_failed, "a write condition does not hold");
     }
+    if (c.if_etag_below && existing && !(existing->etag < *c.if_etag_below))
+        return base::fail(base::errc::precondition_failed, "a newer version is stored");
     return {};
 }
 

@@ -45,6 +45,10 @@ struct bucket_info {
 struct write_conditions {
     bool if_none_match_any = false;
     std::optional<std::string> if_match_etag;  // without quotes
+    // The key is absent, or its current version's entity tag sorts bytewise before this one: for a
+    // front end whose entity tags begin with an ordered version stamp (the cluster's shards), so that
+    // an older write never replaces a newer one that arrived first.
+    std::optional<std::string> if_etag_below;
 };
 
 // A KV bucket (docs/kv.md): immutable blocks in the KV tier (DRAM in front of a log-structured NVMe
@@ -273,6 +277,10 @@ public:
     virtual std::vector<bucket_info> list_buckets() const = 0;      // this core's view, sorted
     // This core's view of one bucket; nullopt when it does not exist.
     virtual std::optional<bucket_info> find_bucket(const std::string& name) const;
+    // A number that changes whenever this core's view of the buckets may have changed without a call
+    // on this node (another node of a cluster changed them); 0, and constant, for a store whose buckets
+    // change only through its own calls. A front end caching bucket configuration reloads on a change.
+    virtual std::uint64_t catalog_version() const { return 0; }
     // Whether this core's view of a bucket holds the named attribute: what a request path asks on every
     // request, without copying the bucket's configuration.
     virtual bool bucket_has_attribute(const std::string& bucket, const std::string& name) const;

@@ -112,6 +112,32 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     EXPECT_EQ(found->etag, "b1") << "a failed condition must not change the object";
     EXPECT_EQ((co_await e->head("alpha", "missing")).code(), errc::no_such_key);
 
+    // An ordered entity tag: only a write whose tag sorts after the current one's replaces it.
+    write_conditions below_b0;
+    below_b0.if_etag_below = "b0";
+    EXPECT_EQ((co_await put_object(e, "alpha", "k1", "older", "a9", below_b0)).code(),
+              errc::precondition_failed);
+    write_conditions below_b1;
+    below_b1.if_etag_below = "b1";
+    EXPECT_EQ((co_await put_object(e, "alpha", "k1", "same", "b1", below_b1)).code(),
+              errc::precondition_failed)
+        << "an equal tag is not below";
+    write_conditions below_z;
+    below_z.if_etag_below = "z";
+    EXPECT_EQ((co_await put_object(e, "alpha", "ordered", "new", "m1", below_z)).code(), errc::ok)
+        << "an absent key takes any write";
+    EXPECT_EQ((co_await put_object(e, "alpha", "ordered", "newer", "m2", below_z)).code(),
+              errc::ok);
+    found = co_await e->head("alpha", "ordered");
+    CO_ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(found->etag, "m2");
+    auto ordered_gone = co_await e->commit_remove("alpha", "ordered", no_conditions);
+    CO_ASSERT_TRUE(ordered_gone.has_value() && ordered_gone->has_value());
+    co_await e->reclaim(**ordered_gone);
+    found = co_await e->head("alpha", "k1");
+    CO_ASSERT_TRUE(found.has_value());
+    EXPECT_EQ(found->etag, "b1");
+
     // Work issued from core 1 reaches shards on both cores.
     auto on_core_one = [e, b] { return work_on_core_one(e, b); };
     bool core_one_ok = co_await io::invoke_on(1, std::move(on_core_one));
