@@ -36,6 +36,8 @@ user_directory::core_table& user_directory::table() {
 
 void user_directory::load(core_table& t, const store::object_store& store) const {
     t.loaded = true;
+    t.users = _root;
+    t.names.clear();
     auto system = store.find_bucket(system_bucket);
     if (!system) return;
     for (const auto& [name, secret] : system->attributes) {
@@ -49,7 +51,12 @@ void user_directory::load(core_table& t, const store::object_store& store) const
 
 const auth::credential_store& user_directory::local(const store::object_store& store) {
     core_table& t = table();
-    if (!t.loaded) load(t, store);
+    // Loaded once, and again when the store's buckets changed elsewhere (another node of a cluster).
+    const std::uint64_t version = store.catalog_version();
+    if (!t.loaded || t.catalog_version != version) {
+        load(t, store);
+        t.catalog_version = version;
+    }
     return t.users;
 }
 

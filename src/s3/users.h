@@ -11,7 +11,8 @@
 // Users are kept durably as attributes of a hidden system bucket (`system_bucket`, a name S3 cannot
 // create or reach) through the object-store boundary, so they are as durable as bucket configuration.
 // Each core keeps its own copy of the table for signature checks without locks: loaded from the store the
-// first time the core serves, updated on every core before an admin change is answered.
+// first time the core serves, updated on every core before an admin change is answered, and loaded again
+// when the store says its buckets changed elsewhere (store::object_store::catalog_version).
 
 #include <memory>
 #include <optional>
@@ -49,6 +50,7 @@ public:
 private:
     struct core_table {
         bool loaded = false;
+        std::uint64_t catalog_version = 0;  // the store's, when loaded
         auth::credential_store users;
         std::vector<std::string> names;
     };
