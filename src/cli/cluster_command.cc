@@ -1,14 +1,21 @@
-// `fjord cluster status|remove-node`: the membership of a Fjord cluster as etcd holds it
-// (docs/cluster.md). Talks to etcd only, so it answers while every node is down.
+// `fjord cluster init|status|remove-node`: the topology and membership of a Fjord cluster as etcd holds
+// them (docs/cluster.md). Talks to etcd only, so it answers while every node is down.
 
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "base/encoding.h"
 #include "cli/options.h"
+#include "cluster/catalog.h"
+#include "cluster/erasure.h"
 #include "cluster/membership.h"
+#include "base/clock.h"
+#include "io/ops.h"
 #include "io/reactor.h"
 #include "io/task.h"
 
@@ -17,10 +24,13 @@ namespace fjord::cli {
 namespace {
 
 struct cluster_command {
-    std::string op;  // status, remove-node
+    std::string op;  // init, status, heal, remove-node
     std::string node_id;
+    cluster::topology layout;  // init
     std::string cluster = "fjord";
     bool as_json = false;
+    bool wait = false;             // heal: until every node that is up finished a scan
+    std::int64_t timeout_s = 600;  // heal --wait
     cluster::etcd_options etcd;
 };
 
@@ -28,7 +38,85 @@ struct cluster_outcome {
     base::result<void> status;
     cluster::cluster_view view;
     std::int64_t epoch = 0;
+    cluster::topology layout;  // init: the one in force
+    std::int64_t heal_request = 0;
+    bool timed_out = false;
 };
+
+// Asks every node for a scan: raises heal-request (compare-and-swap).
+io::task<base::result<std::int64_t>> request_heal(cluster::etcd_client& etcd, std::string name) {
+    const std::string key = cluster::heal_request_key(name);
+    for (int attempt = 0; attempt < 16; ++attempt) {
+        auto got = co_await etcd.range(key);
+        if (!got) co_return got.as_failure();
+        std::int64_t now = 0, revision = 0;
+        if (!got->kvs.empty()) {
+            now = static_cast<std::int64_t>(base::parse_u64(got->kvs[0].value).value_or(0));
+            revision = got->kvs[0].mod_revision;
+        }
+        cluster::txn_request txn;
+        txn.compares.push_back({cluster::txn_compare::target::mod, key, revision});
+        txn.puts.push_back({key, std::to_string(now + 1), 0});
+        auto done = co_await etcd.txn(std::move(txn));
+        if (!done) co_return done.as_failure();
+        if (done->succeeded) co_return now + 1;
+    }
+    co_return base::fail(base::errc::service_unavailable, "heal-request kept changing");
+}
+
+// Whether every node that is up has finished a scan for `request`.
+bool scans_done(const cluster::cluster_view& view, std::int64_t request) {
+    for (const auto& m : view.members) {
+        if (!m.up) continue;
+        auto it = view.node_stats.find(m.node.node_id);
+        if (it == view.node_stats.end()) return false;
+        auto doc = nlohmann::json::parse(it->second, nullptr, false);
+        if (!doc.is_object() || !doc.contains("scan")) return false;
+        if (doc["scan"].value("request", std::int64_t{0}) < request) return false;
+    }
+    return true;
+}
+
+io::task<void> pause(std::int64_t ms) { co_await io::sleep_for(ms); }
+
+struct heal_figures {
+    std::uint64_t queue = 0, healed = 0, corrupt = 0, keys = 0, below = 0, remaining = 0,
+                  unreachable = 0;
+    std::int64_t finished_ms = 0;
+    bool known = false;
+};
+
+heal_figures figures_of(const cluster::cluster_view& view, const std::string& node) {
+    heal_figures f;
+    auto it = view.node_stats.find(node);
+    if (it == view.node_stats.end()) return f;
+    auto doc = nlohmann::json::parse(it->second, nullptr, false);
+    if (!doc.is_object()) return f;
+    f.known = true;
+    f.queue = doc.value("queue", std::uint64_t{0});
+    f.healed = doc.value("healed", std::uint64_t{0});
+    f.corrupt = doc.value("corrupt", std::uint64_t{0});
+    if (doc.contains("scan") && doc["scan"].is_object()) {
+        const auto& scan = doc["scan"];
+        f.keys = scan.value("keys", std::uint64_t{0});
+        f.below = scan.value("degraded", std::uint64_t{0});
+        f.remaining = scan.value("remaining", std::uint64_t{0});
+        f.unreachable = scan.value("unreachable", std::uint64_t{0});
+        f.finished_ms = scan.value("finished_unix_ms", std::int64_t{0});
+    }
+    return f;
+}
+
+// Objects below full width as the nodes last saw them: what their last scans could not heal, what
+// they could not decide, and what waits in their queues.
+std::uint64_t below_full_width(const cluster::cluster_view& view) {
+    std::uint64_t total = 0;
+    for (const auto& m : view.members) {
+        heal_figures f = figures_of(view, m.node.node_id);
+        total += f.remaining + f.unreachable + f.queue;
+    }
+    return total;
+}
 
 io::task<void> run_cluster(const cluster_command* cmd, cluster_outcome* out,
                            io::reactor_group* group) {
@@ -39,6 +127,33 @@ io::task<void> run_cluster(const cluster_command* cmd, cluster_outcome* out,
             out->view = std::move(*view);
         else
             out->status = view.as_failure();
+    } else if (cmd->op == "heal") {
+        auto id = co_await request_heal(etcd, cmd->cluster);
+        if (!id) {
+            out->status = id.as_failure();
+        } else {
+            out->heal_request = *id;
+            const std::int64_t deadline =
+                base::monotonic_now_ns() / 1'000'000 + cmd->timeout_s * 1000;
+            for (bool first = true; cmd->wait; first = false) {
+                if (!first) co_await pause(500);
+                auto view = co_await cluster::read_view(etcd, cmd->cluster);
+                if (!view) continue;  // etcd busy: look again
+                out->view = std::move(*view);
+                // Done once every node scanned and nothing waits in a queue.
+                if (scans_done(out->view, *id) && below_full_width(out->view) == 0) break;
+                if (base::monotonic_now_ns() / 1'000'000 > deadline) {
+                    out->timed_out = true;
+                    break;
+                }
+            }
+        }
+    } else if (cmd->op == "init") {
+        auto layout = co_await cluster::init_topology(etcd, cmd->cluster, cmd->layout);
+        if (layout)
+            out->layout = std::move(*layout);
+        else
+            out->status = layout.as_failure();
     } else {
         auto epoch = co_await cluster::remove_member(etcd, cmd->cluster, cmd->node_id);
         if (epoch)
@@ -49,10 +164,60 @@ io::task<void> run_cluster(const cluster_command* cmd, cluster_outcome* out,
     group->stop();
 }
 
+std::vector<std::string> split_list(std::string_view text) {
+    std::vector<std::string> out;
+    while (!text.empty()) {
+        const std::size_t comma = text.find(',');
+        out.emplace_back(text.substr(0, comma));
+        text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    }
+    return out;
+}
+
+// init's topology: the default for the nodes, or the geometry asked for, sets cut from the nodes in
+// order of their ids.
+base::result<cluster::topology> topology_of(const command_options& opts) {
+    std::vector<std::string> nodes = split_list(opts.text("nodes", ""));
+    if (nodes.empty())
+        return base::fail(base::errc::invalid_argument, "init needs --nodes ID,ID,...");
+    for (const auto& n : nodes) FJORD_TRY(cluster::check_name("node id", n));
+    auto block_kib = base::parse_u64(opts.text("block-kib", "1024"));
+    if (!block_kib || *block_kib < 4 || *block_kib > 16 * 1024)
+        return base::fail(base::errc::invalid_argument, "--block-kib takes 4 to 16384");
+    const auto block_bytes = static_cast<std::uint32_t>(*block_kib * 1024);
+    if (!opts.has("data-shards") && !opts.has("parity-shards"))
+        return cluster::default_topology(nodes, block_bytes);
+    base::result<cluster::topology> layout = cluster::topology{};
+    layout->block_bytes = block_bytes;
+    layout->created_unix_ms = base::unix_now_ms();
+    {
+        auto k = base::parse_u64(opts.text("data-shards", ""));
+        auto m = base::parse_u64(opts.text("parity-shards", ""));
+        if (!k || !m || *k < 1 || *m < 1 || *k + *m > cluster::max_stripe_width)
+            return base::fail(base::errc::invalid_argument,
+                              "--data-shards K and --parity-shards M go together, 1 <= K, 1 <= M "
+                              "and K + M <= 32");
+        std::sort(nodes.begin(), nodes.end());
+        cluster::geometry g{static_cast<unsigned>(*k), static_cast<unsigned>(*m)};
+        auto sets = cluster::layout_sets(nodes, 1, g);
+        if (!sets) return sets.as_failure();
+        layout->shape = g;
+        layout->sets.clear();
+        for (const auto& set : *sets) {
+            std::vector<std::string> ids;
+            for (const auto& d : set.drives) ids.push_back(d.node_id);
+            layout->sets.push_back(std::move(ids));
+        }
+    }
+    return layout;
+}
+
 base::result<cluster_command> parse_cluster_args(int argc, char** argv) {
-    static constexpr std::string_view with_value[] = {"etcd", "cluster"};
-    static constexpr std::string_view flags[] = {"json"};
-    if (argc < 1) return base::fail(base::errc::invalid_argument, "expected: status|remove-node");
+    static constexpr std::string_view with_value[] = {
+        "etcd", "cluster", "nodes", "data-shards", "parity-shards", "block-kib", "timeout-s"};
+    static constexpr std::string_view flags[] = {"json", "wait"};
+    if (argc < 1)
+        return base::fail(base::errc::invalid_argument, "expected: init|status|heal|remove-node");
     cluster_command cmd;
     cmd.op = argv[0];
     int first_option = 1;
@@ -62,8 +227,8 @@ base::result<cluster_command> parse_cluster_args(int argc, char** argv) {
         cmd.node_id = argv[1];
         FJORD_TRY(cluster::check_name("node id", cmd.node_id));
         first_option = 2;
-    } else if (cmd.op != "status") {
-        return base::fail(base::errc::invalid_argument, "expected: status|remove-node");
+    } else if (cmd.op != "status" && cmd.op != "init" && cmd.op != "heal") {
+        return base::fail(base::errc::invalid_argument, "expected: init|status|heal|remove-node");
     }
     auto opts = command_options::parse(argc - first_option, argv + first_option, with_value, flags);
     if (!opts) return opts.as_failure();
@@ -73,6 +238,15 @@ base::result<cluster_command> parse_cluster_args(int argc, char** argv) {
     cmd.cluster = opts->text("cluster", "fjord");
     FJORD_TRY(cluster::check_name("cluster name", cmd.cluster));
     cmd.as_json = opts->has("json");
+    cmd.wait = opts->has("wait");
+    auto timeout = opts->number("timeout-s", 600);
+    if (!timeout || *timeout < 1) return base::fail(base::errc::invalid_argument, "--timeout-s N");
+    cmd.timeout_s = static_cast<std::int64_t>(*timeout);
+    if (cmd.op == "init") {
+        auto layout = topology_of(*opts);
+        if (!layout) return layout.as_failure();
+        cmd.layout = std::move(*layout);
+    }
     return cmd;
 }
 
@@ -83,6 +257,25 @@ std::string utc_text(std::int64_t unix_ms) {
     char text[32];
     std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return text;
+}
+
+void print_healing(const cluster::cluster_view& view) {
+    std::printf("%-24s %7s %8s %8s %10s %9s %8s  %s\n", "NODE", "QUEUE", "HEALED", "CORRUPT",
+                "SCAN KEYS", "BELOW", "LEFT", "SCAN FINISHED (UTC)");
+    for (const auto& m : view.members) {
+        heal_figures f = figures_of(view, m.node.node_id);
+        if (!f.known) {
+            std::printf("%-24s %7s\n", m.node.node_id.c_str(), "-");
+            continue;
+        }
+        std::printf(
+            "%-24s %7llu %8llu %8llu %10llu %9llu %8llu  %s\n", m.node.node_id.c_str(),
+            static_cast<unsigned long long>(f.queue), static_cast<unsigned long long>(f.healed),
+            static_cast<unsigned long long>(f.corrupt), static_cast<unsigned long long>(f.keys),
+            static_cast<unsigned long long>(f.below),
+            static_cast<unsigned long long>(f.remaining + f.unreachable),
+            f.finished_ms ? utc_text(f.finished_ms).c_str() : "(running or none yet)");
+    }
 }
 
 void print_status(const cluster_command& cmd, const cluster::cluster_view& view) {
@@ -98,6 +291,15 @@ void print_status(const cluster_command& cmd, const cluster::cluster_view& view)
                               {"epoch", view.epoch},
                               {"members", members},
                               {"up", view.up()}};
+        if (view.layout) {
+            doc["topology"] = nlohmann::json::parse(cluster::encode_topology(*view.layout));
+            doc["buckets"] = view.buckets.size();
+            doc["below_full_width"] = below_full_width(view);
+            nlohmann::json healing = nlohmann::json::object();
+            for (const auto& [node, text] : view.node_stats)
+                healing[node] = nlohmann::json::parse(text, nullptr, false);
+            doc["healing"] = healing;
+        }
         std::printf("%s\n", doc.dump(2).c_str());
         return;
     }
@@ -110,6 +312,16 @@ void print_status(const cluster_command& cmd, const cluster::cluster_view& view)
         std::printf("%-24s %-5s %-32s %5u  %s\n", m.node.node_id.c_str(), m.up ? "up" : "down",
                     m.node.s3_endpoint.c_str(), m.node.cores,
                     utc_text(m.node.started_unix_ms).c_str());
+    if (!view.layout) {
+        std::printf("no topology yet: fjord cluster init --nodes ID,ID,...\n");
+        return;
+    }
+    std::printf("topology: %zu set(s) of %u+%u, %u KiB blocks; %zu bucket(s)\n",
+                view.layout->sets.size(), view.layout->shape.k, view.layout->shape.m,
+                view.layout->block_bytes / 1024, view.buckets.size());
+    print_healing(view);
+    std::printf("objects below full width (last scans and queues): %llu\n",
+                static_cast<unsigned long long>(below_full_width(view)));
 }
 
 }  // namespace
@@ -117,11 +329,15 @@ void print_status(const cluster_command& cmd, const cluster::cluster_view& view)
 int cluster_main(int argc, char** argv) {
     auto cmd = parse_cluster_args(argc, argv);
     if (!cmd) {
-        std::fprintf(stderr,
-                     "fjord cluster: %s\nusage: fjord cluster status [--json]\n"
-                     "       fjord cluster remove-node NODE   (decommission a node that is down)\n"
-                     "options: --etcd http://127.0.0.1:2379 --cluster fjord\n",
-                     cmd.err().message.c_str());
+        std::fprintf(
+            stderr,
+            "fjord cluster: %s\nusage: fjord cluster status [--json]\n"
+            "       fjord cluster init --nodes ID,ID,... [--data-shards K "
+            "--parity-shards M] [--block-kib N]\n"
+            "       fjord cluster heal [--wait] [--timeout-s N]   (every node scans and heals)\n"
+            "       fjord cluster remove-node NODE   (decommission a node that is down)\n"
+            "options: --etcd http://127.0.0.1:2379 --cluster fjord\n",
+            cmd.err().message.c_str());
         return 2;
     }
     cluster_outcome out;
@@ -131,9 +347,36 @@ int cluster_main(int argc, char** argv) {
         std::fprintf(stderr, "fjord cluster: %s\n", out.status.err().message.c_str());
         return 1;
     }
-    if (cmd->op == "status")
+    if (cmd->op == "heal") {
+        std::printf("asked every node of cluster %s for a scan (request %lld)\n",
+                    cmd->cluster.c_str(), static_cast<long long>(out.heal_request));
+        if (!cmd->wait) return 0;
+        print_healing(out.view);
+        if (out.timed_out) {
+            std::fprintf(stderr, "fjord cluster heal: not every node finished its scan in %lld s\n",
+                         static_cast<long long>(cmd->timeout_s));
+            return 1;
+        }
+        const std::uint64_t below = below_full_width(out.view);
+        std::printf("objects below full width: %llu\n", static_cast<unsigned long long>(below));
+        return below == 0 ? 0 : 1;
+    }
+    if (cmd->op == "status") {
         print_status(*cmd, out.view);
-    else
+    } else if (cmd->op == "init") {
+        const bool ours =
+            cluster::encode_topology(out.layout) == cluster::encode_topology(cmd->layout);
+        std::printf("cluster %s: %s topology of %zu set(s) of %u+%u (%u KiB blocks):\n",
+                    cmd->cluster.c_str(), ours ? "wrote the" : "already has a",
+                    out.layout.sets.size(), out.layout.shape.k, out.layout.shape.m,
+                    out.layout.block_bytes / 1024);
+        for (const auto& set : out.layout.sets) {
+            std::string line;
+            for (const auto& n : set) line += (line.empty() ? "" : " ") + n;
+            std::printf("  %s\n", line.c_str());
+        }
+        if (!ours) return 1;
+    } else
         std::printf("removed node %s from cluster %s (map epoch %lld)\n", cmd->node_id.c_str(),
                     cmd->cluster.c_str(), static_cast<long long>(out.epoch));
     return 0;

@@ -27,7 +27,10 @@
 #include "base/units.h"
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cluster/cluster_store.h"
+#include "cluster/healer.h"
 #include "cluster/membership.h"
+#include "cluster/shard_service.h"
 #include "http/server.h"
 #include "io/reactor.h"
 #include "s3/access_log.h"
@@ -44,6 +47,22 @@ using namespace fjord;
 
 constexpr const char* default_access_key = "fjordadmin";
 constexpr const char* default_secret_key = "fjordadmin-secret";
+
+void print_cluster_usage() {
+    std::fputs(
+        "  --etcd URL            join a cluster through etcd at http://HOST:PORT (docs/cluster.md):\n"
+        "                        objects are erasure-coded over the nodes of its topology\n"
+        "  --node-id ID          this node's id in the cluster (needed with --etcd)\n"
+        "  --cluster NAME        the cluster's name, which etcd keys are under (default fjord)\n"
+        "  --advertise HOST:PORT the S3 address peers and clients reach (default: --listen)\n"
+        "  --lease-ttl-s N       seconds without a heartbeat before the node is down (default 10)\n"
+        "  --heal-scan-interval-s N   how often a node scans its shards for objects below full\n"
+        "                        width and damaged shards (default 600)\n"
+        "  --heal-keys-per-second N   keys a scan looks at a second (default 2000)\n"
+        "  --heal-leftover-age-s N    age at which healing withdraws what a failed write left on\n"
+        "                        fewer than k nodes (default 60)\n",
+        stderr);
+}
 
 void print_usage() {
     std::fputs(
@@ -99,18 +118,15 @@ void print_usage() {
         "  --access-log PATH     one JSON line per request to PATH (appended), or - for stderr (default: off)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "  --object-ownership O  Object Ownership of buckets created without one: BucketOwnerEnforced\n"
-        "                        (ACLs disabled, S3's default), BucketOwnerPreferred or ObjectWriter\n"
-        "  --etcd URL            join a cluster through etcd at http://HOST:PORT (docs/cluster.md;\n"
-        "                        membership only so far: each node serves its own data)\n"
-        "  --node-id ID          this node's id in the cluster (needed with --etcd)\n"
-        "  --cluster NAME        the cluster's name, which etcd keys are under (default fjord)\n"
-        "  --advertise HOST:PORT the S3 address peers and clients reach (default: --listen)\n"
-        "  --lease-ttl-s N       seconds without a heartbeat before the node is down (default 10)\n"
+        "                        (ACLs disabled, S3's default), BucketOwnerPreferred or ObjectWriter\n",
+        stderr);
+    print_cluster_usage();
+    std::fputs(
         "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
         "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
         "       fjord client put|get|head|delete|mb ...  (one request through the native client)\n"
         "       fjord admin user add|rm|ls ...            (users of a server; fjord admin --help)\n"
-        "       fjord cluster status|remove-node ...      (cluster membership in etcd)\n"
+        "       fjord cluster init|status|heal|remove-node ...   (clusters on etcd)\n"
         "       fjord cp|ls|rm|mb|rb ...                 (objects and buckets; fjord cp --help)\n",
         stderr);
 }
@@ -132,6 +148,8 @@ struct serve_config {
     std::string etcd_url;
     std::string advertise;
     cluster::membership_options membership;
+    cluster::healer_options healing;
+    std::int64_t leftover_age_ms = 60'000;
 };
 
 // What the options of `fjord serve` set before they are checked together.
@@ -236,6 +254,24 @@ const serve_option serve_options[] = {
          return true;
      },
      2, 300},
+    {"--heal-scan-interval-s", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.healing.scan_interval_ms = static_cast<std::int64_t>(n) * 1000;
+         return true;
+     },
+     1, year_s},
+    {"--heal-keys-per-second", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.healing.scan_keys_per_second = n;
+         return true;
+     },
+     1, 1'000'000},
+    {"--heal-leftover-age-s", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.leftover_age_ms = static_cast<std::int64_t>(n) * 1000;
+         return true;
+     },
+     1, year_s},
     {"--log-level", kind::text, [](args&, const char* t, u64) { return set_log_level(t); }},
     {"--object-ownership", kind::text,
      [](args& a, const char* t, u64) {
@@ -503,6 +539,12 @@ int finish_cluster_config(serve_config& cfg) {
             stderr);
         return 2;
     }
+    if (!cfg.tls_cert_path.empty()) {
+        std::fputs(
+            "fjord serve: a cluster node speaks plain HTTP for now (--etcd without --tls-cert)\n",
+            stderr);
+        return 2;
+    }
     bool ipv6 = reach.host.find(':') != std::string::npos;
     m.node.s3_endpoint = std::string(cfg.tls_cert_path.empty() ? "http" : "https") + "://" +
                          (ipv6 ? "[" + reach.host + "]" : reach.host) + ":" +
@@ -662,6 +704,15 @@ int open_access_log(const std::string& path) {
     return fd;
 }
 
+// The access log of --access-log (none without it); false once a failure to open it is logged.
+bool make_access_log(const serve_config& cfg, int& fd, std::unique_ptr<s3::access_log>& log) {
+    if (cfg.access_log_path.empty()) return true;
+    fd = open_access_log(cfg.access_log_path);
+    if (fd < 0) return false;
+    log = std::make_unique<s3::access_log>(fd, cfg.engine.cores);
+    return true;
+}
+
 // The start-up lines, written by core 0 before any core accepts.
 void log_start_up(const serve_config& cfg, store::engine& engine) {
     log_buffer_memory(engine.pool(), cfg.engine.buffers);
@@ -715,12 +766,71 @@ std::unique_ptr<kv::tier> open_kv_tier(serve_config& cfg) {
     return std::move(*opened);
 }
 
-// The node's membership of a cluster (--etcd); none for the embedded single-node server.
-std::unique_ptr<cluster::membership_agent> make_membership_agent(serve_config& cfg) {
+// The erasure-coded store of a cluster node (--etcd): what its S3 API serves; none for the embedded
+// single-node server.
+std::unique_ptr<cluster::cluster_store> make_cluster_store(const serve_config& cfg) {
+    if (cfg.etcd_url.empty()) return nullptr;
+    cluster::cluster_store_options o;
+    o.cluster = cfg.membership.cluster;
+    o.node_id = cfg.membership.node.node_id;
+    o.etcd = cfg.membership.etcd;
+    o.cores = cfg.engine.cores;
+    const auth::credential_store& keys = cfg.service.credentials;
+    o.peers.credentials = *keys.find(keys.first_access_key());
+    o.peers.region = cfg.service.region;
+    o.leftover_age_ms = cfg.leftover_age_ms;
+    return std::make_unique<cluster::cluster_store>(std::move(o));
+}
+
+// The node's membership of a cluster (--etcd); none for the embedded single-node server. Every
+// snapshot it reads goes to the cluster store.
+std::unique_ptr<cluster::membership_agent> make_membership_agent(serve_config& cfg,
+                                                                 cluster::cluster_store* objects,
+                                                                 cluster::healer* healing) {
     if (cfg.etcd_url.empty()) return nullptr;
     cfg.membership.node.started_unix_ms = base::unix_now_ms();
+    if (objects)
+        cfg.membership.on_view = [objects, healing](const cluster::cluster_view& v) {
+            objects->publish(v);
+            if (healing) healing->request_scan(v.heal_request);
+        };
+    if (healing) cfg.membership.stats = [healing] { return healing->stats_json(); };
     return std::make_unique<cluster::membership_agent>(cfg.membership);
 }
+
+// What a cluster node (--etcd) adds to the server: the erasure-coded store its S3 API serves, the
+// data plane beside the S3 API on the same port (under /_fjord/cluster/), where its own engine keeps
+// the shards that coordinators send it, and the healer.
+struct cluster_node {
+    std::unique_ptr<cluster::cluster_store> objects;
+    std::unique_ptr<cluster::shard_service> shards;
+    std::unique_ptr<cluster::node_handler> front;
+    std::unique_ptr<cluster::healer> healing;
+    std::unique_ptr<cluster::membership_agent> membership;
+
+    // The handler connections go to: the node's (data plane, then S3), or S3 alone.
+    http::handler& attach(serve_config& cfg, store::engine& engine, s3::service& s3) {
+        if (objects) {
+            const auth::credential_store& keys = cfg.service.credentials;
+            shards = std::make_unique<cluster::shard_service>(
+                engine, *keys.find(keys.first_access_key()), cfg.service.region);
+            front = std::make_unique<cluster::node_handler>(s3, *shards);
+            healing = std::make_unique<cluster::healer>(*objects, engine, cfg.healing);
+        }
+        membership = make_membership_agent(cfg, objects.get(), healing.get());
+        return front ? static_cast<http::handler&>(*front) : s3;
+    }
+    void attach_core(unsigned core) {
+        if (objects) objects->attach_core(core);
+    }
+    // What the S3 API serves: the cluster's objects, or this server's own.
+    store::object_store& served(store::object_store& own) { return objects ? *objects : own; }
+    // Membership and healing run on core 0.
+    void start(unsigned core) {
+        if (core == 0 && membership) io::spawn(membership->run());
+        if (core == 0 && healing) io::spawn(healing->run());
+    }
+};
 
 int serve(int argc, char** argv) {
     serve_config cfg;
@@ -742,19 +852,17 @@ int serve(int argc, char** argv) {
     if (!kv_tier) return 1;
     store::bucket_router router(*engine, *kv_tier);
     base::metrics metrics(cfg.engine.cores);
-    std::unique_ptr<s3::access_log> access;
     int access_fd = -1;
-    if (!cfg.access_log_path.empty()) {
-        access_fd = open_access_log(cfg.access_log_path);
-        if (access_fd < 0) return 1;
-        access = std::make_unique<s3::access_log>(access_fd, cfg.engine.cores);
-    }
-    s3::service svc(router, cfg.service, metrics, access.get());
-    std::unique_ptr<cluster::membership_agent> membership = make_membership_agent(cfg);
+    std::unique_ptr<s3::access_log> access;
+    if (!make_access_log(cfg, access_fd, access)) return 1;
+    cluster_node node{make_cluster_store(cfg)};  // a cluster node's S3 API serves its objects
+    store::object_store& objects = node.served(router);
+    s3::service svc(objects, cfg.service, metrics, access.get());
+    http::handler& front = node.attach(cfg, *engine, svc);
     io::reactor_group group(cfg.engine.cores);
     std::vector<std::unique_ptr<http::server>> servers;
     for (unsigned c = 0; c < cfg.engine.cores; ++c)
-        servers.push_back(std::make_unique<http::server>(svc, cfg.server, metrics));
+        servers.push_back(std::make_unique<http::server>(front, cfg.server, metrics));
 
     std::atomic<bool> listen_failed{false};
     std::thread signal_thread([&] {
@@ -770,6 +878,7 @@ int serve(int argc, char** argv) {
     std::barrier started(static_cast<std::ptrdiff_t>(cfg.engine.cores));
     group.run([&](unsigned core) {
         engine->attach_core(core, io::reactor::current().ring());
+        node.attach_core(core);
         if (auto l = servers[core]->listen(); !l) {
             LOG_ERROR("%s", l.err().message.c_str());
             listen_failed = true;
@@ -782,8 +891,8 @@ int serve(int argc, char** argv) {
         if (core == 0) log_start_up(cfg, *engine);
         started.arrive_and_wait();
         io::spawn(servers[core]->run());
-        start_housekeeping(core, engine.get(), router, cfg);
-        if (core == 0 && membership) io::spawn(membership->run());
+        start_housekeeping(core, engine.get(), objects, cfg);
+        node.start(core);
     });
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();

@@ -93,6 +93,13 @@ std::string cluster_prefix(std::string_view cluster) {
     return "/fjord/" + std::string(cluster) + "/";
 }
 
+std::string heal_request_key(std::string_view cluster) {
+    return cluster_prefix(cluster) + "heal-request";
+}
+std::string stats_key(std::string_view cluster, std::string_view node) {
+    return cluster_prefix(cluster) + "stats/" + std::string(node);
+}
+
 std::string encode_node_record(const node_record& node) {
     return json{{"node_id", node.node_id},
                 {"s3_endpoint", node.s3_endpoint},
@@ -119,6 +126,12 @@ base::result<node_record> decode_node_record(std::string_view text) {
     return out;
 }
 
+const member_state* cluster_view::member(std::string_view node_id) const {
+    for (const auto& m : members)
+        if (m.node.node_id == node_id) return &m;
+    return nullptr;
+}
+
 std::size_t cluster_view::up() const {
     return static_cast<std::size_t>(
         std::count_if(members.begin(), members.end(), [](const member_state& m) { return m.up; }));
@@ -131,6 +144,8 @@ io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cl
     view.revision = got->revision;
     const std::string members = cluster_prefix(cluster) + "members/";
     const std::string alive = cluster_prefix(cluster) + "alive/";
+    const std::string buckets = buckets_prefix(cluster);
+    const std::string stats = cluster_prefix(cluster) + "stats/";
     std::map<std::string, member_state> by_id;
     std::map<std::string, std::int64_t> alive_leases;
     for (const etcd_kv& kv : got->kvs) {
@@ -143,6 +158,23 @@ io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cl
             by_id[node->node_id].node = std::move(*node);
         } else if (key.substr(0, alive.size()) == alive) {
             alive_leases[std::string(key.substr(alive.size()))] = kv.lease;
+        } else if (key == heal_request_key(cluster)) {
+            view.heal_request = static_cast<std::int64_t>(base::parse_u64(kv.value).value_or(0));
+        } else if (key.starts_with(stats)) {
+            view.node_stats[std::string(key.substr(stats.size()))] = kv.value;
+        } else if (key == topology_key(cluster)) {
+            auto layout = decode_topology(kv.value);
+            if (!layout) co_return layout.as_failure();
+            view.layout = std::move(*layout);
+        } else if (key.starts_with(buckets)) {
+            auto bucket = decode_bucket_record(kv.value);
+            if (!bucket) {
+                LOG_WARN("cluster %s: skipping %s: %s", cluster.c_str(), kv.key.c_str(),
+                         bucket.err().message.c_str());
+                continue;
+            }
+            bucket->mod_revision = kv.mod_revision;
+            view.buckets[bucket->name] = std::move(*bucket);
         }
     }
     for (auto& [id, member] : by_id) {
@@ -263,12 +295,17 @@ io::task<void> membership_agent::heartbeat() {
                  _options.cluster.c_str(), _options.node.node_id.c_str());
         _lease = 0;
         _registered.store(false, std::memory_order_relaxed);
+        co_return;
     }
+    if (_options.stats)
+        (void)co_await _etcd.put(stats_key(_options.cluster, _options.node.node_id),
+                                 _options.stats(), _lease);
 }
 
 io::task<void> membership_agent::refresh_view() {
     auto parsed = co_await read_view(_etcd, _options.cluster);
     if (!parsed) co_return;  // the next heartbeat reports an unreachable etcd
+    if (_options.on_view) _options.on_view(*parsed);
     std::int64_t before = _epoch.exchange(parsed->epoch, std::memory_order_relaxed);
     std::size_t up_before = _members_up.exchange(parsed->up(), std::memory_order_relaxed);
     if (before != parsed->epoch || up_before != parsed->up())
@@ -287,6 +324,8 @@ io::task<void> membership_agent::run() {
                 if (taken.err().code != base::errc::service_unavailable ||
                     taken.err().message != "node id held")
                     lost_etcd(taken.err());
+                else
+                    co_await refresh_view();  // the map, to serve while the old lease runs out
                 co_await pause_ms(std::max<std::int64_t>(_backoff_ms, 1000));
                 continue;
             }

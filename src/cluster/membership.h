@@ -14,12 +14,16 @@
 // the same id waits until the first one's lease is gone.
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
+#include "cluster/catalog.h"
 #include "cluster/etcd_client.h"
 #include "io/task.h"
 
@@ -47,10 +51,17 @@ struct cluster_view {
     std::int64_t epoch = 0;
     std::int64_t revision = 0;          // etcd's revision of the snapshot
     std::vector<member_state> members;  // by node id
+    std::optional<topology> layout;     // none before `fjord cluster init`
+    std::map<std::string, bucket_record> buckets;
+    std::int64_t heal_request = 0;                  // the last `fjord cluster heal`'s id
+    std::map<std::string, std::string> node_stats;  // stats/<node>: a node's healing figures (JSON)
     std::size_t up() const;
+    const member_state* member(std::string_view node_id) const;
 };
 
 std::string cluster_prefix(std::string_view cluster);
+std::string heal_request_key(std::string_view cluster);
+std::string stats_key(std::string_view cluster, std::string_view node);
 
 // One consistent snapshot of the cluster's keys (a single range over its prefix).
 io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster);
@@ -67,6 +78,10 @@ struct membership_options {
     etcd_options etcd;
     std::int64_t lease_ttl_s = 10;       // a node that stops heartbeating is down after this long
     std::int64_t max_backoff_ms = 5000;  // between attempts while etcd cannot be reached
+    // Called on the agent's core with every snapshot it reads (every TTL/3 while etcd answers).
+    std::function<void(const cluster_view&)> on_view;
+    // The node's figures, written to stats/<node> under its lease with every heartbeat.
+    std::function<std::string()> stats;
 };
 
 // The node's side of membership: joins, takes alive/<node> under a lease and keeps the lease alive.

@@ -1,0 +1,120 @@
+// Healing one key: the version a quorum read settles on, copied onto the nodes of its set that lack it.
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "cluster/cluster_store.h"
+#include "cluster/stripe_reader.h"
+#include "cluster/stripe_writer.h"
+
+namespace fjord::cluster {
+
+namespace {
+
+// The stripes a heal sends: read back from k shards, the targets' blocks rebuilt.
+class heal_feed final : public stripe_feed {
+public:
+    heal_feed(stripe_reader& reader, const std::vector<unsigned>& targets, unsigned width)
+        : _reader(reader), _targets(targets), _width(width) {}
+    io::task<base::result<void>> next(std::uint64_t s,
+                                      std::vector<const std::uint8_t*>& blocks) override {
+        FJORD_CO_TRY(co_await _reader.read(s, _targets));
+        for (unsigned i = 0; i < _width; ++i) blocks[i] = _reader.block(i);
+        co_return base::result<void>{};
+    }
+
+private:
+    stripe_reader& _reader;
+    const std::vector<unsigned>& _targets;
+    unsigned _width;
+};
+
+// The nodes of the set that lack the decided version (`targets`), after withdrawing what failed
+// writes left there long enough ago; `unreachable` when a node could not be judged now.
+io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_place& place,
+                                             const std::vector<node_report>& by_node,
+                                             const read_decision& d, bool& unreachable) {
+    const std::int64_t now_ms = base::unix_now_ms();
+    const stamp decided = d.holders > 0 ? d.meta.version : stamp{};
+    std::vector<unsigned> targets;
+    for (unsigned i = 0; i < place.width(); ++i) {
+        const node_report& r = by_node[i];
+        if (r.kind == node_report::state::failed || r.kind == node_report::state::pending) {
+            unreachable = true;  // healed once it answers
+            continue;
+        }
+        if (r.kind == node_report::state::present && d.shards[i]) continue;  // holds it
+        if (r.kind == node_report::state::present && d.holders > 0 && r.meta.version < decided) {
+            targets.push_back(i);  // an older version: replaced by the newer one
+            continue;
+        }
+        if (r.kind == node_report::state::present) {
+            // A version newer than the readable one (or none readable) that is on fewer than k
+            // nodes: a write that failed, or one still in flight. Old enough, it is withdrawn.
+            if (now_ms - r.meta.version.unix_ms() < self->options().leftover_age_ms) {
+                unreachable = true;
+                continue;
+            }
+            LOG_INFO(
+                "%s/%s: withdrawing version %s from node %s (a write that never reached k "
+                "nodes)",
+                place.bucket.c_str(), place.key.c_str(), r.meta.version.text().c_str(),
+                place.nodes[i].c_str());
+            co_await withdraw(self, place.shard_bucket, place.key, {place.nodes[i]},
+                              r.meta.version);
+        }
+        if (d.holders > 0) targets.push_back(i);
+    }
+    co_return targets;
+}
+
+}  // namespace
+
+io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
+    auto reports = co_await read_records(place, {place.key});
+    std::vector<node_report> by_node;
+    for (auto& node : reports) by_node.push_back(std::move(node[0]));
+    auto d = decide_version(place, by_node);
+    if (!d) co_return d.as_failure();
+    const std::int64_t now_ms = base::unix_now_ms();
+    const stamp decided = d->holders > 0 ? d->meta.version : stamp{};
+    bool unreachable = false;
+    std::vector<unsigned> targets = co_await heal_targets(this, place, by_node, *d, unreachable);
+    if (d->holders == 0) co_return !unreachable;
+    if (d->meta.kind == shard_kind::deleted && d->full_width &&
+        now_ms - decided.unix_ms() > _options.tombstone_age_ms) {
+        // Every node has had the deletion for long: the tombstones go too.
+        co_await withdraw(this, place.shard_bucket, place.key, place.nodes, decided);
+        co_return true;
+    }
+    if (targets.empty()) co_return !unreachable;
+    const stripe_layout layout = d->meta.layout();
+    std::optional<stripe_reader> reader;
+    std::optional<heal_feed> feed;
+    if (d->meta.kind == shard_kind::object && layout.stripes() > 0) {
+        reader.emplace(*this, place, *d, 0, layout.stripes() - 1);
+        feed.emplace(*reader, targets, place.width());
+    }
+    const std::size_t wanted = targets.size();
+    auto streamed = co_await stream_version(*this, place, targets, d->meta, acceptance{},
+                                            feed ? &*feed : nullptr, 1,
+                                            [](shard_meta&) -> base::result<void> { return {}; });
+    if (!streamed) {
+        LOG_WARN("%s/%s: healing version %s failed: %s", place.bucket.c_str(), place.key.c_str(),
+                 decided.text().c_str(), streamed.err().message.c_str());
+        co_return streamed.as_failure();
+    }
+    for (const auto& u : streamed->uploads)
+        if (u.kind != upload::state::stored)
+            LOG_WARN("%s/%s: healing version %s onto node %s failed: %s%s", place.bucket.c_str(),
+                     place.key.c_str(), decided.text().c_str(), u.node.c_str(),
+                     u.failure.message.c_str(),
+                     u.held.empty() ? "" : (" (it holds " + u.held + ")").c_str());
+    const std::size_t stored = count_in(streamed->uploads, upload::state::stored);
+    if (stored > 0)
+        LOG_INFO("%s/%s: healed %zu shard(s) of version %s", place.bucket.c_str(),
+                 place.key.c_str(), stored, decided.text().c_str());
+    co_return !unreachable && stored == wanted;
+}
+
+}  // namespace fjord::cluster

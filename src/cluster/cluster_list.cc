@@ -1,0 +1,186 @@
+// Listing a cluster bucket: every node's shards of it, merged by key.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "base/encoding.h"
+#include "cluster/cluster_store.h"
+#include "cluster/fan_out.h"
+
+namespace fjord::cluster {
+
+namespace {
+
+constexpr std::uint32_t page_keys = 1000;
+constexpr int max_rounds = 100'000;
+
+struct list_fan final : fan_out {
+    std::vector<std::optional<shard_listing>> pages;  // by node
+};
+
+io::task<void> ask_listing(cluster_store* self, std::shared_ptr<list_fan> fan, std::size_t i,
+                           std::string node, std::string path, std::string query) {
+    peer_pool* pool = self->usable(node) ? self->pool_for(node) : nullptr;
+    if (pool) {
+        auto link = co_await pool->acquire();
+        auto answer = co_await link->call("GET", path, query, {}, "");
+        link.reset();
+        if (!answer) {
+            if (answer.err().code != base::errc::invalid_argument) self->suspect(node);
+        } else if (answer->ok()) {
+            if (auto listing = decode_listing(answer->body)) fan->pages[i] = std::move(*listing);
+        }
+    }
+    fan->finish_one();
+}
+
+// What the nodes that answered say of one key: the newest version that can be read.
+struct key_reports {
+    std::map<stamp, std::pair<std::size_t, listed_shard>, std::greater<>> versions;
+};
+
+std::optional<listed_shard> settle(const key_reports& reports, unsigned k) {
+    for (const auto& [version, held] : reports.versions) {
+        if (held.second.summary.kind == shard_kind::deleted) return std::nullopt;
+        if (held.first >= k) return held.second;
+    }
+    return std::nullopt;
+}
+
+std::string query_of(const store::list_request& r, const std::string& after) {
+    std::string q = "after=" + base::uri_encode(after, false) + "&max=" + std::to_string(page_keys);
+    if (!r.prefix.empty()) q += "&prefix=" + base::uri_encode(r.prefix, false);
+    return q;
+}
+
+}  // namespace
+
+namespace {
+
+// A listing being built from rounds of the nodes' pages.
+class listing_merge {
+public:
+    listing_merge(const store::list_request& request, unsigned k)
+        : cursor(request.start_after), _request(request), _k(k), _full(request.max_keys == 0) {}
+
+    // Takes one round's pages; true once the listing is complete (every node's listing is done,
+    // or one more result than the page holds was found: it is truncated).
+    bool take(const std::vector<std::optional<shard_listing>>& pages) {
+        // Keys up to the horizon are complete: past the last key of a node's truncated page, that
+        // node may hold more.
+        std::optional<std::string> horizon;
+        for (const auto& p : pages)
+            if (p && p->truncated && !p->entries.empty() &&
+                (!horizon || p->entries.back().key < *horizon))
+                horizon = p->entries.back().key;
+        std::map<std::string, key_reports> merged;
+        for (const auto& p : pages) {
+            if (!p) continue;
+            for (const auto& e : p->entries) {
+                if (horizon && e.key > *horizon) break;
+                auto& slot = merged[e.key].versions[e.summary.version];
+                if (slot.first++ == 0) slot.second = e;
+            }
+        }
+        for (const auto& [key, reports] : merged)
+            if (add(key, reports)) return true;
+        return !horizon;
+    }
+
+    store::list_page page;
+    std::string cursor;  // where the next round starts (exclusive)
+
+private:
+    // One key of the merge; true when it shows that the page is truncated.
+    bool add(const std::string& key, const key_reports& reports) {
+        if (!_last_prefix.empty() && key.starts_with(_last_prefix)) return false;
+        cursor = key;
+        auto live = settle(reports, _k);
+        if (!live) return false;
+        store::list_entry entry;
+        if (!_request.delimiter.empty()) {
+            const std::size_t at = key.find(_request.delimiter, _request.prefix.size());
+            if (at != std::string::npos) {
+                entry.is_prefix = true;
+                entry.name = key.substr(0, at + _request.delimiter.size());
+                _last_prefix = entry.name;
+                // Past every key under it (0xff never occurs in UTF-8, which keys are).
+                cursor = entry.name + '\xff';
+            }
+        }
+        if (_full) {  // one more result exists
+            page.truncated = true;
+            return true;
+        }
+        if (!entry.is_prefix) {
+            entry.name = key;
+            entry.size_bytes = live->summary.object_bytes;
+            entry.etag = live->summary.object_etag;
+            entry.modified_ms = live->modified_ms;
+        }
+        page.entries.push_back(std::move(entry));
+        _full = page.entries.size() >= _request.max_keys;
+        return false;
+    }
+
+    const store::list_request& _request;
+    unsigned _k;
+    std::string _last_prefix;
+    bool _full;
+};
+
+}  // namespace
+
+io::task<base::result<store::list_page>> cluster_store::list(store::list_request request) {
+    auto snap = snapshot();
+    if (!snap->layout)
+        co_return base::fail(base::errc::service_unavailable,
+                             "the cluster has no topology yet (fjord cluster init)");
+    auto b = snap->buckets.find(request.bucket);
+    if (b == snap->buckets.end())
+        co_return base::fail(base::errc::no_such_bucket, "no such bucket");
+    const std::string path = rpc_path("list", shard_bucket(request.bucket, b->second.generation));
+    std::vector<std::string> nodes;
+    std::map<std::string, std::vector<std::size_t>> sets_of;  // node -> the sets it is in
+    for (std::size_t s = 0; s < snap->layout->sets.size(); ++s)
+        for (const auto& node : snap->layout->sets[s]) {
+            if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+            sets_of[node].push_back(s);
+        }
+    const unsigned k = snap->layout->shape.k, width = snap->layout->shape.width();
+    const unsigned read_quorum = width - (k + 1) + 1;
+    listing_merge merge(request, k);
+    for (int round = 0; round < max_rounds; ++round) {
+        auto fan = std::make_shared<list_fan>();
+        fan->pages.resize(nodes.size());
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            io::spawn(ask_listing(this, fan, i, nodes[i], path, query_of(request, merge.cursor)));
+        (void)co_await fan->wait_for(
+            nodes.size(), _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms);
+        // Every set must have answered with a read quorum, or a key's newest version may be missed.
+        std::vector<unsigned> answered(snap->layout->sets.size(), 0);
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            if (fan->pages[i])
+                for (std::size_t s : sets_of[nodes[i]]) ++answered[s];
+        for (unsigned a : answered)
+            if (a < read_quorum)
+                co_return base::fail(base::errc::service_unavailable,
+                                     "too few nodes answered to list the bucket");
+        if (merge.take(fan->pages)) break;
+    }
+    co_return std::move(merge.page);
+}
+
+io::task<base::result<store::list_page>> cluster_store::list_versions(store::list_request request) {
+    if (request.version_id_marker && !request.version_id_marker->empty())
+        co_return store::list_page{};  // no versions but the null one
+    auto page = co_await list(std::move(request));
+    if (!page) co_return page;
+    for (auto& e : page->entries) {
+        e.version_id.clear();
+        e.is_latest = true;
+    }
+    co_return page;
+}
+
+}  // namespace fjord::cluster

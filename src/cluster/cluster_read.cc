@@ -1,0 +1,410 @@
+// The cluster's reads: the quorum read of a key's records, and the stripes of a version read from k of
+// its shards with checks, rebuilds and hedging.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "base/checksum.h"
+#include "base/log.h"
+#include "cluster/byte_pipe.h"
+#include "cluster/cluster_store.h"
+#include "cluster/fan_out.h"
+#include "cluster/stripe_reader.h"
+#include "cluster/stripe_writer.h"
+#include "io/wait_group.h"
+
+namespace fjord::cluster {
+
+// One shard a read takes blocks from. Shared with its read task, which may outlive the read when the
+// read gave up waiting on it.
+struct shard_source {
+    unsigned index = 0;
+    std::string node;
+    peer_pool::lease link;
+    std::vector<std::uint8_t> buf;  // a block and its CRC
+    bool open = false;
+    bool good = false;
+    base::error failure;
+};
+
+namespace {
+
+struct records_fan final : fan_out {
+    std::vector<std::vector<node_report>> reports;  // by node, then key
+};
+
+io::task<void> ask_records(cluster_store* self, std::shared_ptr<records_fan> fan, unsigned i,
+                           std::string node, std::string shard_bucket, std::string body,
+                           std::size_t keys) {
+    auto fail_all = [&](base::error e) {
+        for (auto& r : fan->reports[i]) r = node_report{node_report::state::failed, {}, e};
+    };
+    peer_pool* pool = self->usable(node) ? self->pool_for(node) : nullptr;
+    if (!pool) {
+        fail_all(base::error{base::errc::service_unavailable, "node " + node + " is down"});
+        fan->finish_one();
+        co_return;
+    }
+    auto link = co_await pool->acquire();
+    auto answer = co_await link->call("POST", rpc_path("meta", shard_bucket), "", {}, body);
+    link.reset();
+    if (!answer) {
+        if (transport_failure(answer.err())) self->suspect(node);
+        fail_all(answer.err());
+    } else if (!answer->ok()) {
+        fail_all(base::error{base::errc::internal,
+                             "node " + node + " answered " + std::to_string(answer->status)});
+    } else if (auto replies = decode_meta_replies(answer->body, keys); !replies) {
+        fail_all(replies.err());
+    } else {
+        for (std::size_t j = 0; j < keys; ++j) {
+            auto& reply = (*replies)[j];
+            node_report& r = fan->reports[i][j];
+            if (reply.kind == meta_reply::state::present) {
+                r.kind = node_report::state::present;
+                r.meta = std::move(reply.meta);
+            } else {
+                r.kind = reply.kind == meta_reply::state::absent ? node_report::state::absent
+                                                                 : node_report::state::failed;
+            }
+        }
+    }
+    fan->finish_one();
+}
+
+struct stripe_fan final : fan_out {};
+
+io::task<void> read_block(cluster_store* self, std::shared_ptr<shard_source> src,
+                          std::shared_ptr<stripe_fan> fan, std::uint32_t len,
+                          std::uint32_t expected_crc) {
+    src->good = false;
+    src->buf.resize(std::size_t{len} + 4);
+    auto got = co_await src->link->read_exact(reinterpret_cast<std::byte*>(src->buf.data()),
+                                              src->buf.size());
+    if (!got) {
+        src->good = false;
+        src->failure = got.err();
+        if (transport_failure(got.err())) self->suspect(src->node);
+        src->link.reset();
+    } else {
+        std::uint32_t sent = 0;
+        std::memcpy(&sent, src->buf.data() + len, 4);
+        const std::uint32_t crc =
+            base::crc32c(std::span(reinterpret_cast<const std::byte*>(src->buf.data()), len));
+        src->good = crc == sent && crc == expected_crc;
+        if (!src->good) {
+            src->failure = base::error{base::errc::data_corrupted,
+                                       "a block of shard " + std::to_string(src->index) +
+                                           " on node " + src->node + " fails its CRC32C"};
+            src->link.reset();
+        }
+    }
+    fan->finish_one();
+}
+
+// Opens a download of stripes [from, last] of one shard of the version.
+io::task<std::shared_ptr<shard_source>> open_shard_source(cluster_store* self,
+                                                          const key_place& place, unsigned index,
+                                                          const std::string& path,
+                                                          const std::string& version,
+                                                          std::uint64_t from, std::uint64_t last) {
+    auto src = std::make_shared<shard_source>();
+    src->index = index;
+    src->node = place.nodes[index];
+    peer_pool* pool = self->usable(src->node) ? self->pool_for(src->node) : nullptr;
+    if (!pool) {
+        src->failure = base::error{base::errc::service_unavailable, "node is down"};
+        co_return src;
+    }
+    src->link = co_await pool->acquire();
+    auto answer = co_await src->link->begin_download(path,
+                                                     "count=" + std::to_string(last - from + 1) +
+                                                         "&first=" + std::to_string(from) +
+                                                         "&stamp=" + version,
+                                                     {});
+    if (!answer || !answer->ok()) {
+        src->failure = answer
+                           ? base::error{base::errc::internal, "node " + src->node + " answered " +
+                                                                   std::to_string(answer->status)}
+                           : answer.err();
+        if (!answer && transport_failure(answer.err())) self->suspect(src->node);
+        src->link.reset();
+        co_return src;
+    }
+    src->open = true;
+    co_return src;
+}
+
+}  // namespace
+
+// The newest version the reports allow reading: a tombstone, or data on k shards at least.
+base::result<read_decision> decide_version(const key_place& place,
+                                           const std::vector<node_report>& by_node) {
+    read_decision d;
+    d.shards.resize(place.width());
+    std::map<stamp, std::vector<unsigned>, std::greater<>> versions;
+    for (unsigned i = 0; i < by_node.size(); ++i) {
+        const node_report& r = by_node[i];
+        if (r.kind == node_report::state::absent || r.kind == node_report::state::present)
+            ++d.answered;
+        // A shard the placement does not put on this node (another topology's) does not count.
+        if (r.kind == node_report::state::present && r.meta.index == i && r.meta.k == place.k &&
+            r.meta.m == place.m)
+            versions[r.meta.version].push_back(i);
+    }
+    if (d.answered < place.read_quorum())
+        return base::fail(base::errc::service_unavailable,
+                          "only " + std::to_string(d.answered) + " of " +
+                              std::to_string(place.width()) + " nodes of the set answered (" +
+                              std::to_string(place.read_quorum()) + " needed)");
+    for (const auto& [version, holders] : versions) {
+        const shard_meta& any = by_node[holders.front()].meta;
+        if (any.kind == shard_kind::object && holders.size() < place.k) continue;
+        d.found = any.kind == shard_kind::object;
+        d.meta = any;
+        d.holders = holders.size();
+        d.full_width = holders.size() == place.width();
+        for (unsigned i : holders) d.shards[i] = by_node[i].meta;
+        break;
+    }
+    return d;
+}
+
+io::task<std::vector<std::vector<node_report>>> cluster_store::read_records(
+    key_place place, std::vector<std::string> keys) {
+    auto fan = std::make_shared<records_fan>();
+    const unsigned n = place.width();
+    fan->reports.assign(n, std::vector<node_report>(keys.size()));
+    const std::string body = encode_key_list(keys);
+    for (unsigned i = 0; i < n; ++i)
+        io::spawn(ask_records(this, fan, i, place.nodes[i], place.shard_bucket, body, keys.size()));
+    // A quorum within the data plane's own time limits, then the rest for a short grace.
+    (void)co_await fan->wait_for(place.read_quorum(),
+                                 _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms);
+    (void)co_await fan->wait_for(n, _options.straggler_ms);
+    std::vector<std::vector<node_report>> out = fan->reports;
+    for (auto& node : out)
+        for (auto& r : node)
+            if (r.kind == node_report::state::pending)
+                r = node_report{node_report::state::failed,
+                                {},
+                                base::error{base::errc::timed_out, "no answer in time"}};
+    co_return out;
+}
+
+io::task<base::result<read_decision>> cluster_store::quorum_read(key_place place) {
+    auto reports = co_await read_records(place, {place.key});
+    std::vector<node_report> by_node;
+    for (auto& node : reports) by_node.push_back(std::move(node[0]));
+    auto decision = decide_version(place, by_node);
+    if (decision && decision->holders > 0) _clock.observe(decision->meta.version);
+    if (decision && decision->holders > 0 && !decision->full_width) queue_heal(place);
+    co_return decision;
+}
+
+io::task<base::result<store::object_record>> cluster_store::head(std::string bucket,
+                                                                 std::string key) {
+    auto where = place(bucket, key);
+    if (!where) co_return where.as_failure();
+    auto decision = co_await quorum_read(*where);
+    if (!decision) co_return decision.as_failure();
+    if (!decision->found) co_return base::fail(base::errc::no_such_key, "no such key");
+    co_return decision->meta.object;
+}
+
+io::task<base::result<store::object_record>> cluster_store::get(std::string bucket, std::string key,
+                                                                store::read_planner plan,
+                                                                store::byte_sink& sink) {
+    auto where = place(bucket, key);
+    if (!where) co_return where.as_failure();
+    auto decision = co_await quorum_read(*where);
+    if (!decision) co_return decision.as_failure();
+    if (!decision->found) co_return base::fail(base::errc::no_such_key, "no such key");
+    auto range = plan(decision->meta.object);
+    if (!range) co_return range.as_failure();
+    if (*range && (*range)->length > 0) {
+        co_await operations().acquire();
+        io::semaphore::permit admitted(operations());
+        FJORD_CO_TRY(
+            co_await read_range(*where, *decision, (*range)->first, (*range)->length, sink));
+    }
+    co_return decision->meta.object;
+}
+
+stripe_reader::stripe_reader(cluster_store& store, const key_place& place,
+                             const read_decision& decision, std::uint64_t first, std::uint64_t last)
+    : _store(store),
+      _place(place),
+      _decision(decision),
+      _layout(decision.meta.layout()),
+      _last(last),
+      _code(*erasure_code::make(place.k, place.m)),
+      _path(rpc_path("shard", place.shard_bucket, place.key)),
+      _version(decision.meta.version.text()),
+      _blocks(place.width(), nullptr) {
+    (void)first;
+    for (unsigned i = 0; i < place.width(); ++i)
+        if (decision.shards[i]) _candidates.push_back(i);
+}
+
+stripe_reader::~stripe_reader() = default;
+
+// Until k blocks of stripe s are good, or no shard is left to try.
+io::task<base::result<void>> stripe_reader::gather(
+    std::uint64_t s, std::vector<std::shared_ptr<shard_source>>& good) {
+    const std::uint32_t bl = _layout.block_of(s);
+    while (good.size() < _place.k) {
+        while (_active.size() + good.size() < _place.k && _next_candidate < _candidates.size()) {
+            auto src = co_await open_shard_source(&_store, _place, _candidates[_next_candidate++],
+                                                  _path, _version, s, _last);
+            if (src->open)
+                _active.push_back(std::move(src));
+            else
+                _saw_damage = true;
+        }
+        if (_active.empty())
+            co_return base::fail(
+                base::errc::service_unavailable,
+                "fewer than " + std::to_string(_place.k) + " shards of the object can be read now");
+        auto fan = std::make_shared<stripe_fan>();
+        for (auto& src : _active)
+            io::spawn(
+                read_block(&_store, src, fan, bl, _decision.shards[src->index]->block_crcs[s]));
+        (void)co_await fan->wait_for(_active.size(), _store.options().hedge_ms);
+        for (auto& src : _active) {
+            if (src->good) {
+                good.push_back(src);
+                continue;
+            }
+            _saw_damage = true;
+            if (!src->failure.message.empty())
+                LOG_WARN("%s/%s: %s; reading another shard", _place.bucket.c_str(),
+                         _place.key.c_str(), src->failure.message.c_str());
+            else
+                _store.suspect(src->node);  // slow: the hedge takes over
+        }
+        _active.clear();
+    }
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> stripe_reader::read(std::uint64_t s,
+                                                 std::span<const unsigned> rebuild) {
+    const std::uint32_t bl = _layout.block_of(s);
+    for (auto& src : _good) _active.push_back(std::move(src));  // open for this stripe too
+    _good.clear();
+    FJORD_CO_TRY(co_await gather(s, _good));
+    std::fill(_blocks.begin(), _blocks.end(), nullptr);
+    bool present[max_stripe_width] = {};
+    for (auto& src : _good) {
+        _blocks[src->index] = src->buf.data();
+        present[src->index] = true;
+    }
+    std::vector<unsigned> wanted;
+    for (unsigned j = 0; j < _place.k; ++j)
+        if (!present[j]) wanted.push_back(j);
+    for (unsigned j : rebuild)
+        if (!present[j] && std::find(wanted.begin(), wanted.end(), j) == wanted.end())
+            wanted.push_back(j);
+    if (wanted.empty()) co_return base::result<void>{};
+    _rebuilt.resize(std::size_t{_place.width()} * bl);
+    for (unsigned i = 0; i < _place.width(); ++i)
+        if (!_blocks[i]) _blocks[i] = _rebuilt.data() + std::size_t{i} * bl;
+    co_return _code.reconstruct(_blocks, std::span<const bool>(present, _place.width()), wanted,
+                                bl);
+}
+
+// Streams [first, first + length) of the decided version into `sink`, stripe by stripe.
+io::task<base::result<void>> cluster_store::read_range(const key_place& place,
+                                                       const read_decision& decision,
+                                                       std::uint64_t first, std::uint64_t length,
+                                                       store::byte_sink& sink) {
+    const stripe_layout layout = decision.meta.layout();
+    const std::uint64_t per = layout.stripe_data_bytes();
+    const std::uint64_t s0 = first / per, s1 = (first + length - 1) / per;
+    stripe_reader reader(*this, place, decision, s0, s1);
+    for (std::uint64_t s = s0; s <= s1; ++s) {
+        auto read = co_await reader.read(s);
+        if (!read) {
+            if (reader.saw_damage()) queue_heal(place);
+            co_return read;
+        }
+        const std::uint32_t bl = layout.block_of(s);
+        for (unsigned j = 0; j < place.k; ++j) {
+            const std::uint64_t at = layout.data_offset(s) + std::uint64_t{j} * bl;
+            const std::uint64_t from = std::max(at, first);
+            const std::uint64_t to = std::min({at + bl, first + length, layout.object_bytes});
+            if (from < to)
+                FJORD_CO_TRY(co_await sink.write(std::span(
+                    reinterpret_cast<const std::byte*>(reader.block(j) + (from - at)), to - from)));
+        }
+    }
+    if (reader.saw_damage()) queue_heal(place);
+    co_return base::result<void>{};
+}
+
+namespace {
+
+// Shows every byte read to a copy plan's observer on the way into the pipe.
+class observing_sink final : public store::byte_sink {
+public:
+    observing_sink(store::byte_sink& next,
+                   const std::function<void(std::span<const std::byte>)>& observe)
+        : _next(next), _observe(observe) {}
+    io::task<base::result<void>> write(std::span<const std::byte> data) override {
+        if (_observe) _observe(data);
+        co_return co_await _next.write(data);
+    }
+
+private:
+    store::byte_sink& _next;
+    const std::function<void(std::span<const std::byte>)>& _observe;
+};
+
+}  // namespace
+
+io::task<void> cluster_store::read_into(
+    key_place place, read_decision decision, byte_pipe* pipe,
+    const std::function<void(std::span<const std::byte>)>* observe) {
+    base::result<void> outcome;
+    if (decision.meta.object.size_bytes > 0) {
+        observing_sink sink(*pipe, *observe);
+        outcome = co_await read_range(place, decision, 0, decision.meta.object.size_bytes, sink);
+    }
+    pipe->finish(std::move(outcome));
+}
+
+io::task<base::result<store::object_record>> cluster_store::copy(store::copy_request request,
+                                                                 store::copy_planner plan) {
+    auto from = place(request.source_bucket, request.source_key);
+    if (!from) co_return from.as_failure();
+    auto to = place(request.bucket, request.key);
+    if (!to) co_return to.as_failure();
+    auto decision = co_await quorum_read(*from);
+    if (!decision) co_return decision.as_failure();
+    if (!decision->found) co_return base::fail(base::errc::no_such_key, "no such key");
+    if (request.source_version_id && !request.source_version_id->empty())
+        co_return base::fail(base::errc::no_such_version, "no such version");
+    auto planned = plan(decision->meta.object);
+    if (!planned) co_return planned.as_failure();
+    co_await operations().acquire();
+    io::semaphore::permit admitted(operations());
+    auto version = co_await version_for_write(*to, request.conditions);
+    if (!version) co_return version.as_failure();
+    // The copy's record: the plan's, completed from the bytes written when it asks to be.
+    store::record_finisher finish =
+        [&planned](const store::written_data& written) -> base::result<store::object_record> {
+        if (planned->finish) return planned->finish(written);
+        return planned->record;
+    };
+    byte_pipe pipe;
+    io::wait_group reading(1);
+    co_await reading.spawn(read_into(*from, *decision, &pipe, &planned->observe));
+    auto written = co_await write_version(*to, &pipe, decision->meta.object.size_bytes, finish,
+                                          shard_kind::object, version->first, version->second);
+    pipe.close();
+    co_await reading.wait();
+    co_return written;
+}
+
+}  // namespace fjord::cluster

@@ -1,0 +1,325 @@
+#include "cluster/cluster_store.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "io/cross_core.h"
+#include "io/reactor.h"
+
+namespace fjord::cluster {
+
+struct cluster_store::core_state {
+    explicit core_state(const cluster_store_options& options)
+        : etcd(options.etcd),
+          operations(std::max<std::size_t>(1, options.max_operations_per_core)) {}
+    std::shared_ptr<const cluster_snapshot> snapshot = std::make_shared<cluster_snapshot>();
+    std::uint64_t snapshots_taken = 0;                        // catalog_version()
+    std::map<std::string, std::unique_ptr<peer_pool>> pools;  // by node id
+    std::map<std::string, std::int64_t> suspect_until_ns;
+    etcd_client etcd;
+    io::semaphore operations;
+};
+
+namespace {
+
+// The heal queue is shared by the cores: a degraded write is rare, and the lock is never held across
+// a suspension.
+std::mutex heal_mutex;
+std::deque<cluster_store::heal_item> heal_items;
+
+store::bucket_info info_of(const bucket_record& b) {
+    return store::bucket_info{b.name, b.created_ms, b.attributes};
+}
+
+std::shared_ptr<cluster_snapshot> snapshot_of(const cluster_view& view) {
+    auto snap = std::make_shared<cluster_snapshot>();
+    snap->revision = view.revision;
+    snap->layout = view.layout;
+    if (view.layout) snap->sets = view.layout->erasure_sets();
+    for (const auto& member : view.members) {
+        auto where = peer_endpoint(member.node.s3_endpoint);
+        if (!where) continue;
+        snap->nodes[member.node.node_id] = node_entry{*where, member.up};
+    }
+    snap->buckets = view.buckets;
+    return snap;
+}
+
+}  // namespace
+
+cluster_store::cluster_store(cluster_store_options options)
+    : _options(std::move(options)), _clock(node_tag(_options.node_id)) {
+    _cores.resize(std::max(1u, _options.cores));
+}
+
+cluster_store::~cluster_store() = default;
+
+void cluster_store::attach_core(unsigned core) {
+    FJORD_ASSERT(core < _cores.size());
+    _cores[core] = std::make_unique<core_state>(_options);
+}
+
+cluster_store::core_state& cluster_store::local() { return *_cores[io::reactor::current().core()]; }
+const cluster_store::core_state& cluster_store::local() const {
+    return *_cores[io::reactor::current().core()];
+}
+
+io::semaphore& cluster_store::operations() { return local().operations; }
+
+std::shared_ptr<const cluster_snapshot> cluster_store::snapshot() const { return local().snapshot; }
+
+bool cluster_store::ready() const { return local().snapshot->layout.has_value(); }
+
+void cluster_store::publish(const cluster_view& view) {
+    std::shared_ptr<const cluster_snapshot> snap = snapshot_of(view);
+    for (unsigned c = 0; c < _cores.size(); ++c)
+        io::post_to(c, [this, snap] { return take_snapshot(snap); });
+}
+
+io::task<void> cluster_store::take_snapshot(std::shared_ptr<const cluster_snapshot> snapshot) {
+    core_state& cs = local();
+    if (snapshot->revision < cs.snapshot->revision) co_return;
+    if (snapshot->layout && !cs.snapshot->layout)
+        LOG_INFO("cluster %s: topology of %zu set(s) of %u+%u: serving data",
+                 _options.cluster.c_str(), snapshot->sets.size(), snapshot->layout->shape.k,
+                 snapshot->layout->shape.m);
+    cs.snapshot = std::move(snapshot);
+    ++cs.snapshots_taken;
+}
+
+std::uint64_t cluster_store::catalog_version() const { return local().snapshots_taken; }
+
+// ---- nodes ----
+
+peer_pool* cluster_store::pool_for(const std::string& node) {
+    core_state& cs = local();
+    auto known = cs.snapshot->nodes.find(node);
+    if (known == cs.snapshot->nodes.end()) return nullptr;
+    auto& pool = cs.pools[node + "@" + known->second.where.host + ":" +
+                          std::to_string(known->second.where.port)];
+    if (!pool) pool = std::make_unique<peer_pool>(known->second.where, _options.peers);
+    return pool.get();
+}
+
+bool cluster_store::usable(const std::string& node) {
+    core_state& cs = local();
+    auto known = cs.snapshot->nodes.find(node);
+    if (known == cs.snapshot->nodes.end() || !known->second.up) return false;
+    auto s = cs.suspect_until_ns.find(node);
+    if (s == cs.suspect_until_ns.end()) return true;
+    const std::int64_t now = base::monotonic_now_ns();
+    if (now < s->second) return false;
+    // Past its time: one request tries it again (and suspects it anew if it fails).
+    cs.suspect_until_ns.erase(s);
+    return true;
+}
+
+void cluster_store::suspect(const std::string& node) {
+    local().suspect_until_ns[node] = base::monotonic_now_ns() + _options.suspect_ms * 1'000'000;
+}
+
+base::result<key_place> cluster_store::place(const std::string& bucket,
+                                             const std::string& key) const {
+    const cluster_snapshot& snap = *local().snapshot;
+    if (!snap.layout)
+        return base::fail(base::errc::service_unavailable,
+                          "the cluster has no topology yet (fjord cluster init)");
+    auto b = snap.buckets.find(bucket);
+    if (b == snap.buckets.end()) return base::fail(base::errc::no_such_bucket, "no such bucket");
+    key_place p;
+    p.bucket = bucket;
+    p.shard_bucket = shard_bucket(bucket, b->second.generation);
+    p.key = key;
+    p.k = snap.layout->shape.k;
+    p.m = snap.layout->shape.m;
+    p.block_bytes = snap.layout->block_bytes;
+    const std::uint64_t h = object_hash(bucket, key);
+    const erasure_set& set = snap.sets[choose_set(h, snap.sets)];
+    p.nodes.resize(p.width());
+    for (unsigned i = 0; i < p.width(); ++i)
+        p.nodes[i] = set.drives[shard_drive(h, i, p.width())].node_id;
+    return p;
+}
+
+// ---- heal queue ----
+
+void cluster_store::queue_heal(const key_place& place) {
+    std::lock_guard<std::mutex> lock(heal_mutex);
+    if (heal_items.size() >= _options.heal_queue_limit) {
+        ++_heal_dropped;
+        return;
+    }
+    heal_items.push_back({place.bucket, place.key});
+    _heal_queued = heal_items.size();
+}
+
+std::vector<cluster_store::heal_item> cluster_store::take_heal_queue(std::size_t max) {
+    std::lock_guard<std::mutex> lock(heal_mutex);
+    std::vector<heal_item> out;
+    while (!heal_items.empty() && out.size() < max) {
+        out.push_back(std::move(heal_items.front()));
+        heal_items.pop_front();
+    }
+    _heal_queued = heal_items.size();
+    return out;
+}
+
+// ---- buckets ----
+
+bool cluster_store::bucket_exists(const std::string& name) const {
+    return local().snapshot->buckets.count(name) > 0;
+}
+
+std::vector<store::bucket_info> cluster_store::list_buckets() const {
+    std::vector<store::bucket_info> out;
+    for (const auto& [name, b] : local().snapshot->buckets) out.push_back(info_of(b));
+    return out;  // the map is sorted by name
+}
+
+std::optional<store::bucket_info> cluster_store::find_bucket(const std::string& name) const {
+    const auto& buckets = local().snapshot->buckets;
+    auto it = buckets.find(name);
+    if (it == buckets.end()) return std::nullopt;
+    return info_of(it->second);
+}
+
+bool cluster_store::bucket_has_attribute(const std::string& bucket, const std::string& name) const {
+    const auto& buckets = local().snapshot->buckets;
+    auto it = buckets.find(bucket);
+    return it != buckets.end() && it->second.attributes.count(name) > 0;
+}
+
+io::task<void> cluster_store::apply_bucket_change(std::string name,
+                                                  std::optional<bucket_record> record) {
+    for (unsigned c = 0; c < _cores.size(); ++c) {
+        auto change = [this, name, record] {
+            return [](cluster_store* self, std::string n,
+                      std::optional<bucket_record> r) -> io::task<bool> {
+                core_state& cs = self->local();
+                auto next = std::make_shared<cluster_snapshot>(*cs.snapshot);
+                if (r)
+                    next->buckets[n] = *r;
+                else
+                    next->buckets.erase(n);
+                cs.snapshot = std::move(next);
+                ++cs.snapshots_taken;
+                co_return true;
+            }(this, name, record);
+        };
+        (void)co_await io::invoke_on(c, std::move(change));
+    }
+}
+
+io::task<base::result<void>> cluster_store::create_bucket(std::string name) {
+    if (!ready())
+        co_return base::fail(base::errc::service_unavailable,
+                             "the cluster has no topology yet (fjord cluster init)");
+    auto made = co_await create_bucket_record(local().etcd, _options.cluster, name);
+    if (!made) co_return made.as_failure();
+    co_await apply_bucket_change(name, *made);
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> cluster_store::delete_bucket(std::string name) {
+    store::list_request probe;
+    probe.bucket = name;
+    probe.max_keys = 1;
+    auto page = co_await list(probe);
+    if (!page) co_return page.as_failure();
+    if (!page->entries.empty())
+        co_return base::fail(base::errc::bucket_not_empty, "the bucket is not empty");
+    auto b = local().snapshot->buckets.find(name);
+    std::string shards = b == local().snapshot->buckets.end()
+                             ? std::string()
+                             : shard_bucket(name, b->second.generation);
+    auto removed = co_await delete_bucket_record(local().etcd, _options.cluster, name);
+    if (!removed) co_return removed;
+    co_await apply_bucket_change(name, std::nullopt);
+    if (!shards.empty()) io::spawn(drop_shard_buckets(shards));
+    co_return base::result<void>{};
+}
+
+// Removes a deleted bucket's node-local shard buckets (tombstones, mostly) on every node that answers;
+// a node that does not keeps them until the scanner finds them (healer.h).
+io::task<void> cluster_store::drop_shard_buckets(std::string shards) {
+    auto snap = local().snapshot;
+    for (const auto& [node, entry] : snap->nodes) {
+        if (!entry.up) continue;
+        peer_pool* pool = pool_for(node);
+        if (!pool) continue;
+        for (int round = 0; round < 10'000; ++round) {
+            auto link = co_await pool->acquire();
+            auto answer = co_await link->call("DELETE", rpc_path("bucket", shards), "", {}, "");
+            if (!answer || answer->status != 202) break;
+        }
+    }
+}
+
+io::task<base::result<void>> cluster_store::set_bucket_attribute(std::string bucket,
+                                                                 std::string name,
+                                                                 std::optional<std::string> value) {
+    if (name == store::versioning_attribute)
+        co_return base::fail(base::errc::not_implemented,
+                             "versioning is not built for clusters yet");
+    auto changed = co_await set_bucket_record_attribute(local().etcd, _options.cluster, bucket,
+                                                        name, std::move(value));
+    if (!changed) co_return changed.as_failure();
+    co_await apply_bucket_change(bucket, *changed);
+    co_return base::result<void>{};
+}
+
+// ---- what is not built for clusters yet ----
+
+namespace {
+base::failure not_yet(std::string_view what) {
+    return base::fail(base::errc::not_implemented,
+                      std::string(what) + " is not built for clusters yet");
+}
+}  // namespace
+
+io::task<base::result<store::object_record>> cluster_store::update(std::string, std::string,
+                                                                   store::record_editor,
+                                                                   store::write_conditions) {
+    co_return not_yet("changing an object's tags or ACL");
+}
+
+io::task<base::result<std::string>> cluster_store::create_upload(std::string, std::string,
+                                                                 store::object_record,
+                                                                 std::string) {
+    co_return not_yet("multipart upload");
+}
+
+io::task<base::result<store::upload_record>> cluster_store::get_upload(std::string, std::string,
+                                                                       std::string) {
+    co_return base::fail(base::errc::no_such_upload, "no such upload");
+}
+
+io::task<base::result<store::part_record>> cluster_store::upload_part(store::part_request,
+                                                                      store::byte_source&,
+                                                                      store::part_finisher) {
+    co_return base::fail(base::errc::no_such_upload, "no such upload");
+}
+
+io::task<base::result<store::part_record>> cluster_store::copy_part(store::part_copy_request,
+                                                                    store::part_copy_planner) {
+    co_return base::fail(base::errc::no_such_upload, "no such upload");
+}
+
+io::task<base::result<store::object_record>> cluster_store::complete_upload(
+    std::string, std::string, std::string, store::upload_finalizer, store::write_conditions) {
+    co_return base::fail(base::errc::no_such_upload, "no such upload");
+}
+
+io::task<base::result<void>> cluster_store::abort_upload(std::string, std::string, std::string) {
+    co_return base::fail(base::errc::no_such_upload, "no such upload");
+}
+
+io::task<base::result<std::vector<store::upload_record>>> cluster_store::list_uploads(
+    std::string bucket, std::string, std::string, std::string, std::uint32_t) {
+    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
+    co_return std::vector<store::upload_record>{};
+}
+
+}  // namespace fjord::cluster

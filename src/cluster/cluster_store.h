@@ -1,0 +1,258 @@
+#pragma once
+// The erasure-coded cluster's implementation of the object-store boundary (store/object_store.h):
+// what the S3 front end of a cluster node talks to (docs/cluster.md, "Data path").
+//
+// A node that receives a request is the request's coordinator. For a key it finds the bucket in the
+// cluster's catalog (etcd, catalog.h), the key's erasure set (rendezvous hashing over the topology's
+// sets, placement.h) and the set's k + m nodes in shard order. Then:
+//  - put: reads the body a stripe at a time, encodes the stripe's m parity blocks (ISA-L), and streams
+//    block i of every stripe with its CRC32C to the node of shard i, all nodes side by side, over the
+//    data plane (rpc.h, peer.h); after the last stripe it sends each node the shard's record, with a new
+//    version stamp (stamp.h), and each node commits it to its own engine. The write is acknowledged
+//    once a write quorum W = k + 1 of the nodes committed it (docs/cluster.md says why k + 1); a write
+//    below full width goes on the heal queue.
+//  - head/get: asks every node of the set for its record of the key (a quorum read: R = k + m - W + 1
+//    answers at least, the rest while they come within a short grace), takes the newest version that
+//    can be read (a tombstone, or data with k shards), then reads the range's stripes from k of the
+//    version's shards, data shards first, checks every block's CRC32C, and rebuilds from parity any
+//    block whose shard fails, is corrupt or answers too slowly (a hedged read).
+//  - remove: a tombstone version on every node of the set, acknowledged at W.
+//  - conditional writes (If-None-Match, If-Match): the quorum read gives the current version V; the
+//    write goes out with "at most V" (rpc.h, acceptance), which each node checks atomically in its
+//    engine; since W > (k + m) / 2, two writes that both read V cannot both reach W nodes.
+//  - list: every node's shards of the bucket, merged by key (the newest version wins; tombstones drop
+//    out), grouped by the delimiter here.
+// Buckets and their attributes live in etcd; every core keeps the latest snapshot (publish()), and a
+// change made here is applied on this node's cores before it is acknowledged.
+//
+// Not built yet (answered not_implemented): multipart uploads, versioning, KV buckets, in-place record
+// updates (object tagging and ACLs).
+//
+// Threading: one object shared by every core; each core has its own state (snapshot, connection
+// pools, etcd client, admission), created by attach_core() on that core's reactor thread.
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/units.h"
+#include "cluster/catalog.h"
+#include "cluster/erasure.h"
+#include "cluster/etcd_client.h"
+#include "cluster/membership.h"
+#include "cluster/peer.h"
+#include "cluster/rpc.h"
+#include "cluster/stamp.h"
+#include "cluster/stripe.h"
+#include "io/semaphore.h"
+#include "store/object_store.h"
+
+namespace fjord::cluster {
+
+class byte_pipe;
+
+struct cluster_store_options {
+    std::string cluster = "fjord";
+    std::string node_id;
+    etcd_options etcd;
+    peer_options peers;
+    unsigned cores = 1;
+    // Once a quorum of the set answered a metadata read, how long it still waits for the others.
+    std::int64_t straggler_ms = 100;
+    // A shard read that has not delivered its block this long is replaced by another shard.
+    std::int64_t hedge_ms = 2'000;
+    // A node whose request failed for a transport reason is skipped this long (then tried again).
+    std::int64_t suspect_ms = 2'000;
+    // Data-plane operations a core runs at once; each holds a stripe of buffers.
+    std::size_t max_operations_per_core = 16;
+    // A PUT whose body length is not declared is read into memory first, up to this size.
+    std::uint64_t max_unsized_put_bytes = 64 * base::MiB;
+    // Objects written below full width, remembered for the healer (on core 0); past it, the scanner
+    // finds them.
+    std::size_t heal_queue_limit = 100'000;
+    // A version on fewer than k nodes (a write that failed, or one still going) is left alone this
+    // long, then withdrawn by healing.
+    std::int64_t leftover_age_ms = 60'000;
+    // Tombstones on every node of the set are removed once this old (a write slower than this that
+    // arrives after could bring back what was deleted).
+    std::int64_t tombstone_age_ms = 24LL * 3600 * 1000;
+};
+
+// One node as the coordinator sees it.
+struct node_entry {
+    io::endpoint where;
+    bool up = false;
+};
+
+// An immutable picture of the cluster a core works from.
+struct cluster_snapshot {
+    std::int64_t revision = 0;
+    std::optional<topology> layout;
+    std::vector<erasure_set> sets;
+    std::map<std::string, node_entry> nodes;
+    std::map<std::string, bucket_record> buckets;
+};
+
+// Where a key's shards live.
+struct key_place {
+    std::string bucket;        // the cluster bucket
+    std::string shard_bucket;  // the node-local bucket of its shards
+    std::string key;
+    unsigned k = 0, m = 0;
+    std::uint32_t block_bytes = 0;
+    std::vector<std::string> nodes;  // shard i's node is nodes[i]
+    unsigned width() const { return k + m; }
+    unsigned write_quorum() const { return m == 0 ? k : k + 1; }
+    unsigned read_quorum() const { return width() - write_quorum() + 1; }
+};
+
+// What one node said about a key.
+struct node_report {
+    enum class state : std::uint8_t { pending, absent, present, failed } kind = state::pending;
+    shard_meta meta;
+    base::error failure;
+};
+
+// The version a quorum read settled on.
+struct read_decision {
+    bool found = false;  // false: absent, or deleted
+    shard_meta meta;     // of one holder (the object's record, the version)
+    std::vector<std::optional<shard_meta>> shards;  // by shard index: the holders' records
+    std::size_t answered = 0;
+    std::size_t holders = 0;
+    bool full_width = false;  // every node holds this version
+};
+
+// The newest version that the nodes' reports (by shard index) allow reading: a tombstone, or data on k
+// shards at least; fails when fewer than the read quorum answered.
+base::result<read_decision> decide_version(const key_place& place,
+                                           const std::vector<node_report>& by_node);
+
+class cluster_store final : public store::object_store {
+public:
+    explicit cluster_store(cluster_store_options options);
+    ~cluster_store() override;
+
+    // On each reactor thread before it serves.
+    void attach_core(unsigned core);
+    // A snapshot read from etcd (membership agent, any core): every core takes it unless it has a
+    // newer one.
+    void publish(const cluster_view& view);
+    // Whether this core has a topology to place objects with.
+    bool ready() const;
+
+    // ---- object_store ----
+    io::task<base::result<void>> create_bucket(std::string name) override;
+    io::task<base::result<void>> delete_bucket(std::string name) override;
+    bool bucket_exists(const std::string& name) const override;
+    std::vector<store::bucket_info> list_buckets() const override;
+    std::optional<store::bucket_info> find_bucket(const std::string& name) const override;
+    bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override;
+    // Changes with every snapshot this core takes (the catalog may have changed on another node).
+    std::uint64_t catalog_version() const override;
+    io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
+                                                      std::optional<std::string> value) override;
+    io::task<base::result<store::object_record>> put(store::put_request request,
+                                                     store::byte_source& body,
+                                                     store::record_finisher finish) override;
+    io::task<base::result<store::object_record>> head(std::string bucket, std::string key) override;
+    io::task<base::result<store::object_record>> get(std::string bucket, std::string key,
+                                                     store::read_planner plan,
+                                                     store::byte_sink& sink) override;
+    io::task<base::result<store::object_record>> update(
+        std::string bucket, std::string key, store::record_editor edit,
+        store::write_conditions conditions) override;
+    io::task<base::result<std::optional<store::object_record>>> remove(
+        std::string bucket, std::string key, store::write_conditions conditions) override;
+    io::task<base::result<store::object_record>> copy(store::copy_request request,
+                                                      store::copy_planner plan) override;
+    io::task<base::result<store::list_page>> list(store::list_request request) override;
+    // Without versioning every key has one version, the null one: its listing is the plain one.
+    io::task<base::result<store::list_page>> list_versions(store::list_request request) override;
+    io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
+                                                      store::object_record metadata,
+                                                      std::string checksum_type) override;
+    io::task<base::result<store::upload_record>> get_upload(std::string bucket, std::string key,
+                                                            std::string upload_id) override;
+    io::task<base::result<store::part_record>> upload_part(store::part_request request,
+                                                           store::byte_source& body,
+                                                           store::part_finisher finish) override;
+    io::task<base::result<store::part_record>> copy_part(store::part_copy_request request,
+                                                         store::part_copy_planner plan) override;
+    io::task<base::result<store::object_record>> complete_upload(
+        std::string bucket, std::string key, std::string upload_id,
+        store::upload_finalizer finalize, store::write_conditions conditions) override;
+    io::task<base::result<void>> abort_upload(std::string bucket, std::string key,
+                                              std::string upload_id) override;
+    io::task<base::result<std::vector<store::upload_record>>> list_uploads(
+        std::string bucket, std::string prefix, std::string key_marker,
+        std::string upload_id_marker, std::uint32_t max_uploads) override;
+    store::storage_stats stats() const override { return {}; }
+
+    // ---- the cluster's own steps (healer, CLI, tests) ----
+    base::result<key_place> place(const std::string& bucket, const std::string& key) const;
+    // Asks every node of the set for its record of the key and settles on a version.
+    io::task<base::result<read_decision>> quorum_read(key_place place);
+    // Each node's records of these keys (one request per node), by node then key; a node that
+    // could not be asked has failed reports.
+    io::task<std::vector<std::vector<node_report>>> read_records(key_place place,
+                                                                 std::vector<std::string> keys);
+    // Copies the decided version onto the set's nodes that lack it (rebuilding their shards from k
+    // others); true when every node of the set then holds it.
+    io::task<base::result<bool>> heal_key(key_place place);
+    // Objects written below full width since start, waiting for the healer (core 0's queue).
+    struct heal_item {
+        std::string bucket;
+        std::string key;
+    };
+    std::vector<heal_item> take_heal_queue(std::size_t max);
+    std::size_t heal_queue_length() const { return _heal_queued.load(); }
+    std::uint64_t heal_queue_dropped() const { return _heal_dropped.load(); }
+    const cluster_store_options& options() const { return _options; }
+    std::shared_ptr<const cluster_snapshot> snapshot() const;
+    // The node-local shard buckets, by cluster bucket name, as this core knows them.
+    peer_pool* pool_for(const std::string& node);
+    bool usable(const std::string& node);  // up and not suspect
+    void suspect(const std::string& node);
+
+private:
+    struct core_state;
+    core_state& local();
+    // This core's admission of data-plane operations (each holds a stripe of buffers).
+    io::semaphore& operations();
+    const core_state& local() const;
+    io::task<void> take_snapshot(std::shared_ptr<const cluster_snapshot> snapshot);
+    // Applies a bucket change this node made to every core of the node before it is answered.
+    io::task<void> apply_bucket_change(std::string name, std::optional<bucket_record> record);
+    io::task<void> drop_shard_buckets(std::string shard_bucket);
+    void queue_heal(const key_place& place);
+
+    struct write_outcome;
+    // Writes one version (data from `body`, or a tombstone) to every node of the place.
+    io::task<base::result<store::object_record>> write_version(
+        const key_place& place, store::byte_source* body, std::uint64_t size_bytes,
+        const store::record_finisher& finish, shard_kind kind, acceptance accept, stamp version);
+    io::task<base::result<std::optional<stamp>>> current_for_condition(
+        const key_place& place, const store::write_conditions& conditions);
+    // How a write is accepted and its new version: after the quorum read its conditions need.
+    io::task<base::result<std::pair<acceptance, stamp>>> version_for_write(
+        const key_place& place, const store::write_conditions& conditions);
+    io::task<base::result<void>> read_range(const key_place& place, const read_decision& decision,
+                                            std::uint64_t first, std::uint64_t length,
+                                            store::byte_sink& sink);
+    io::task<void> read_into(key_place place, read_decision decision, byte_pipe* pipe,
+                             const std::function<void(std::span<const std::byte>)>* observe);
+
+    cluster_store_options _options;
+    stamp_clock _clock;
+    std::vector<std::unique_ptr<core_state>> _cores;
+    std::atomic<std::size_t> _heal_queued{0};
+    std::atomic<std::uint64_t> _heal_dropped{0};
+};
+
+}  // namespace fjord::cluster

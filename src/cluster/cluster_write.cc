@@ -1,0 +1,253 @@
+// The cluster's writes: a version of a key (data or a tombstone) striped over its set's nodes.
+#include <algorithm>
+#include <cstring>
+
+#include "base/checksum.h"
+#include "base/clock.h"
+#include "cluster/cluster_store.h"
+#include "cluster/stripe_writer.h"
+
+namespace fjord::cluster {
+
+namespace {
+
+// Reads exactly `len` bytes of the body (fewer only at its end).
+io::task<base::result<std::size_t>> read_full(store::byte_source& body, std::uint8_t* dst,
+                                              std::size_t len) {
+    std::size_t got = 0;
+    while (got < len) {
+        auto n = co_await body.read(reinterpret_cast<std::byte*>(dst + got), len - got);
+        if (!n) co_return n;
+        if (*n == 0) break;
+        got += *n;
+    }
+    co_return got;
+}
+
+// The body must end here.
+io::task<base::result<void>> expect_end(store::byte_source& body) {
+    std::uint8_t extra = 0;
+    auto more = co_await read_full(body, &extra, 1);
+    if (!more) co_return more.as_failure();
+    if (*more != 0)
+        co_return base::fail(base::errc::incomplete_body, "the body is longer than declared");
+    co_return base::result<void>{};
+}
+
+// The stripes of a write: read from the body and encoded; the data blocks' CRCs are what the front
+// end derives its entity tag from.
+class body_feed final : public stripe_feed {
+public:
+    body_feed(store::byte_source& body, const stripe_layout& layout, const erasure_code& code)
+        : _body(body), _layout(layout), _code(code) {
+        if (layout.stripes() > 0)
+            _stripe.resize(std::size_t{layout.k + layout.m} * layout.block_of(0));
+    }
+    io::task<base::result<void>> next(std::uint64_t s,
+                                      std::vector<const std::uint8_t*>& blocks) override {
+        const std::uint32_t bl = _layout.block_of(s);
+        const std::size_t data = _layout.data_in(s);
+        auto got = co_await read_full(_body, _stripe.data(), data);
+        if (!got) co_return got.as_failure();
+        if (*got != data)
+            co_return base::fail(base::errc::incomplete_body,
+                                 "the body ended after " +
+                                     std::to_string(_layout.data_offset(s) + *got) + " of " +
+                                     std::to_string(_layout.object_bytes) + " bytes");
+        if (s + 1 == _layout.stripes()) FJORD_CO_TRY(co_await expect_end(_body));
+        std::memset(_stripe.data() + data, 0, std::size_t{_layout.k} * bl - data);
+        std::vector<const std::uint8_t*> in(_layout.k);
+        std::vector<std::uint8_t*> out(_layout.m);
+        for (unsigned j = 0; j < _layout.k; ++j) in[j] = _stripe.data() + std::size_t{j} * bl;
+        for (unsigned j = 0; j < _layout.m; ++j)
+            out[j] = _stripe.data() + std::size_t{_layout.k + j} * bl;
+        _code.encode(in, out, bl);
+        for (unsigned i = 0; i < _layout.k + _layout.m; ++i)
+            blocks[i] = _stripe.data() + std::size_t{i} * bl;
+        for (unsigned j = 0; j < _layout.k; ++j)
+            data_crcs.push_back(
+                base::crc32c(std::span(reinterpret_cast<const std::byte*>(in[j]), bl)));
+        co_return base::result<void>{};
+    }
+    std::vector<std::uint32_t> data_crcs;
+
+private:
+    store::byte_source& _body;
+    const stripe_layout& _layout;
+    const erasure_code& _code;
+    std::vector<std::uint8_t> _stripe;
+};
+
+// A body already in memory.
+class memory_source final : public store::byte_source {
+public:
+    explicit memory_source(std::string bytes) : _bytes(std::move(bytes)) {}
+    io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
+        const std::size_t n = std::min(max, _bytes.size() - _at);
+        std::memcpy(dst, _bytes.data() + _at, n);
+        _at += n;
+        co_return n;
+    }
+    std::uint64_t size() const { return _bytes.size(); }
+
+private:
+    std::string _bytes;
+    std::size_t _at = 0;
+};
+
+// A body of undeclared length, read whole (the stripes need the length first).
+io::task<base::result<std::string>> read_unsized(store::byte_source& body, std::uint64_t limit) {
+    std::string bytes;
+    constexpr std::size_t step = 256 * 1024;
+    for (;;) {
+        const std::size_t old = bytes.size();
+        if (old > limit)
+            co_return base::fail(
+                base::errc::entity_too_large,
+                "a body of unknown length over " + std::to_string(limit) + " bytes");
+        bytes.resize(old + step);
+        auto n = co_await body.read(reinterpret_cast<std::byte*>(bytes.data() + old), step);
+        if (!n) co_return n.as_failure();
+        bytes.resize(old + *n);
+        if (*n == 0) break;
+    }
+    if (bytes.size() > limit) co_return base::fail(base::errc::entity_too_large, "too large");
+    co_return bytes;
+}
+
+}  // namespace
+
+io::task<base::result<store::object_record>> cluster_store::write_version(
+    const key_place& place, store::byte_source* body, std::uint64_t size_bytes,
+    const store::record_finisher& finish, shard_kind kind, acceptance accept, stamp version) {
+    const unsigned n = place.width();
+    auto code = erasure_code::make(place.k, place.m);
+    if (!code) co_return code.as_failure();
+    shard_meta meta;
+    meta.version = version;
+    meta.kind = kind;
+    meta.k = place.k;
+    meta.m = place.m;
+    meta.block_bytes = place.block_bytes;
+    meta.object.size_bytes = size_bytes;
+    const stripe_layout layout = meta.layout();
+    if (body && size_bytes == 0) FJORD_CO_TRY(co_await expect_end(*body));
+    std::optional<body_feed> feed;
+    if (body) feed.emplace(*body, layout, *code);
+    // Once the last stripe is sent, the front end builds the record.
+    auto complete = [&](shard_meta& m) -> base::result<void> {
+        if (kind == shard_kind::object) {
+            auto built = finish(store::written_data{
+                size_bytes, feed ? std::span<const std::uint32_t>(feed->data_crcs)
+                                 : std::span<const std::uint32_t>()});
+            if (!built) return built.as_failure();
+            m.object = std::move(*built);
+        }
+        m.object.size_bytes = size_bytes;
+        m.object.segments.clear();
+        m.object.inline_data.clear();
+        if (m.object.modified_ms == 0) m.object.modified_ms = base::unix_now_ms();
+        return {};
+    };
+    std::vector<unsigned> all(n);
+    for (unsigned i = 0; i < n; ++i) all[i] = i;
+    auto streamed =
+        co_await stream_version(*this, place, std::move(all), meta, accept, feed ? &*feed : nullptr,
+                                place.write_quorum(), complete);
+    if (!streamed) co_return streamed.as_failure();
+    const std::vector<upload>& ups = streamed->uploads;
+    const std::size_t stored = count_in(ups, upload::state::stored);
+    if (stored >= place.write_quorum()) {
+        if (stored < n) queue_heal(place);
+        co_return streamed->meta.object;
+    }
+    std::vector<std::string> holders;
+    for (const auto& u : ups)
+        if (u.kind == upload::state::stored) holders.push_back(u.node);
+    if (!holders.empty())
+        io::spawn(withdraw(this, place.shard_bucket, place.key, std::move(holders), version));
+    if (count_in(ups, upload::state::refused) > 0) {
+        if (accept.kind == acceptance::rule::at_most)
+            co_return base::fail(base::errc::precondition_failed,
+                                 "another write to the key came first");
+        co_return base::fail(base::errc::slow_down,
+                             "a newer write to the key crossed this one: try again");
+    }
+    co_return base::fail(base::errc::service_unavailable,
+                         "only " + std::to_string(stored) + " of " + std::to_string(n) +
+                             " nodes of the set stored the write (" +
+                             std::to_string(place.write_quorum()) +
+                             " needed): " + first_failure(ups));
+}
+
+// The version a conditional write must not have been preceded by (nullopt: the key is absent), or the
+// condition's failure.
+io::task<base::result<std::optional<stamp>>> cluster_store::current_for_condition(
+    const key_place& place, const store::write_conditions& conditions) {
+    auto decision = co_await quorum_read(place);
+    if (!decision) co_return decision.as_failure();
+    const bool exists = decision->found;
+    if (conditions.if_none_match_any && exists)
+        co_return base::fail(base::errc::precondition_failed, "a write condition does not hold");
+    if (conditions.if_match_etag) {
+        if (!exists) co_return base::fail(base::errc::no_such_key, "no such key");
+        if (*conditions.if_match_etag != "*" &&
+            *conditions.if_match_etag != decision->meta.object.etag)
+            co_return base::fail(base::errc::precondition_failed,
+                                 "a write condition does not hold");
+    }
+    // A tombstone is a version to follow too.
+    if (decision->holders == 0) co_return std::optional<stamp>{};
+    co_return std::optional<stamp>(decision->meta.version);
+}
+
+io::task<base::result<std::pair<acceptance, stamp>>> cluster_store::version_for_write(
+    const key_place& place, const store::write_conditions& conditions) {
+    if (!conditions.if_none_match_any && !conditions.if_match_etag)
+        co_return std::pair<acceptance, stamp>{acceptance{}, _clock.next()};
+    auto current = co_await current_for_condition(place, conditions);
+    if (!current) co_return current.as_failure();
+    acceptance accept{acceptance::rule::at_most, current->value_or(stamp{})};
+    co_return std::pair<acceptance, stamp>{accept, _clock.next_after(accept.bound)};
+}
+
+io::task<base::result<store::object_record>> cluster_store::put(store::put_request request,
+                                                                store::byte_source& body,
+                                                                store::record_finisher finish) {
+    auto where = place(request.bucket, request.key);
+    if (!where) co_return where.as_failure();
+    co_await operations().acquire();
+    io::semaphore::permit admitted(operations());
+    std::optional<memory_source> buffered;
+    store::byte_source* source = &body;
+    std::uint64_t size = request.size_bytes.value_or(0);
+    if (!request.size_bytes) {
+        auto bytes = co_await read_unsized(
+            body, std::min(request.max_size_bytes, _options.max_unsized_put_bytes));
+        if (!bytes) co_return bytes.as_failure();
+        size = bytes->size();
+        buffered.emplace(std::move(*bytes));
+        source = &*buffered;
+    }
+    if (size > request.max_size_bytes)
+        co_return base::fail(base::errc::entity_too_large,
+                             "the declared size is larger than the maximum");
+    auto version = co_await version_for_write(*where, request.conditions);
+    if (!version) co_return version.as_failure();
+    co_return co_await write_version(*where, source, size, finish, shard_kind::object,
+                                     version->first, version->second);
+}
+
+io::task<base::result<std::optional<store::object_record>>> cluster_store::remove(
+    std::string bucket, std::string key, store::write_conditions conditions) {
+    auto where = place(bucket, key);
+    if (!where) co_return where.as_failure();
+    auto version = co_await version_for_write(*where, conditions);
+    if (!version) co_return version.as_failure();
+    auto written = co_await write_version(*where, nullptr, 0, {}, shard_kind::deleted,
+                                          version->first, version->second);
+    if (!written) co_return written.as_failure();
+    co_return std::optional<store::object_record>{};
+}
+
+}  // namespace fjord::cluster

@@ -1,0 +1,490 @@
+#include "cluster/shard_service.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "base/checksum.h"
+#include "base/clock.h"
+#include "base/encoding.h"
+#include "base/log.h"
+#include "cluster/rpc.h"
+#include "cluster/stripe.h"
+#include "store/codec.h"
+
+namespace fjord::cluster {
+
+namespace {
+
+std::optional<std::string> query_value(std::string_view raw_query, std::string_view name) {
+    while (!raw_query.empty()) {
+        const std::size_t amp = raw_query.find('&');
+        std::string_view pair = raw_query.substr(0, amp);
+        raw_query = amp == std::string_view::npos ? std::string_view() : raw_query.substr(amp + 1);
+        const std::size_t eq = pair.find('=');
+        if (pair.substr(0, eq) != name) continue;
+        if (eq == std::string_view::npos) return std::string();
+        return base::uri_decode(pair.substr(eq + 1), false);
+    }
+    return std::nullopt;
+}
+
+std::optional<std::uint64_t> query_number(std::string_view raw_query, std::string_view name) {
+    auto text = query_value(raw_query, name);
+    if (!text) return std::nullopt;
+    return base::parse_u64(*text);
+}
+
+// A failure as the data plane answers it: the error's number in x-fjord-error, its message as the body.
+io::task<void> answer_error(http::exchange& ex, const base::error& err) {
+    int status = base::errc_http_status(err.code);
+    if (status < 400) status = 500;
+    http::header_list headers = {{"x-fjord-error", std::to_string(static_cast<int>(err.code))},
+                                 {"Content-Type", "text/plain"}};
+    if (!ex.body().finished()) ex.close_after();
+    (void)co_await ex.send_all(status, headers, err.message);
+}
+
+io::task<void> answer_ok(http::exchange& ex, std::string_view body) {
+    (void)co_await ex.send_all(200, {{"Content-Type", "application/octet-stream"}}, body);
+}
+
+io::task<base::result<void>> read_exact(http::body_reader& body, std::byte* dst, std::size_t len) {
+    for (std::size_t done = 0; done < len;) {
+        auto n = co_await body.read(dst + done, len - done);
+        if (!n) co_return n.as_failure();
+        if (*n == 0)
+            co_return base::fail(base::errc::incomplete_body, "a shard upload ended early");
+        done += *n;
+    }
+    co_return base::result<void>{};
+}
+
+io::task<base::result<std::string>> read_small_body(http::body_reader& body, std::size_t limit) {
+    std::string out;
+    for (;;) {
+        const std::size_t old = out.size();
+        if (old > limit) co_return base::fail(base::errc::entity_too_large, "a body too long");
+        out.resize(old + 64 * 1024);
+        auto n = co_await body.read(reinterpret_cast<std::byte*>(out.data() + old), 64 * 1024);
+        if (!n) co_return n.as_failure();
+        out.resize(old + *n);
+        if (*n == 0) break;
+    }
+    if (out.size() > limit) co_return base::fail(base::errc::entity_too_large, "a body too long");
+    co_return out;
+}
+
+// The shard bytes of an upload's body, for the engine to store: each block is passed on as it arrives
+// and checked against the CRC32C after it before the next one starts; after the last block, the record
+// that ends the body is read (and the engine's final read sees the end only when it is whole).
+class frame_source final : public store::byte_source {
+public:
+    frame_source(http::body_reader& body, const upload_head& head)
+        : _body(body), _head(head), _layout(head.layout()), _stripes(_layout.stripes()) {}
+
+    io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
+        while (_stripe < _stripes && _in_block == _layout.block_of(_stripe))
+            FJORD_CO_TRY(co_await check_block());
+        if (_stripe == _stripes) {
+            if (!_meta) FJORD_CO_TRY(co_await read_trailer());
+            co_return std::size_t{0};
+        }
+        const std::size_t want = std::min<std::size_t>(max, _layout.block_of(_stripe) - _in_block);
+        auto n = co_await _body.read(dst, want);
+        if (!n) co_return n;
+        if (*n == 0)
+            co_return base::fail(base::errc::incomplete_body, "a shard upload ended early");
+        _crc = base::crc32c(std::span<const std::byte>(dst, *n), _crc);
+        _in_block += *n;
+        co_return *n;
+    }
+    // The record that ended the body, with the CRCs checked on the way (after read() returned 0).
+    const shard_meta& meta() const { return *_meta; }
+
+private:
+    io::task<base::result<void>> check_block() {
+        std::uint32_t sent = 0;
+        FJORD_CO_TRY(co_await read_exact(_body, reinterpret_cast<std::byte*>(&sent), 4));
+        if (sent != _crc)
+            co_return base::fail(base::errc::bad_digest, "block " + std::to_string(_stripe) +
+                                                             " of a shard upload "
+                                                             "does not match its CRC32C");
+        _crcs.push_back(_crc);
+        ++_stripe;
+        _in_block = 0;
+        _crc = 0;
+        co_return base::result<void>{};
+    }
+    io::task<base::result<void>> read_trailer() {
+        std::uint32_t len = 0;
+        FJORD_CO_TRY(co_await read_exact(_body, reinterpret_cast<std::byte*>(&len), 4));
+        if (len > max_trailer_bytes)
+            co_return base::fail(base::errc::entity_too_large, "a shard record too long");
+        std::string bytes(len, '\0');
+        FJORD_CO_TRY(co_await read_exact(_body, reinterpret_cast<std::byte*>(bytes.data()), len));
+        std::byte extra[1];
+        auto end = co_await _body.read(extra, 1);
+        if (!end) co_return end.as_failure();
+        if (*end != 0)
+            co_return base::fail(base::errc::invalid_argument, "bytes after a shard's record");
+        auto meta = decode_shard_meta(bytes);
+        if (!meta) co_return meta.as_failure();
+        if (!matches(_head, *meta) || meta->block_crcs != _crcs)
+            co_return base::fail(base::errc::invalid_argument,
+                                 "a shard's record does not match its upload");
+        _meta = std::move(*meta);
+        co_return base::result<void>{};
+    }
+
+    http::body_reader& _body;
+    const upload_head& _head;
+    stripe_layout _layout;
+    std::uint64_t _stripes = 0;
+    std::uint64_t _stripe = 0;
+    std::uint64_t _in_block = 0;
+    std::uint32_t _crc = 0;
+    std::vector<std::uint32_t> _crcs;
+    std::optional<shard_meta> _meta;
+};
+
+// Sends a shard's bytes as frames: after each block's bytes, the CRC32C the record keeps for it.
+class frame_sink final : public store::byte_sink {
+public:
+    frame_sink(http::exchange& ex, const shard_meta& meta, std::uint64_t first)
+        : _ex(ex), _meta(meta), _layout(meta.layout()), _stripe(first) {}
+
+    io::task<base::result<void>> write(std::span<const std::byte> data) override {
+        while (!data.empty()) {
+            const std::size_t n =
+                std::min<std::size_t>(data.size(), _layout.block_of(_stripe) - _in_block);
+            FJORD_CO_TRY(co_await _ex.send_body(data.first(n)));
+            data = data.subspan(n);
+            _in_block += n;
+            if (_in_block == _layout.block_of(_stripe)) {
+                const std::uint32_t crc = _meta.block_crcs[_stripe];
+                FJORD_CO_TRY(
+                    co_await _ex.send_body(std::span(reinterpret_cast<const std::byte*>(&crc), 4)));
+                ++_stripe;
+                _in_block = 0;
+            }
+        }
+        co_return base::result<void>{};
+    }
+
+private:
+    http::exchange& _ex;
+    const shard_meta& _meta;
+    stripe_layout _layout;
+    std::uint64_t _stripe;
+    std::uint64_t _in_block = 0;
+};
+
+base::result<shard_meta> meta_of(const store::object_record& record) {
+    for (const auto& [name, value] : record.headers)
+        if (name == shard_header) return decode_shard_meta(value);
+    return base::fail(base::errc::data_corrupted, "a record without its shard record");
+}
+
+}  // namespace
+
+shard_service::shard_service(store::object_store& local, auth::credentials root, std::string region)
+    : _local(local) {
+    _root.add(std::move(root));
+    _verify.region = std::move(region);
+}
+
+io::task<void> node_handler::handle(http::exchange& ex) {
+    if (ex.head().path.starts_with(rpc_prefix))
+        co_await _shards.handle(ex);
+    else
+        co_await _s3.handle(ex);
+}
+
+io::task<void> shard_service::handle(http::exchange& ex) {
+    const http::request_head& head = ex.head();
+    std::vector<auth::header_view> headers;
+    headers.reserve(head.headers.size());
+    for (const auto& h : head.headers) headers.push_back({h.name, h.value});
+    auth::request_view view{head.method_text, head.path, head.query, headers};
+    auto verified = auth::verify_request(view, _root, base::unix_now_ms() / 1000, _verify);
+    if (!verified) {
+        co_await answer_error(ex, base::error{base::errc::access_denied,
+                                              "the cluster's data plane takes only the root key"});
+        co_return;
+    }
+    auto target = parse_rpc_path(head.path);
+    if (!target) {
+        co_await answer_error(ex, target.err());
+        co_return;
+    }
+    const std::string_view method = head.method_text;
+    if (target->op == "shard" && method == "PUT")
+        co_await put_shard(ex, *target);
+    else if (target->op == "shard" && method == "GET")
+        co_await get_shard(ex, *target);
+    else if (target->op == "shard" && method == "DELETE")
+        co_await remove_shard(ex, *target);
+    else if (target->op == "meta" && method == "POST")
+        co_await meta(ex, *target);
+    else if (target->op == "list" && method == "GET")
+        co_await list(ex, *target);
+    else if (target->op == "bucket" && method == "DELETE")
+        co_await drop_bucket(ex, *target);
+    else
+        co_await answer_error(
+            ex, base::error{base::errc::method_not_allowed, "no such cluster request"});
+}
+
+io::task<base::result<void>> shard_service::ensure_bucket(const std::string& bucket) {
+    if (_local.bucket_exists(bucket)) co_return base::result<void>{};
+    auto made = co_await _local.create_bucket(bucket);
+    if (!made && made.code() != base::errc::bucket_already_owned_by_you) co_return made;
+    co_return base::result<void>{};
+}
+
+io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& target) {
+    const http::request_head& h = ex.head();
+    auto head = parse_upload_head(h.value_of("x-fjord-stamp"), h.value_of("x-fjord-layout"),
+                                  h.value_of("x-fjord-accept"));
+    if (!head) {
+        co_await answer_error(ex, head.err());
+        co_return;
+    }
+    if (auto made = co_await ensure_bucket(target.bucket); !made) {
+        co_await answer_error(ex, made.err());
+        co_return;
+    }
+    store::put_request request;
+    request.bucket = target.bucket;
+    request.key = target.key;
+    request.size_bytes = head->layout().shard_bytes();
+    request.max_size_bytes = *request.size_bytes;
+    // Entity tags begin with the stamp: below "<stamp>" is an older version; below "<bound>~" is a
+    // version at most the bound ('~' sorts after the kind and every digit that follow a stamp).
+    request.conditions.if_etag_below = head->accept.kind == acceptance::rule::newer
+                                           ? head->version.text()
+                                           : head->accept.bound.text() + "~";
+    frame_source source(ex.body(), *head);
+    auto finish = [&source](const store::written_data&) -> base::result<store::object_record> {
+        const shard_meta& meta = source.meta();
+        store::object_record record;
+        record.etag = shard_etag(meta);
+        record.modified_ms = meta.object.modified_ms;
+        record.headers.emplace_back(shard_header, encode_shard_meta(meta));
+        return record;
+    };
+    auto stored = co_await _local.put(std::move(request), source, finish);
+    if (stored) {
+        co_await answer_ok(ex, {});
+        co_return;
+    }
+    if (stored.code() == base::errc::precondition_failed) {
+        co_await answer_refused(ex, target, head->version.text());
+        co_return;
+    }
+    co_await answer_error(ex, stored.err());
+}
+
+// The node holds another version: the same one (a repeated upload) counts as stored; otherwise 409
+// with the version it holds.
+io::task<void> shard_service::answer_refused(http::exchange& ex, const rpc_target& target,
+                                             const std::string& version_text) {
+    auto current = co_await _local.head(target.bucket, target.key);
+    std::string held = current ? current->etag.substr(0, stamp::text_bytes) : std::string();
+    if (!ex.body().finished()) ex.close_after();
+    if (held == version_text) {
+        co_await answer_ok(ex, {});
+        co_return;
+    }
+    (void)co_await ex.send_all(
+        409,
+        {{"x-fjord-current", held},
+         {"x-fjord-error", std::to_string(static_cast<int>(base::errc::precondition_failed))}},
+        "a newer version is stored");
+}
+
+io::task<void> shard_service::get_shard(http::exchange& ex, const rpc_target& target) {
+    const std::string_view query = ex.head().query;
+    auto wanted = stamp::parse(query_value(query, "stamp").value_or(""));
+    auto first = query_number(query, "first");
+    auto count = query_number(query, "count");
+    if (!wanted || !first || !count) {
+        co_await answer_error(ex, base::error{base::errc::invalid_argument,
+                                              "a shard read names stamp, first and count"});
+        co_return;
+    }
+    auto record = co_await _local.head(target.bucket, target.key);
+    if (!record) {
+        co_await answer_error(ex, record.code() == base::errc::no_such_bucket
+                                      ? base::error{base::errc::no_such_key, "no such shard"}
+                                      : record.err());
+        co_return;
+    }
+    auto meta = meta_of(*record);
+    if (!meta) {
+        co_await answer_error(ex, meta.err());
+        co_return;
+    }
+    if (meta->version != *wanted) {
+        co_await answer_error(
+            ex, base::error{base::errc::precondition_failed, "the shard holds another version"});
+        co_return;
+    }
+    const stripe_layout layout = meta->layout();
+    if (meta->kind != shard_kind::object || *first > layout.stripes() ||
+        *count > layout.stripes() - *first) {
+        co_await answer_error(ex, base::error{base::errc::invalid_range, "no such stripes"});
+        co_return;
+    }
+    std::uint64_t bytes = 0, frames = 0;
+    for (std::uint64_t s = *first; s < *first + *count; ++s, ++frames) bytes += layout.block_of(s);
+    const std::string etag = record->etag;
+    const std::uint64_t offset = layout.shard_offset(*first);
+    auto plan =
+        [&](const store::object_record& r) -> base::result<std::optional<store::byte_range>> {
+        if (r.etag != etag)
+            return base::fail(base::errc::precondition_failed, "the shard was replaced");
+        return std::optional<store::byte_range>(store::byte_range{offset, bytes});
+    };
+    frame_sink sink(ex, *meta, *first);
+    if (auto sent = co_await ex.send_head(200, {{"Content-Type", "application/octet-stream"}},
+                                          bytes + 4 * frames);
+        !sent)
+        co_return;
+    if (bytes == 0) co_return;
+    auto read = co_await _local.get(target.bucket, target.key, plan, sink);
+    if (!read) {
+        LOG_WARN("shard %s/%s: read failed after its answer began: %s", target.bucket.c_str(),
+                 target.key.c_str(), read.err().message.c_str());
+        ex.close_after();
+        // Damaged bytes (or a data file gone): the record is withdrawn, so that healing, which the
+        // reader asks for, rebuilds the shard from the others.
+        if (read.code() == base::errc::data_corrupted || read.code() == base::errc::not_found) {
+            store::write_conditions same;
+            same.if_match_etag = etag;
+            (void)co_await _local.remove(target.bucket, target.key, same);
+        }
+    }
+}
+
+io::task<void> shard_service::remove_shard(http::exchange& ex, const rpc_target& target) {
+    auto wanted = stamp::parse(query_value(ex.head().query, "stamp").value_or(""));
+    if (!wanted) {
+        co_await answer_error(ex, base::error{base::errc::invalid_argument, "a stamp to remove"});
+        co_return;
+    }
+    auto record = co_await _local.head(target.bucket, target.key);
+    if (!record) {
+        if (record.code() == base::errc::no_such_key || record.code() == base::errc::no_such_bucket)
+            co_await answer_ok(ex, {});
+        else
+            co_await answer_error(ex, record.err());
+        co_return;
+    }
+    if (!record->etag.starts_with(wanted->text())) {
+        co_await answer_error(
+            ex, base::error{base::errc::precondition_failed, "the shard holds another version"});
+        co_return;
+    }
+    store::write_conditions same;
+    same.if_match_etag = record->etag;
+    auto removed = co_await _local.remove(target.bucket, target.key, same);
+    if (removed || removed.code() == base::errc::no_such_key)
+        co_await answer_ok(ex, {});
+    else
+        co_await answer_error(ex, removed.err());
+}
+
+io::task<void> shard_service::meta(http::exchange& ex, const rpc_target& target) {
+    auto body = co_await read_small_body(ex.body(), 64 * max_rpc_keys + 1024 * 1024);
+    if (!body) {
+        co_await answer_error(ex, body.err());
+        co_return;
+    }
+    auto keys = decode_key_list(*body);
+    if (!keys) {
+        co_await answer_error(ex, keys.err());
+        co_return;
+    }
+    std::vector<meta_reply> replies(keys->size());
+    for (std::size_t i = 0; i < keys->size(); ++i) {
+        auto record = co_await _local.head(target.bucket, (*keys)[i]);
+        if (!record) {
+            const bool absent = record.code() == base::errc::no_such_key ||
+                                record.code() == base::errc::no_such_bucket;
+            replies[i].kind = absent ? meta_reply::state::absent : meta_reply::state::failed;
+            continue;
+        }
+        auto meta = meta_of(*record);
+        if (!meta) {
+            replies[i].kind = meta_reply::state::failed;
+            continue;
+        }
+        replies[i].kind = meta_reply::state::present;
+        replies[i].meta = std::move(*meta);
+    }
+    co_await answer_ok(ex, encode_meta_replies(replies));
+}
+
+io::task<void> shard_service::list(http::exchange& ex, const rpc_target& target) {
+    const std::string_view query = ex.head().query;
+    store::list_request request;
+    request.bucket = target.bucket;
+    request.prefix = query_value(query, "prefix").value_or("");
+    request.start_after = query_value(query, "after").value_or("");
+    request.max_keys = static_cast<std::uint32_t>(
+        std::clamp<std::uint64_t>(query_number(query, "max").value_or(1000), 1, max_rpc_keys));
+    shard_listing listing;
+    if (!_local.bucket_exists(target.bucket)) {
+        co_await answer_ok(ex, encode_listing(listing));
+        co_return;
+    }
+    auto page = co_await _local.list(std::move(request));
+    if (!page) {
+        co_await answer_error(ex, page.err());
+        co_return;
+    }
+    listing.truncated = page->truncated;
+    for (auto& entry : page->entries) {
+        auto summary = parse_shard_etag(entry.etag);
+        if (entry.is_prefix || !summary) continue;
+        listing.entries.push_back({std::move(entry.name), std::move(*summary), entry.modified_ms});
+    }
+    co_await answer_ok(ex, encode_listing(listing));
+}
+
+io::task<void> shard_service::drop_bucket(http::exchange& ex, const rpc_target& target) {
+    // Bounded work per request: the caller repeats until the bucket is gone.
+    if (!_local.bucket_exists(target.bucket)) {
+        co_await answer_ok(ex, {});
+        co_return;
+    }
+    store::list_request request;
+    request.bucket = target.bucket;
+    request.max_keys = max_rpc_keys;
+    auto page = co_await _local.list(std::move(request));
+    if (!page) {
+        co_await answer_error(ex, page.err());
+        co_return;
+    }
+    for (const auto& entry : page->entries) {
+        if (entry.is_prefix) continue;
+        auto removed = co_await _local.remove(target.bucket, entry.name, {});
+        if (!removed && removed.code() != base::errc::no_such_key) {
+            co_await answer_error(ex, removed.err());
+            co_return;
+        }
+    }
+    if (page->truncated) {
+        (void)co_await ex.send_all(202, {}, "more to remove");
+        co_return;
+    }
+    auto dropped = co_await _local.delete_bucket(target.bucket);
+    if (dropped || dropped.code() == base::errc::no_such_bucket)
+        co_await answer_ok(ex, {});
+    else
+        co_await answer_error(ex, dropped.err());
+}
+
+}  // namespace fjord::cluster

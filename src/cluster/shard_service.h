@@ -1,0 +1,70 @@
+#pragma once
+// The node side of the inter-node data plane (rpc.h): it keeps the shards that coordinators send in
+// the node's own engine (store::object_store, the single-node engine on this node's drives), one
+// node-local bucket per cluster bucket, one record per key, and serves them back.
+//
+// A shard's record on the node is the engine's object record with the shard's bytes as its data, its
+// entity tag from shard_etag() (so the engine's ordered condition, if_etag_below, keeps the newest
+// version when writes cross) and its shard_meta in the header "fjord-shard". Every block is checked
+// against the CRC32C it arrived with before the engine commits, and the engine's own block checksums
+// guard it on disk.
+//
+// node_handler puts the data plane beside the S3 API on one port: requests under /_fjord/cluster/ go
+// here, everything else to the S3 front end.
+//
+// Threading: one service shared by every core; each request runs on the core of its connection.
+#include <string>
+
+#include "auth/sigv4.h"
+#include "http/connection.h"
+#include "io/task.h"
+#include "store/object_store.h"
+
+namespace fjord::cluster {
+
+struct rpc_target;
+
+// The engine's header that holds a shard's shard_meta.
+inline constexpr const char* shard_header = "fjord-shard";
+
+class shard_service {
+public:
+    shard_service(store::object_store& local, auth::credentials root, std::string region);
+    io::task<void> handle(http::exchange& ex);
+
+private:
+    io::task<void> put_shard(http::exchange& ex, const rpc_target& target);
+    io::task<void> get_shard(http::exchange& ex, const rpc_target& target);
+    io::task<void> remove_shard(http::exchange& ex, const rpc_target& target);
+    io::task<void> meta(http::exchange& ex, const rpc_target& target);
+    io::task<void> list(http::exchange& ex, const rpc_target& target);
+    io::task<void> drop_bucket(http::exchange& ex, const rpc_target& target);
+    // Answers a refused shard upload: the version the node holds instead (x-fjord-current).
+    io::task<void> answer_refused(http::exchange& ex, const rpc_target& target,
+                                  const std::string& version_text);
+    io::task<base::result<void>> ensure_bucket(const std::string& bucket);
+
+    store::object_store& _local;
+    auth::credential_store _root;
+    auth::verify_options _verify;
+};
+
+class node_handler final : public http::handler {
+public:
+    node_handler(http::handler& s3, shard_service& shards) : _s3(s3), _shards(shards) {}
+    io::task<void> handle(http::exchange& ex) override;
+    io::task<void> refuse(http::exchange& ex, const base::error& err,
+                          std::int64_t retry_after_ms) override {
+        return _s3.refuse(ex, err, retry_after_ms);
+    }
+    std::string protocol_error_response(const base::error& err,
+                                        std::string_view remote_address) override {
+        return _s3.protocol_error_response(err, remote_address);
+    }
+
+private:
+    http::handler& _s3;
+    shard_service& _shards;
+};
+
+}  // namespace fjord::cluster

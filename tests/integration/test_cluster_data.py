@@ -1,0 +1,282 @@
+"""The erasure-coded cluster's data path on real processes (docs/cluster.md): four `fjord serve` nodes
+on one etcd, a 2+2 topology, objects written through any node and read through any other, a node down
+(writes and reads go on; healing brings every object back to full width when it returns), two nodes
+down (reads go on), damaged shards (never served, rebuilt), and the data plane's own access control.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import subprocess
+import threading
+import time
+
+import pytest
+import requests
+from botocore.exceptions import ClientError
+
+import s3util
+from cluster_support import Etcd, Nodes, cluster_cli, init_topology, status, wait_for, wait_serving
+from conftest import SEED
+
+CLUSTER = "data"
+NODE_ARGS = ["--heal-leftover-age-s", "2", "--heal-scan-interval-s", "3600"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    etcd = Etcd(tmp_path)
+    etcd.start()
+    made = Nodes(tmp_path, etcd)
+    init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"])
+    servers = made.start(CLUSTER, 4, extra_args=NODE_ARGS)
+    wait_serving(servers)
+    yield etcd, servers
+    made.kill_all()
+    etcd.kill()
+
+
+def make_bucket(servers, name: str):
+    servers[0].client().create_bucket(Bucket=name)
+    # Bucket records travel through etcd: every node sees them within a membership refresh.
+    deadline = time.monotonic() + 15
+    for server in servers:
+        while True:
+            try:
+                server.client().head_bucket(Bucket=name)
+                break
+            except ClientError:
+                assert time.monotonic() < deadline, f"bucket {name} not seen by {server.name}"
+                time.sleep(0.1)
+
+
+def heal(etcd: Etcd) -> subprocess.CompletedProcess:
+    return cluster_cli(etcd, CLUSTER, "heal", "--wait", "--timeout-s", "60")
+
+
+def body_of(rng: random.Random, size: int) -> bytes:
+    return rng.randbytes(size)
+
+
+SIZES = [0, 1, 100, 4095, 4096, 65_537, 1 << 20, (2 << 20) + 5, 5_000_001]
+
+
+def test_objects_written_through_one_node_read_through_every_other(cluster):
+    _, servers = cluster
+    make_bucket(servers, "shared")
+    rng = random.Random(SEED)
+    bodies = {}
+    for i, size in enumerate(SIZES):
+        key = f"dir{i % 2}/obj-{size}"
+        bodies[key] = body_of(rng, size)
+        put = servers[i % 4].client().put_object(Bucket="shared", Key=key, Body=bodies[key])
+        assert put["ETag"]
+    for key, body in bodies.items():
+        for server in servers:
+            s3 = server.client()
+            got = s3.get_object(Bucket="shared", Key=key)
+            assert got["Body"].read() == body, (key, server.name)
+            assert got["ContentLength"] == len(body)
+            assert s3.head_object(Bucket="shared", Key=key)["ETag"] == got["ETag"]
+        if len(body) > 10:
+            first, last = len(body) // 3, len(body) - 2
+            ranged = servers[2].client().get_object(Bucket="shared", Key=key, Range=f"bytes={first}-{last}")
+            assert ranged["Body"].read() == body[first:last + 1]
+    # Listings from any node: whole, by prefix, grouped, and page by page.
+    s3 = servers[3].client()
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket="shared")["Contents"]]
+    assert listed == sorted(bodies)
+    grouped = s3.list_objects_v2(Bucket="shared", Delimiter="/")
+    assert [p["Prefix"] for p in grouped["CommonPrefixes"]] == ["dir0/", "dir1/"]
+    assert "Contents" not in grouped
+    assert {o["Key"] for o in s3.list_objects_v2(Bucket="shared", Prefix="dir1/")["Contents"]} == \
+        {k for k in bodies if k.startswith("dir1/")}
+    paged, token = [], None
+    while True:
+        page = s3.list_objects_v2(Bucket="shared", MaxKeys=2, **({"ContinuationToken": token} if token else {}))
+        paged += [o["Key"] for o in page.get("Contents", [])]
+        if not page["IsTruncated"]:
+            break
+        token = page["NextContinuationToken"]
+    assert paged == sorted(bodies)
+    sizes = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="shared")["Contents"]}
+    assert sizes == {k: len(v) for k, v in bodies.items()}
+
+
+def test_overwrite_delete_copy_and_conditions(cluster):
+    _, servers = cluster
+    make_bucket(servers, "edits")
+    a, b = servers[0].client(), servers[1].client()
+    a.put_object(Bucket="edits", Key="k", Body=b"first")
+    b.put_object(Bucket="edits", Key="k", Body=b"second version")
+    assert servers[2].client().get_object(Bucket="edits", Key="k")["Body"].read() == b"second version"
+    # If-None-Match: * refuses an existing key, through any node.
+    with pytest.raises(ClientError) as refused:
+        servers[3].client().put_object(Bucket="edits", Key="k", Body=b"x", IfNoneMatch="*")
+    assert refused.value.response["Error"]["Code"] == "PreconditionFailed"
+    etag = a.head_object(Bucket="edits", Key="k")["ETag"]
+    with pytest.raises(ClientError) as stale:
+        b.put_object(Bucket="edits", Key="k", Body=b"x", IfMatch='"not-the-etag"')
+    assert stale.value.response["Error"]["Code"] == "PreconditionFailed"
+    b.put_object(Bucket="edits", Key="k", Body=b"third", IfMatch=etag)
+    assert a.get_object(Bucket="edits", Key="k")["Body"].read() == b"third"
+    # Copies read the source's shards and write the target's.
+    big = os.urandom(3 * (1 << 20) + 17)
+    a.put_object(Bucket="edits", Key="big", Body=big)
+    b.copy_object(Bucket="edits", Key="big-copy", CopySource={"Bucket": "edits", "Key": "big"})
+    assert servers[3].client().get_object(Bucket="edits", Key="big-copy")["Body"].read() == big
+    # Deletes leave tombstones: the key reads as absent everywhere and drops out of listings.
+    servers[2].client().delete_object(Bucket="edits", Key="k")
+    for server in servers:
+        with pytest.raises(ClientError) as gone:
+            server.client().get_object(Bucket="edits", Key="k")
+        assert gone.value.response["Error"]["Code"] == "NoSuchKey"
+    assert [o["Key"] for o in a.list_objects_v2(Bucket="edits")["Contents"]] == ["big", "big-copy"]
+    servers[0].client().put_object(Bucket="edits", Key="k", Body=b"back", IfNoneMatch="*")
+    # A bucket is deleted only when empty; once deleted it is gone on every node.
+    with pytest.raises(ClientError) as full:
+        a.delete_bucket(Bucket="edits")
+    assert full.value.response["Error"]["Code"] == "BucketNotEmpty"
+    for key in ("k", "big", "big-copy"):
+        a.delete_object(Bucket="edits", Key=key)
+    a.delete_bucket(Bucket="edits")
+    with pytest.raises(ClientError) as missing:
+        a.head_bucket(Bucket="edits")
+    assert missing.value.response["Error"]["Code"] in ("404", "NoSuchBucket")
+
+
+def test_concurrent_conditional_creates_through_different_nodes_one_wins(cluster):
+    _, servers = cluster
+    make_bucket(servers, "race")
+    for round_ in range(5):
+        outcomes = []
+        lock = threading.Lock()
+
+        def create(i):
+            s3 = servers[i % 4].client()
+            try:
+                s3.put_object(Bucket="race", Key=f"once-{round_}", Body=f"writer {i}".encode(), IfNoneMatch="*")
+                result = "won"
+            except ClientError as e:
+                result = e.response["Error"]["Code"]
+            with lock:
+                outcomes.append(result)
+
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert outcomes.count("won") <= 1, outcomes
+        assert set(outcomes) <= {"won", "PreconditionFailed", "SlowDown", "ServiceUnavailable"}, outcomes
+        body = servers[0].client().get_object(Bucket="race", Key=f"once-{round_}")["Body"].read()
+        if "won" in outcomes:
+            assert body.startswith(b"writer ")
+
+
+def test_a_node_down_writes_and_reads_go_on_and_healing_restores_full_width(cluster):
+    etcd, servers = cluster
+    make_bucket(servers, "degraded")
+    rng = random.Random(SEED + 1)
+    before = {f"before/{i}": body_of(rng, rng.choice(SIZES[1:])) for i in range(6)}
+    for key, body in before.items():
+        servers[0].client().put_object(Bucket="degraded", Key=key, Body=body)
+    servers[3].kill()
+    during = {f"during/{i}": body_of(rng, rng.choice(SIZES)) for i in range(12)}
+    for i, (key, body) in enumerate(during.items()):
+        servers[i % 3].client().put_object(Bucket="degraded", Key=key, Body=body)
+    everything = {**before, **during}
+    for key, body in everything.items():
+        assert servers[1].client().get_object(Bucket="degraded", Key=key)["Body"].read() == body
+    servers[3].kill()  # no-op: it is already down
+    servers[3].start()
+    wait_serving([servers[3]])
+    healed = heal(etcd)
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    assert "objects below full width: 0" in healed.stdout
+    view = status(etcd, CLUSTER)
+    assert view["below_full_width"] == 0, view
+    text = cluster_cli(etcd, CLUSTER, "status")
+    assert "objects below full width (last scans and queues): 0" in text.stdout, text.stdout
+    # Full width means any two nodes can go: every object still reads.
+    servers[0].kill()
+    servers[1].kill()
+    for key, body in everything.items():
+        assert servers[2].client().get_object(Bucket="degraded", Key=key)["Body"].read() == body
+    # Writes need k + 1 = 3 nodes: refused now, with a retryable error.
+    with pytest.raises(ClientError) as refused:
+        servers[3].client().put_object(Bucket="degraded", Key="late", Body=b"x")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+
+
+def data_files(server):
+    found = []
+    for d in server.data_dirs:
+        for root, _dirs, files in os.walk(d / "objects"):
+            found += [os.path.join(root, f) for f in files]
+    return found
+
+
+def test_damaged_shards_are_never_served_and_are_rebuilt(cluster):
+    etcd, servers = cluster
+    make_bucket(servers, "rot")
+    rng = random.Random(SEED + 2)
+    bodies = {f"obj/{i}": body_of(rng, 2_500_000 + i) for i in range(4)}
+    for key, body in bodies.items():
+        servers[0].client().put_object(Bucket="rot", Key=key, Body=body)
+    # Flip a byte in every shard file of one node.
+    victim = servers[1]
+    flipped = 0
+    for path in data_files(victim):
+        size = os.path.getsize(path)
+        if size < 100_000:
+            continue
+        with open(path, "r+b") as f:
+            f.seek(size // 3)
+            byte = f.read(1)
+            f.seek(size // 3)
+            f.write(bytes([byte[0] ^ 0x5A]))
+        flipped += 1
+    assert flipped >= len(bodies) // 2
+    for key, body in bodies.items():
+        for server in servers:
+            assert server.client().get_object(Bucket="rot", Key=key)["Body"].read() == body
+    healed = heal(etcd)
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    # Rebuilt: with two other nodes gone, the victim's shards are needed and sound.
+    others = [s for s in servers if s is not victim]
+    others[0].kill()
+    others[1].kill()
+    for key, body in bodies.items():
+        assert victim.client().get_object(Bucket="rot", Key=key)["Body"].read() == body
+
+
+def signed(server, creds, method: str, path: str, body: bytes = b"", query=()):
+    headers = s3util.sign_headers(creds, method, server.host, path, query=query,
+                                  payload_hash=hashlib.sha256(body).hexdigest()).headers
+    url = server.endpoint + path + ("?" + s3util.canonical_query(query) if query else "")
+    return requests.request(method, url, data=body, headers=headers, timeout=10)
+
+
+def test_the_data_plane_takes_only_the_cluster_key(cluster):
+    _, servers = cluster
+    node = servers[0]
+    make_bucket(servers, "guarded")
+    path = "/_fjord/cluster/v1/list/c.guarded.0"
+    assert requests.get(node.endpoint + path, timeout=10).status_code == 403
+    # A user of the S3 API (kept in the cluster's catalog, so known to every node) is not the cluster.
+    alice = ("ALICEACCESSKEY0001", "alice-secret-key-0001")
+    added = signed(node, node.credentials, "PUT", "/", alice[1].encode(),
+                   query=[("fjord-admin-user", alice[0])])
+    assert added.status_code == 200, added.text
+    alice_creds = s3util.Credentials(alice[0], alice[1], "us-east-1")
+    deadline = time.monotonic() + 15
+    while signed(servers[1], alice_creds, "GET", "/").status_code != 200:  # seen by another node
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    refused = signed(node, alice_creds, "GET", path)
+    assert refused.status_code == 403, refused.text
+    assert signed(node, node.credentials, "GET", path).status_code == 200
+    assert signed(node, node.credentials, "PUT", "/_fjord/cluster/v1/frobnicate/x").status_code == 405

@@ -1,0 +1,229 @@
+// Version stamps, the stripe layout, shard records and the data plane's bodies.
+#include "cluster/stripe.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cluster/catalog.h"
+#include "cluster/rpc.h"
+#include "cluster/stamp.h"
+
+namespace fjord::cluster {
+namespace {
+
+TEST(Stamp, TextOrderIsStampOrder) {
+    std::vector<stamp> stamps = {{0, 0},      {1, 5},          {1, 6},
+                                 {0xffff, 0}, {1ULL << 40, 1}, {~0ULL, ~0u}};
+    for (std::size_t i = 0; i + 1 < stamps.size(); ++i) {
+        EXPECT_LT(stamps[i], stamps[i + 1]);
+        EXPECT_LT(stamps[i].text(), stamps[i + 1].text());
+    }
+    for (const auto& s : stamps) {
+        EXPECT_EQ(s.text().size(), stamp::text_bytes);
+        EXPECT_EQ(stamp::parse(s.text()), s);
+    }
+    EXPECT_FALSE(stamp::parse("0123"));
+    EXPECT_FALSE(stamp::parse("0000000000000000000000G0"));
+    EXPECT_FALSE(stamp::parse("0000000000000000000000A0"));  // upper case is not a stamp's text
+}
+
+TEST(Stamp, ClockIsMonotonicAndPassesWhatItSees) {
+    std::int64_t now = 1000;
+    stamp_clock clock(7, [&now] { return now; });
+    stamp a = clock.next(), b = clock.next();
+    EXPECT_LT(a, b);
+    EXPECT_EQ(a.unix_ms(), 1000);
+    EXPECT_EQ(a.node, 7u);
+    now = 900;  // the wall clock went back: stamps still go forward
+    EXPECT_LT(b, clock.next());
+    stamp seen{std::uint64_t{5000} << 16, 9};
+    clock.observe(seen);
+    EXPECT_GT(clock.next().time, seen.time);
+    stamp floor{std::uint64_t{9000} << 16, 1};
+    EXPECT_GT(clock.next_after(floor), floor);
+    EXPECT_NE(node_tag("n1"), node_tag("n2"));
+}
+
+TEST(Stripe, LayoutCoversTheObjectExactly) {
+    for (unsigned k : {1u, 2u, 3u, 5u, 12u})
+        for (std::uint32_t block : {64u, 4096u, 1u << 20})
+            for (std::uint64_t size : {0ULL, 1ULL, 63ULL, 64ULL, 1000ULL, 4096ULL * 3 + 7,
+                                       (1ULL << 20) * 5 + 1, (1ULL << 22)}) {
+                stripe_layout l{k, 2, block, size};
+                std::uint64_t data = 0, shard = 0;
+                for (std::uint64_t s = 0; s < l.stripes(); ++s) {
+                    EXPECT_EQ(l.data_offset(s), data);
+                    EXPECT_EQ(l.shard_offset(s), shard);
+                    // The stripe's k blocks hold its bytes, with less than one byte per block spare.
+                    EXPECT_GE(std::uint64_t{k} * l.block_of(s), l.data_in(s));
+                    EXPECT_LT(std::uint64_t{k} * l.block_of(s), l.data_in(s) + k);
+                    EXPECT_LE(l.block_of(s), block);
+                    data += l.data_in(s);
+                    shard += l.block_of(s);
+                }
+                EXPECT_EQ(data, size) << k << " " << block << " " << size;
+                EXPECT_EQ(shard, l.shard_bytes());
+                // Padding is less than one block per stripe: each shard holds its share of the bytes.
+                EXPECT_LE(l.shard_bytes() * k, size + std::uint64_t{k} * l.stripes());
+            }
+}
+
+shard_meta sample_meta() {
+    shard_meta m;
+    m.version = {123456789, 42};
+    m.k = 2;
+    m.m = 2;
+    m.index = 3;
+    m.block_bytes = 4096;
+    m.object.size_bytes = 10000;
+    m.object.etag = "abc-1";
+    m.object.content_type = "text/plain";
+    m.object.headers = {{"x-amz-meta-a", "b"}};
+    m.object.tags = {{"t", "v"}};
+    m.object.acl = "owner-only";
+    m.block_crcs = {1, 2};  // 10000 bytes in stripes of 8192: two stripes
+    return m;
+}
+
+TEST(Stripe, ShardRecordsRoundTripAndAreChecked) {
+    shard_meta m = sample_meta();
+    auto back = decode_shard_meta(encode_shard_meta(m));
+    ASSERT_TRUE(back) << back.err().message;
+    EXPECT_EQ(back->version, m.version);
+    EXPECT_EQ(back->index, 3u);
+    EXPECT_EQ(back->object.etag, "abc-1");
+    EXPECT_EQ(back->object.headers, m.object.headers);
+    EXPECT_EQ(back->object.tags, m.object.tags);
+    EXPECT_EQ(back->object.acl, "owner-only");
+    EXPECT_EQ(back->block_crcs, m.block_crcs);
+
+    std::string bytes = encode_shard_meta(m);
+    for (std::size_t cut = 0; cut < bytes.size(); ++cut)
+        EXPECT_FALSE(decode_shard_meta(bytes.substr(0, cut))) << cut;
+    EXPECT_FALSE(decode_shard_meta(bytes + "x"));
+    shard_meta wrong = m;
+    wrong.block_crcs.push_back(3);
+    EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
+    wrong = m;
+    wrong.index = 4;
+    EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
+    wrong = m;
+    wrong.k = 30, wrong.m = 3;
+    EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
+    wrong = m;
+    wrong.block_bytes = 32;
+    EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
+}
+
+TEST(Stripe, ShardEtagsSortByStampAndCarryTheSummary) {
+    shard_meta a = sample_meta(), b = sample_meta();
+    b.version.time += 1;
+    b.object.etag = "zzz";  // a later version's tag sorts after whatever the content
+    a.object.etag = "~~~~";
+    EXPECT_LT(shard_etag(a), shard_etag(b));
+    auto summary = parse_shard_etag(shard_etag(a));
+    ASSERT_TRUE(summary);
+    EXPECT_EQ(summary->version, a.version);
+    EXPECT_EQ(summary->kind, shard_kind::object);
+    EXPECT_EQ(summary->object_bytes, 10000u);
+    EXPECT_EQ(summary->object_etag, "~~~~");
+    // The conditions a node's engine applies (shard_service.cc): "newer" and "at most".
+    EXPECT_LT(shard_etag(a), b.version.text());
+    EXPECT_FALSE(shard_etag(b) < b.version.text());
+    EXPECT_LT(shard_etag(b), b.version.text() + "~");
+    EXPECT_FALSE(parse_shard_etag("plain-etag"));
+}
+
+TEST(Rpc, PathsRoundTrip) {
+    for (std::string key : {"a", "dir/sub/file.bin", "sp ace+plus%25", "\xc3\xa9/x", "//double"}) {
+        auto t = parse_rpc_path(rpc_path("shard", "c.bucket.0011", key));
+        ASSERT_TRUE(t) << key;
+        EXPECT_EQ(t->op, "shard");
+        EXPECT_EQ(t->bucket, "c.bucket.0011");
+        EXPECT_EQ(t->key, key);
+    }
+    EXPECT_FALSE(parse_rpc_path("/bucket/key"));
+    EXPECT_FALSE(parse_rpc_path(std::string(rpc_prefix) + "shard/b"));
+    EXPECT_TRUE(parse_rpc_path(std::string(rpc_prefix) + "list/b"));
+}
+
+TEST(Rpc, UploadHeadsAreCheckedAgainstTheirRecords) {
+    upload_head head{{99, 1}, shard_kind::object, 2, 2, 3, 4096, 10000, {}};
+    auto headers = upload_headers(head);
+    auto back = parse_upload_head(headers[0].second, headers[1].second, headers[2].second);
+    ASSERT_TRUE(back) << back.err().message;
+    EXPECT_EQ(back->layout().shard_bytes(), head.layout().shard_bytes());
+    shard_meta m = sample_meta();
+    m.version = head.version;
+    EXPECT_TRUE(matches(*back, m));
+    m.index = 1;
+    EXPECT_FALSE(matches(*back, m));
+    EXPECT_FALSE(parse_upload_head(headers[0].second, "o 2 2 4 4096 10", "newer"));
+    EXPECT_FALSE(parse_upload_head(headers[0].second, "d 2 2 1 4096 10", "newer"));
+    EXPECT_FALSE(parse_upload_head(headers[0].second, "o 2 2 1 4096 10 junk", "newer"));
+    EXPECT_FALSE(parse_upload_head("nope", headers[1].second, "newer"));
+    EXPECT_FALSE(parse_upload_head(headers[0].second, headers[1].second, "older"));
+    auto cas = acceptance::parse("at-most " + stamp{5, 6}.text());
+    ASSERT_TRUE(cas);
+    EXPECT_EQ(cas->kind, acceptance::rule::at_most);
+    EXPECT_EQ(cas->bound, (stamp{5, 6}));
+}
+
+TEST(Rpc, BodiesRoundTripAndRefuseDamage) {
+    std::vector<std::string> keys = {"a", "", "b/c"};
+    auto back = decode_key_list(encode_key_list(keys));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, keys);
+    EXPECT_FALSE(decode_key_list(encode_key_list(keys) + "x"));
+
+    std::vector<meta_reply> replies(3);
+    replies[1].kind = meta_reply::state::present;
+    replies[1].meta = sample_meta();
+    replies[2].kind = meta_reply::state::failed;
+    auto r = decode_meta_replies(encode_meta_replies(replies), 3);
+    ASSERT_TRUE(r);
+    EXPECT_EQ((*r)[0].kind, meta_reply::state::absent);
+    EXPECT_EQ((*r)[1].meta.object.etag, "abc-1");
+    EXPECT_EQ((*r)[2].kind, meta_reply::state::failed);
+    EXPECT_FALSE(decode_meta_replies(encode_meta_replies(replies), 2));
+
+    shard_listing listing;
+    listing.truncated = true;
+    listing.entries.push_back({"k", {{7, 8}, shard_kind::deleted, 0, ""}, 55});
+    auto l = decode_listing(encode_listing(listing));
+    ASSERT_TRUE(l);
+    EXPECT_TRUE(l->truncated);
+    ASSERT_EQ(l->entries.size(), 1u);
+    EXPECT_EQ(l->entries[0].summary.kind, shard_kind::deleted);
+    EXPECT_EQ(l->entries[0].modified_ms, 55);
+    std::string body = encode_listing(listing);
+    for (std::size_t cut = 0; cut < body.size(); ++cut)
+        EXPECT_FALSE(decode_listing(body.substr(0, cut)));
+}
+
+TEST(Catalog, TopologyAndBucketRecordsRoundTrip) {
+    auto t = default_topology({"n3", "n1", "n2", "n4"}, 1 << 20);
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->shape.k, 2u);
+    EXPECT_EQ(t->shape.m, 2u);
+    ASSERT_EQ(t->sets.size(), 1u);
+    auto back = decode_topology(encode_topology(*t));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->sets, t->sets);
+    EXPECT_FALSE(
+        decode_topology(R"({"k":2,"m":2,"block_bytes":1048576,"sets":[["n1","n1","n2","n3"]]})"));
+    EXPECT_FALSE(
+        decode_topology(R"({"k":2,"m":2,"block_bytes":1048576,"sets":[["n1","n2","n3"]]})"));
+    EXPECT_FALSE(decode_topology(R"({"k":0,"m":2,"block_bytes":1048576,"sets":[["n1","n2"]]})"));
+    EXPECT_FALSE(default_topology({"n1", "n1", "n2", "n3"}, 1 << 20));
+    bucket_record b{"bucket", 5, "00ff", {{"owner", "alice"}}, 0};
+    auto bb = decode_bucket_record(encode_bucket_record(b));
+    ASSERT_TRUE(bb);
+    EXPECT_EQ(bb->generation, "00ff");
+    EXPECT_EQ(bb->attributes, b.attributes);
+    EXPECT_FALSE(decode_bucket_record(R"({"name":"b"})"));
+}
+
+}  // namespace
+}  // namespace fjord::cluster
