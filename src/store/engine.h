@@ -326,9 +326,9 @@ private:
                                                  const seal_check& before_seal);
     // Commits a record whose data this request wrote: reclaims what it replaced, or its own data when the
     // commit surely failed.
-    io::task<base::result<object_record>> commit_written(std::string bucket, std::string key,
-                                                         object_record record,
-                                                         write_conditions conditions);
+    io::task<base::result<object_record>> commit_written(
+        std::string bucket, std::string key, object_record record, write_conditions conditions,
+        std::optional<std::string> version_id = std::nullopt);
     io::task<base::result<part_record>> commit_written_part(std::string bucket, std::string key,
                                                             std::string upload_id,
                                                             part_record part);

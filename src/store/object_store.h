@@ -187,6 +187,9 @@ struct put_request {
     std::optional<std::uint64_t> size_bytes;
     std::uint64_t max_size_bytes = 0;  // more fails with entity_too_large
     write_conditions conditions;
+    // The id of the version this write makes, in a bucket with versioning enabled (a front end that
+    // orders its versions itself: the cluster's shards); nullopt: a fresh one. Ignored otherwise.
+    std::optional<std::string> version_id;
 };
 
 struct part_request {

@@ -114,11 +114,13 @@ io::task<base::result<segment>> engine::copy_data(
     co_return co_await seal_checked(writer, std::move(copied), before_seal);
 }
 
-io::task<base::result<object_record>> engine::commit_written(std::string bucket, std::string key,
-                                                             object_record record,
-                                                             write_conditions conditions) {
-    // The version this write makes: a new id while the bucket has versioning enabled, else null
+io::task<base::result<object_record>> engine::commit_written(
+    std::string bucket, std::string key, object_record record, write_conditions conditions,
+    std::optional<std::string> version_id) {
+    // The version this write makes: the one named (a versioned bucket only), a new id while the bucket
+    // has versioning enabled, else null
     record.version_id = version_for_write(bucket);
+    if (version_id && !record.version_id.empty()) record.version_id = *version_id;
     record.delete_marker = false;
     auto committed = co_await commit_put(bucket, key, record, conditions);
     if (!committed) {
@@ -198,7 +200,7 @@ io::task<base::result<object_record>> engine::put_inline(put_request request, by
     built->segments.clear();
     built->inline_data = std::move(data);
     co_return co_await commit_written(request.bucket, request.key, std::move(*built),
-                                      request.conditions);
+                                      request.conditions, request.version_id);
 }
 
 io::task<base::result<object_record>> engine::put(put_request request, byte_source& body,
@@ -221,7 +223,7 @@ io::task<base::result<object_record>> engine::put(put_request request, byte_sour
     record.size_bytes = data->size_bytes;
     record.segments = {*data};
     co_return co_await commit_written(request.bucket, request.key, std::move(record),
-                                      request.conditions);
+                                      request.conditions, request.version_id);
 }
 
 namespace {

@@ -159,6 +159,40 @@ io::task<void> check_versions(engine* e, const versions_model* m, bool snapshot_
     CO_ASSERT_TRUE(removed && *removed);
 }
 
+io::task<void> named_versions_scenario(engine* e) {
+    CO_ASSERT_TRUE(co_await e->create_bucket("v"));
+    // Without versioning a named version is the null one.
+    testing::string_source plain("p", 1);
+    put_request unversioned{"v", "k", 1, 1ULL << 30, {}, std::string("named-1")};
+    record_finisher finish = [](const written_data&) -> base::result<object_record> {
+        object_record r;
+        r.etag = "e";
+        return r;
+    };
+    auto null_version = co_await e->put(unversioned, plain, finish);
+    CO_ASSERT_TRUE(null_version);
+    EXPECT_EQ(null_version->version_id, "");
+    CO_ASSERT_TRUE(co_await e->set_bucket_attribute("v", versioning_attribute, "Enabled"));
+    for (std::string name : {"named-2", "named-3", "named-2"}) {
+        const std::string data = std::string(70 * 1024, 'x') + name;
+        testing::string_source source(data, data.size());
+        put_request request{"v", "k", data.size(), 1ULL << 30, {}, name};
+        auto put = co_await e->put(request, source, finish);
+        CO_ASSERT_TRUE(put);
+        EXPECT_EQ(put->version_id, name);
+    }
+    // Writing a version's id again replaces that version, which becomes current.
+    EXPECT_EQ(co_await listed(e), (std::vector<std::string>{"k:named-2", "k:named-3", "k:"}));
+    EXPECT_EQ((co_await bytes_of(e, "k", "named-2")).substr(70 * 1024), "named-2");
+}
+
+TEST(versions, a_write_may_name_its_version) {
+    temp_dir dir;
+    auto e = open_engine(test_options(dir.path()));
+    ASSERT_NE(e, nullptr);
+    run_engine(*e, named_versions_scenario);
+}
+
 TEST(versions, survive_reopen_snapshot_and_orphan_removal) {
     temp_dir dir;
     versions_model model;
