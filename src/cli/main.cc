@@ -813,7 +813,7 @@ struct cluster_node {
         if (objects) {
             const auth::credential_store& keys = cfg.service.credentials;
             shards = std::make_unique<cluster::shard_service>(
-                engine, *keys.find(keys.first_access_key()), cfg.service.region);
+                engine, *keys.find(keys.first_access_key()), cfg.service.region, &objects->clock());
             front = std::make_unique<cluster::node_handler>(s3, *shards);
             healing = std::make_unique<cluster::healer>(*objects, engine, cfg.healing);
         }

@@ -43,27 +43,28 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
             unreachable = true;  // healed once it answers
             continue;
         }
-        if (r.kind == node_report::state::present && d.shards[i]) continue;  // holds it
-        if (r.kind == node_report::state::present && d.holders > 0 && r.meta.version < decided) {
-            targets.push_back(i);  // an older version: replaced by the newer one
-            continue;
-        }
-        if (r.kind == node_report::state::present) {
-            // A version newer than the readable one (or none readable) that is on fewer than k
-            // nodes: a write that failed, or one still in flight. Old enough, it is withdrawn.
-            if (now_ms - r.meta.version.unix_ms() < self->options().leftover_age_ms) {
-                unreachable = true;
+        // Versions newer than the readable one (or any, with none readable) are writes that never
+        // reached their quorum, or are still going; old enough, they are withdrawn.
+        bool settled = true;
+        for (const shard_meta& v : r.versions) {
+            if (d.holders > 0 && v.version <= decided) continue;
+            if (now_ms - v.version.unix_ms() < self->options().leftover_age_ms) {
+                settled = false;
                 continue;
             }
             LOG_INFO(
-                "%s/%s: withdrawing version %s from node %s (a write that never reached k "
-                "nodes)",
-                place.bucket.c_str(), place.key.c_str(), r.meta.version.text().c_str(),
+                "%s/%s: withdrawing version %s from node %s (a write that never reached its "
+                "quorum)",
+                place.bucket.c_str(), place.key.c_str(), v.version.text().c_str(),
                 place.nodes[i].c_str());
-            co_await withdraw(self, place.shard_bucket, place.key, {place.nodes[i]},
-                              r.meta.version);
+            co_await withdraw(self, place.shard_bucket, place.key, {place.nodes[i]}, v.version);
         }
-        if (d.holders > 0) targets.push_back(i);
+        if (!settled) {
+            unreachable = true;  // this node would refuse the older version now
+            continue;
+        }
+        // Lacking the version, or holding it damaged: it is written there (again).
+        if (d.holders > 0 && !d.shards[i]) targets.push_back(i);
     }
     co_return targets;
 }
@@ -81,13 +82,18 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
     bool unreachable = false;
     std::vector<unsigned> targets = co_await heal_targets(this, place, by_node, *d, unreachable);
     if (d->holders == 0) co_return !unreachable;
-    if (d->meta.kind == shard_kind::deleted && d->full_width &&
+    if (d->meta.kind == shard_kind::deleted && d->full_width && !unreachable &&
         now_ms - decided.unix_ms() > _options.tombstone_age_ms) {
-        // Every node has had the deletion for long: the tombstones go too.
+        // Every node has had the deletion for long: the tombstones go too, and what they hid.
+        co_await trim(this, place.shard_bucket, place.key, place.nodes, decided);
         co_await withdraw(this, place.shard_bucket, place.key, place.nodes, decided);
         co_return true;
     }
-    if (targets.empty()) co_return !unreachable;
+    if (targets.empty()) {
+        if (!unreachable && d->others)  // full width: the older versions go
+            co_await trim(this, place.shard_bucket, place.key, place.nodes, decided);
+        co_return !unreachable;
+    }
     const stripe_layout layout = d->meta.layout();
     std::optional<stripe_reader> reader;
     std::optional<heal_feed> feed;
@@ -96,9 +102,11 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
         feed.emplace(*reader, targets, place.width());
     }
     const std::size_t wanted = targets.size();
-    auto streamed = co_await stream_version(*this, place, targets, d->meta, acceptance{},
-                                            feed ? &*feed : nullptr, 1,
-                                            [](shard_meta&) -> base::result<void> { return {}; });
+    // "At most the decided version": a node that lacks it takes it over an older one, and one that
+    // holds it damaged takes it in place of that copy (the same version id).
+    auto streamed = co_await stream_version(
+        *this, place, targets, d->meta, acceptance{acceptance::rule::at_most, decided},
+        feed ? &*feed : nullptr, 1, [](shard_meta&) -> base::result<void> { return {}; });
     if (!streamed) {
         LOG_WARN("%s/%s: healing version %s failed: %s", place.bucket.c_str(), place.key.c_str(),
                  decided.text().c_str(), streamed.err().message.c_str());
@@ -114,7 +122,9 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
     if (stored > 0)
         LOG_INFO("%s/%s: healed %zu shard(s) of version %s", place.bucket.c_str(),
                  place.key.c_str(), stored, decided.text().c_str());
-    co_return !unreachable && stored == wanted;
+    const bool complete = !unreachable && stored == wanted;
+    if (complete) co_await trim(this, place.shard_bucket, place.key, place.nodes, decided);
+    co_return complete;
 }
 
 }  // namespace fjord::cluster

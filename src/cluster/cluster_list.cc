@@ -39,10 +39,14 @@ struct key_reports {
     std::map<stamp, std::pair<std::size_t, listed_shard>, std::greater<>> versions;
 };
 
-std::optional<listed_shard> settle(const key_reports& reports, unsigned k) {
+// As decide_version (cluster_read.cc) judges a key: newest first, a version on k nodes (or a
+// tombstone) stands; one that may have reached W nodes counting those that did not answer is listed as
+// it is; only one that cannot have is passed over.
+std::optional<listed_shard> settle(const key_reports& reports, unsigned k, unsigned write_quorum,
+                                   unsigned unanswered) {
     for (const auto& [version, held] : reports.versions) {
         if (held.second.summary.kind == shard_kind::deleted) return std::nullopt;
-        if (held.first >= k) return held.second;
+        if (held.first >= k || held.first + unanswered >= write_quorum) return held.second;
     }
     return std::nullopt;
 }
@@ -60,12 +64,18 @@ namespace {
 // A listing being built from rounds of the nodes' pages.
 class listing_merge {
 public:
-    listing_merge(const store::list_request& request, unsigned k)
-        : cursor(request.start_after), _request(request), _k(k), _full(request.max_keys == 0) {}
+    listing_merge(const store::list_request& request, unsigned k, unsigned write_quorum)
+        : cursor(request.start_after),
+          _request(request),
+          _k(k),
+          _write_quorum(write_quorum),
+          _full(request.max_keys == 0) {}
 
     // Takes one round's pages; true once the listing is complete (every node's listing is done,
     // or one more result than the page holds was found: it is truncated).
-    bool take(const std::vector<std::optional<shard_listing>>& pages) {
+    // `unanswered`: the fewest nodes of any set that gave no page this round.
+    bool take(const std::vector<std::optional<shard_listing>>& pages, unsigned unanswered) {
+        _unanswered = unanswered;
         // Keys up to the horizon are complete: past the last key of a node's truncated page, that
         // node may hold more.
         std::optional<std::string> horizon;
@@ -95,7 +105,7 @@ private:
     bool add(const std::string& key, const key_reports& reports) {
         if (!_last_prefix.empty() && key.starts_with(_last_prefix)) return false;
         cursor = key;
-        auto live = settle(reports, _k);
+        auto live = settle(reports, _k, _write_quorum, _unanswered);
         if (!live) return false;
         store::list_entry entry;
         if (!_request.delimiter.empty()) {
@@ -125,6 +135,8 @@ private:
 
     const store::list_request& _request;
     unsigned _k;
+    unsigned _write_quorum;
+    unsigned _unanswered = 0;
     std::string _last_prefix;
     bool _full;
 };
@@ -149,7 +161,7 @@ io::task<base::result<store::list_page>> cluster_store::list(store::list_request
         }
     const unsigned k = snap->layout->shape.k, width = snap->layout->shape.width();
     const unsigned read_quorum = width - (k + 1) + 1;
-    listing_merge merge(request, k);
+    listing_merge merge(request, k, k + 1);
     for (int round = 0; round < max_rounds; ++round) {
         auto fan = std::make_shared<list_fan>();
         fan->pages.resize(nodes.size());
@@ -162,11 +174,14 @@ io::task<base::result<store::list_page>> cluster_store::list(store::list_request
         for (std::size_t i = 0; i < nodes.size(); ++i)
             if (fan->pages[i])
                 for (std::size_t s : sets_of[nodes[i]]) ++answered[s];
-        for (unsigned a : answered)
+        unsigned unanswered = 0;
+        for (unsigned a : answered) {
             if (a < read_quorum)
                 co_return base::fail(base::errc::service_unavailable,
                                      "too few nodes answered to list the bucket");
-        if (merge.take(fan->pages)) break;
+            unanswered = std::max(unanswered, width - a);
+        }
+        if (merge.take(fan->pages, unanswered)) break;
     }
     co_return std::move(merge.page);
 }

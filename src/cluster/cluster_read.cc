@@ -33,13 +33,15 @@ struct records_fan final : fan_out {
     std::vector<std::vector<node_report>> reports;  // by node, then key
 };
 
+// `insist`: ask even a node that is down in etcd's view or suspect (a second round, when too few
+// answered without it).
 io::task<void> ask_records(cluster_store* self, std::shared_ptr<records_fan> fan, unsigned i,
                            std::string node, std::string shard_bucket, std::string body,
-                           std::size_t keys) {
+                           std::size_t keys, bool insist) {
     auto fail_all = [&](base::error e) {
         for (auto& r : fan->reports[i]) r = node_report{node_report::state::failed, {}, e};
     };
-    peer_pool* pool = self->usable(node) ? self->pool_for(node) : nullptr;
+    peer_pool* pool = insist || self->usable(node) ? self->pool_for(node) : nullptr;
     if (!pool) {
         fail_all(base::error{base::errc::service_unavailable, "node " + node + " is down"});
         fan->finish_one();
@@ -62,7 +64,7 @@ io::task<void> ask_records(cluster_store* self, std::shared_ptr<records_fan> fan
             node_report& r = fan->reports[i][j];
             if (reply.kind == meta_reply::state::present) {
                 r.kind = node_report::state::present;
-                r.meta = std::move(reply.meta);
+                r.versions = std::move(reply.versions);
             } else {
                 r.kind = reply.kind == meta_reply::state::absent ? node_report::state::absent
                                                                  : node_report::state::failed;
@@ -103,15 +105,14 @@ io::task<void> read_block(cluster_store* self, std::shared_ptr<shard_source> src
 }
 
 // Opens a download of stripes [from, last] of one shard of the version.
-io::task<std::shared_ptr<shard_source>> open_shard_source(cluster_store* self,
-                                                          const key_place& place, unsigned index,
-                                                          const std::string& path,
-                                                          const std::string& version,
-                                                          std::uint64_t from, std::uint64_t last) {
+// `insist`: even from a node down in etcd's view or suspect (when no other shard is left).
+io::task<std::shared_ptr<shard_source>> open_shard_source(
+    cluster_store* self, const key_place& place, unsigned index, const std::string& path,
+    const std::string& version, std::uint64_t from, std::uint64_t last, bool insist) {
     auto src = std::make_shared<shard_source>();
     src->index = index;
     src->node = place.nodes[index];
-    peer_pool* pool = self->usable(src->node) ? self->pool_for(src->node) : nullptr;
+    peer_pool* pool = insist || self->usable(src->node) ? self->pool_for(src->node) : nullptr;
     if (!pool) {
         src->failure = base::error{base::errc::service_unavailable, "node is down"};
         co_return src;
@@ -142,31 +143,60 @@ base::result<read_decision> decide_version(const key_place& place,
                                            const std::vector<node_report>& by_node) {
     read_decision d;
     d.shards.resize(place.width());
-    std::map<stamp, std::vector<unsigned>, std::greater<>> versions;
+    d.damaged.assign(place.width(), false);
+    struct held {
+        std::vector<unsigned> sound, damaged;
+    };
+    std::map<stamp, held, std::greater<>> versions;
     for (unsigned i = 0; i < by_node.size(); ++i) {
         const node_report& r = by_node[i];
         if (r.kind == node_report::state::absent || r.kind == node_report::state::present)
             ++d.answered;
-        // A shard the placement does not put on this node (another topology's) does not count.
-        if (r.kind == node_report::state::present && r.meta.index == i && r.meta.k == place.k &&
-            r.meta.m == place.m)
-            versions[r.meta.version].push_back(i);
+        if (r.kind != node_report::state::present) continue;
+        for (const shard_meta& meta : r.versions)
+            // A shard the placement does not put on this node (another topology's) does not count.
+            if (meta.index == i && meta.k == place.k && meta.m == place.m)
+                (meta.damaged ? versions[meta.version].damaged : versions[meta.version].sound)
+                    .push_back(i);
     }
     if (d.answered < place.read_quorum())
         return base::fail(base::errc::service_unavailable,
                           "only " + std::to_string(d.answered) + " of " +
                               std::to_string(place.width()) + " nodes of the set answered (" +
                               std::to_string(place.read_quorum()) + " needed)");
+    auto meta_on = [&by_node](unsigned node, const stamp& version) -> const shard_meta& {
+        for (const auto& meta : by_node[node].versions)
+            if (meta.version == version) return meta;
+        FJORD_ASSERT(false, "a holder without its version");
+        return by_node[node].versions.front();
+    };
+    // Newest first. A version on fewer than k sound shards among the nodes that answered cannot be
+    // read now; it may still be an acknowledged write whose other holders did not answer (it reached
+    // W nodes), and then no older version may stand in for it. Only a version that cannot have reached
+    // W is passed over: a write that failed (or is still going), whose outcome its writer does not know.
+    const std::size_t unanswered = place.width() - d.answered;
     for (const auto& [version, holders] : versions) {
-        const shard_meta& any = by_node[holders.front()].meta;
-        if (any.kind == shard_kind::object && holders.size() < place.k) continue;
-        d.found = any.kind == shard_kind::object;
+        const unsigned any_node =
+            holders.sound.empty() ? holders.damaged.front() : holders.sound.front();
+        const shard_meta& any = meta_on(any_node, version);
+        const bool tombstone = any.kind == shard_kind::deleted;
+        if (!tombstone && holders.sound.size() < place.k) {
+            if (holders.sound.size() + holders.damaged.size() + unanswered >= place.write_quorum())
+                return base::fail(base::errc::service_unavailable,
+                                  "the key's newest version cannot be read from the nodes that "
+                                  "answered now");
+            continue;
+        }
+        d.found = !tombstone;
         d.meta = any;
-        d.holders = holders.size();
-        d.full_width = holders.size() == place.width();
-        for (unsigned i : holders) d.shards[i] = by_node[i].meta;
+        d.meta.damaged = false;
+        d.holders = holders.sound.size();
+        d.full_width = holders.sound.size() == place.width();
+        for (unsigned i : holders.sound) d.shards[i] = meta_on(i, version);
+        for (unsigned i : holders.damaged) d.damaged[i] = true;
         break;
     }
+    d.others = versions.size() > (d.holders > 0 ? 1u : 0u);
     return d;
 }
 
@@ -176,12 +206,35 @@ io::task<std::vector<std::vector<node_report>>> cluster_store::read_records(
     const unsigned n = place.width();
     fan->reports.assign(n, std::vector<node_report>(keys.size()));
     const std::string body = encode_key_list(keys);
-    for (unsigned i = 0; i < n; ++i)
-        io::spawn(ask_records(this, fan, i, place.nodes[i], place.shard_bucket, body, keys.size()));
+    std::vector<bool> skipped(n, false);
+    for (unsigned i = 0; i < n; ++i) {
+        skipped[i] = !usable(place.nodes[i]);
+        io::spawn(ask_records(this, fan, i, place.nodes[i], place.shard_bucket, body, keys.size(),
+                              false));
+    }
     // A quorum within the data plane's own time limits, then the rest for a short grace.
-    (void)co_await fan->wait_for(place.read_quorum(),
-                                 _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms);
+    const std::int64_t limit_ms = _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms;
+    (void)co_await fan->wait_for(place.read_quorum(), limit_ms);
     (void)co_await fan->wait_for(n, _options.straggler_ms);
+    std::size_t answered = 0;
+    for (const auto& node : fan->reports)
+        if (!node.empty() && (node[0].kind == node_report::state::present ||
+                              node[0].kind == node_report::state::absent))
+            ++answered;
+    if (answered < place.read_quorum()) {
+        // Too few: the nodes passed over as down or suspect are asked after all (the view lags).
+        auto second = std::make_shared<records_fan>();
+        second->reports = fan->reports;
+        std::size_t asked = 0;
+        for (unsigned i = 0; i < n; ++i)
+            if (skipped[i]) {
+                ++asked;
+                io::spawn(ask_records(this, second, i, place.nodes[i], place.shard_bucket, body,
+                                      keys.size(), true));
+            }
+        (void)co_await second->wait_for(asked, limit_ms);
+        fan = second;
+    }
     std::vector<std::vector<node_report>> out = fan->reports;
     for (auto& node : out)
         for (auto& r : node)
@@ -255,12 +308,23 @@ io::task<base::result<void>> stripe_reader::gather(
     const std::uint32_t bl = _layout.block_of(s);
     while (good.size() < _place.k) {
         while (_active.size() + good.size() < _place.k && _next_candidate < _candidates.size()) {
-            auto src = co_await open_shard_source(&_store, _place, _candidates[_next_candidate++],
-                                                  _path, _version, s, _last);
-            if (src->open)
+            const unsigned candidate = _candidates[_next_candidate++];
+            auto src = co_await open_shard_source(&_store, _place, candidate, _path, _version, s,
+                                                  _last, _insisting);
+            if (src->open) {
                 _active.push_back(std::move(src));
-            else
+            } else {
                 _saw_damage = true;
+                if (!_insisting) _passed_over.push_back(candidate);
+            }
+            // Out of shards: those passed over as down or suspect are tried after all.
+            if (_next_candidate == _candidates.size() && !_insisting && !_passed_over.empty() &&
+                _active.size() + good.size() < _place.k) {
+                _insisting = true;
+                _candidates = std::move(_passed_over);
+                _passed_over.clear();
+                _next_candidate = 0;
+            }
         }
         if (_active.empty())
             co_return base::fail(

@@ -114,7 +114,7 @@ struct key_place {
 // What one node said about a key.
 struct node_report {
     enum class state : std::uint8_t { pending, absent, present, failed } kind = state::pending;
-    shard_meta meta;
+    std::vector<shard_meta> versions;  // present: every version the node holds, newest first
     base::error failure;
 };
 
@@ -122,14 +122,18 @@ struct node_report {
 struct read_decision {
     bool found = false;  // false: absent, or deleted
     shard_meta meta;     // of one holder (the object's record, the version)
-    std::vector<std::optional<shard_meta>> shards;  // by shard index: the holders' records
+    std::vector<std::optional<shard_meta>> shards;  // by shard index: the sound holders' records
+    std::vector<bool> damaged;  // by shard index: the node holds this version, damaged
     std::size_t answered = 0;
-    std::size_t holders = 0;
-    bool full_width = false;  // every node holds this version
+    std::size_t holders = 0;  // sound ones
+    bool full_width = false;  // every node holds this version, sound
+    bool others = false;      // some node holds another version too (older, or a failed write's)
 };
 
 // The newest version that the nodes' reports (by shard index) allow reading: a tombstone, or data on k
-// shards at least; fails when fewer than the read quorum answered.
+// sound shards at least. A newer version is passed over only when it cannot have reached its write
+// quorum (counting its damaged shards and the nodes that did not answer); otherwise, and when fewer
+// than the read quorum answered, the decision fails (service_unavailable: try again).
 base::result<read_decision> decide_version(const key_place& place,
                                            const std::vector<node_report>& by_node);
 
@@ -214,6 +218,7 @@ public:
     std::size_t heal_queue_length() const { return _heal_queued.load(); }
     std::uint64_t heal_queue_dropped() const { return _heal_dropped.load(); }
     const cluster_store_options& options() const { return _options; }
+    stamp_clock& clock() { return _clock; }
     std::shared_ptr<const cluster_snapshot> snapshot() const;
     // The node-local shard buckets, by cluster bucket name, as this core knows them.
     peer_pool* pool_for(const std::string& node);

@@ -158,6 +158,12 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
     const std::vector<upload>& ups = streamed->uploads;
     const std::size_t stored = count_in(ups, upload::state::stored);
     if (stored >= place.write_quorum()) {
+        // Acknowledged: the versions before it go from the nodes that have it (the others keep theirs
+        // until healing brings this one there).
+        std::vector<std::string> holders;
+        for (const auto& u : ups)
+            if (u.kind == upload::state::stored) holders.push_back(u.node);
+        io::spawn(trim(this, place.shard_bucket, place.key, std::move(holders), version));
         if (stored < n) queue_heal(place);
         co_return streamed->meta.object;
     }
@@ -167,6 +173,8 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
     if (!holders.empty())
         io::spawn(withdraw(this, place.shard_bucket, place.key, std::move(holders), version));
     if (count_in(ups, upload::state::refused) > 0) {
+        for (const auto& u : ups)  // a retry is then ordered after what refused this one
+            if (auto held = stamp::parse(u.held)) _clock.observe(*held);
         if (accept.kind == acceptance::rule::at_most)
             co_return base::fail(base::errc::precondition_failed,
                                  "another write to the key came first");

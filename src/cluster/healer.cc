@@ -212,7 +212,7 @@ io::task<void> healer::scan_keys(std::string bucket, std::string shard_bucket,
             const bool old_tombstone = d->holders > 0 && d->meta.kind == shard_kind::deleted &&
                                        base::unix_now_ms() - d->meta.version.unix_ms() >
                                            _cluster.options().tombstone_age_ms;
-            bool degraded = !d->full_width || old_tombstone;
+            bool degraded = !d->full_width || d->others || old_tombstone;
             // Verification: this node's own shard of the newest version.
             if (static_cast<std::size_t>(me) < nodes.size() && d->shards[me] &&
                 d->meta.kind == shard_kind::object &&
@@ -236,8 +236,8 @@ io::task<void> healer::scan_keys(std::string bucket, std::string shard_bucket,
     }
 }
 
-// Reads this node's shard back; false (after withdrawing it, so that healing rebuilds it) when it is
-// damaged.
+// Reads this node's shard back; false (after marking it damaged, so that healing rewrites it) when it
+// is damaged.
 io::task<bool> healer::verify_local(const key_place& place, const shard_meta& meta) {
     const std::uint64_t bytes = meta.layout().shard_bytes();
     if (bytes == 0) co_return true;
@@ -249,22 +249,17 @@ io::task<bool> healer::verify_local(const key_place& place, const shard_meta& me
         return std::optional<store::byte_range>(store::byte_range{0, bytes});
     };
     crc_check_sink sink(meta);
-    auto read = co_await _local.get(place.shard_bucket, place.key, plan, sink);
+    auto read = co_await _local.get_version(place.shard_bucket, place.key, version, plan, sink);
     _verified_bytes += bytes;
     if (read || read.code() == base::errc::precondition_failed ||
-        read.code() == base::errc::no_such_key)
-        co_return true;  // sound, or replaced meanwhile
+        read.code() == base::errc::no_such_key || read.code() == base::errc::no_such_version)
+        co_return true;  // sound, or removed meanwhile
     if (read.code() != base::errc::data_corrupted && read.code() != base::errc::not_found)
         co_return true;  // not a verdict on the bytes (an I/O error is retried next scan)
-    LOG_WARN("%s/%s: this node's shard %u of version %s is damaged (%s): withdrawing it to rebuild",
+    LOG_WARN("%s/%s: this node's shard %u of version %s is damaged (%s): marked, to be rebuilt",
              place.bucket.c_str(), place.key.c_str(), meta.index, version.c_str(),
              read.err().message.c_str());
-    auto record = co_await _local.head(place.shard_bucket, place.key);
-    if (record && record->etag.starts_with(version)) {
-        store::write_conditions same;
-        same.if_match_etag = record->etag;
-        (void)co_await _local.remove(place.shard_bucket, place.key, same);
-    }
+    co_await mark_damaged(_local, place.shard_bucket, place.key, version);
     co_return false;
 }
 

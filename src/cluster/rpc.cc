@@ -133,7 +133,13 @@ std::string encode_meta_replies(std::span<const meta_reply> replies) {
     e.u32(static_cast<std::uint32_t>(replies.size()));
     for (const auto& r : replies) {
         e.u8(static_cast<std::uint8_t>(r.kind));
-        e.str(r.kind == meta_reply::state::present ? encode_shard_meta(r.meta) : std::string());
+        const bool present = r.kind == meta_reply::state::present;
+        e.u32(present ? static_cast<std::uint32_t>(r.versions.size()) : 0);
+        if (present)
+            for (const auto& meta : r.versions) {
+                e.u8(meta.damaged ? 1 : 0);
+                e.str(encode_shard_meta(meta));
+            }
     }
     return out;
 }
@@ -147,14 +153,18 @@ base::result<std::vector<meta_reply>> decode_meta_replies(std::string_view body,
     std::vector<meta_reply> replies(n);
     for (auto& r : replies) {
         const std::uint8_t kind = d.u8();
-        const std::string meta = d.str();
-        if (!d.ok() || kind > 2)
+        const std::uint32_t versions = d.u32();
+        if (!d.ok() || kind > 2 || versions > max_versions_per_key ||
+            (kind != 1 && versions != 0) || (kind == 1 && versions == 0))
             return base::fail(base::errc::invalid_argument, "a bad meta answer");
         r.kind = static_cast<meta_reply::state>(kind);
-        if (r.kind == meta_reply::state::present) {
-            auto decoded = decode_shard_meta(meta);
-            if (!decoded) return decoded.as_failure();
-            r.meta = std::move(*decoded);
+        for (std::uint32_t v = 0; v < versions; ++v) {
+            const bool damaged = d.u8() != 0;
+            auto decoded = decode_shard_meta(d.str());
+            if (!d.ok() || !decoded)
+                return base::fail(base::errc::invalid_argument, "a bad meta answer");
+            decoded->damaged = damaged;
+            r.versions.push_back(std::move(*decoded));
         }
     }
     if (!d.at_end()) return base::fail(base::errc::invalid_argument, "a bad meta answer");

@@ -8,13 +8,20 @@
 //   GET    shard/<bucket>/<key>?stamp=S&first=F&count=N
 //                                 stripes F .. F+N-1 of the shard of version S, each block followed by
 //                                 its CRC32C
-//   DELETE shard/<bucket>/<key>?stamp=S   remove the shard if it is still version S
-//   POST   meta/<bucket>          the shard records of many keys (body: a key list)
-//   GET    list/<bucket>?prefix=P&after=A&max=N   the node's shards in key order, as summaries
+//   DELETE shard/<bucket>/<key>?stamp=S   remove the shard of version S
+//   POST   trim/<bucket>/<key>?below=S        remove the shards of versions older than S
+//   POST   meta/<bucket>          the shard records of many keys, every version (body: a key list)
+//   GET    list/<bucket>?prefix=P&after=A&max=N   the node's shards in key order, every version, as
+//                                 summaries
 //   DELETE bucket/<bucket>        remove a node-local shard bucket and what it holds
 //
 // <bucket> is the node-local shard bucket (stripe.h, shard_bucket); keys are percent-encoded as S3
 // paths are. Integers in bodies are little-endian, strings length-prefixed (store/codec.h).
+//
+// A node keeps several versions of a key's shard (its engine's versioning, the version id being the
+// stamp's text): a write stores a new version beside the older ones, so that a write that fails below
+// its quorum never takes away the shards of the version before it; older versions go once a newer one
+// is acknowledged or healed (trim).
 //
 // Thread-safety: pure functions.
 #include <cstdint>
@@ -35,7 +42,7 @@ constexpr std::size_t max_rpc_keys = 1000;
 constexpr std::size_t max_trailer_bytes = 4 * 1024 * 1024;
 
 struct rpc_target {
-    std::string op;  // shard, meta, list, bucket
+    std::string op;  // shard, trim, meta, list, bucket
     std::string bucket;
     std::string key;
 };
@@ -83,8 +90,10 @@ base::result<std::vector<std::string>> decode_key_list(std::string_view body);
 
 struct meta_reply {
     enum class state : std::uint8_t { absent = 0, present = 1, failed = 2 } kind = state::absent;
-    shard_meta meta;  // when present
+    std::vector<shard_meta> versions;  // when present: newest first (with their `damaged` marks)
 };
+// The most versions of one key a node answers with.
+constexpr std::size_t max_versions_per_key = 64;
 std::string encode_meta_replies(std::span<const meta_reply> replies);
 base::result<std::vector<meta_reply>> decode_meta_replies(std::string_view body,
                                                           std::size_t expected);

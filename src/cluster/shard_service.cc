@@ -181,15 +181,69 @@ private:
 };
 
 base::result<shard_meta> meta_of(const store::object_record& record) {
-    for (const auto& [name, value] : record.headers)
-        if (name == shard_header) return decode_shard_meta(value);
-    return base::fail(base::errc::data_corrupted, "a record without its shard record");
+    bool damaged = false;
+    std::optional<base::result<shard_meta>> meta;
+    for (const auto& [name, value] : record.headers) {
+        if (name == shard_header) meta = decode_shard_meta(value);
+        if (name == damaged_header) damaged = true;
+    }
+    if (!meta) return base::fail(base::errc::data_corrupted, "a record without its shard record");
+    if (*meta) (*meta)->damaged = damaged;
+    return std::move(*meta);
+}
+
+bool absent_code(base::errc code) {
+    return code == base::errc::no_such_key || code == base::errc::no_such_bucket ||
+           code == base::errc::no_such_version;
+}
+
+// The key's shard versions on this node, newest stamp first (the version ids are the stamps' texts).
+io::task<base::result<std::vector<store::object_record>>> shard_versions(store::object_store& local,
+                                                                         std::string bucket,
+                                                                         std::string key) {
+    std::vector<store::object_record> out;
+    if (!local.bucket_exists(bucket)) co_return out;
+    store::list_request request;
+    request.bucket = bucket;
+    request.prefix = key;
+    request.max_keys = max_versions_per_key;
+    auto page = co_await local.list_versions(std::move(request));
+    if (!page) co_return page.as_failure();
+    for (const auto& e : page->entries) {
+        if (e.is_prefix || e.name != key || e.delete_marker) continue;
+        auto record = co_await local.head_version(bucket, key, e.version_id);
+        if (!record) {
+            if (absent_code(record.code())) continue;  // removed meanwhile
+            co_return record.as_failure();
+        }
+        out.push_back(std::move(*record));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const store::object_record& a, const store::object_record& b) {
+                  return a.etag > b.etag;
+              });
+    co_return out;
 }
 
 }  // namespace
 
-shard_service::shard_service(store::object_store& local, auth::credentials root, std::string region)
-    : _local(local) {
+io::task<void> mark_damaged(store::object_store& local, std::string bucket, std::string key,
+                            std::string version_id) {
+    auto mark = [](store::object_record& r) -> base::result<void> {
+        for (const auto& h : r.headers)
+            if (h.first == damaged_header) return {};
+        r.headers.emplace_back(damaged_header, "1");
+        return {};
+    };
+    auto marked = co_await local.update_version(bucket, key, version_id, mark);
+    if (!marked && !absent_code(marked.code()))
+        LOG_WARN("shard %s/%s: cannot mark version %s damaged: %s", bucket.c_str(), key.c_str(),
+                 version_id.c_str(), marked.err().message.c_str());
+}
+
+shard_service::shard_service(store::object_store& local, auth::credentials root, std::string region,
+                             stamp_clock* clock)
+    : _local(local), _clock(clock) {
     _root.add(std::move(root));
     _verify.region = std::move(region);
 }
@@ -225,6 +279,8 @@ io::task<void> shard_service::handle(http::exchange& ex) {
         co_await get_shard(ex, *target);
     else if (target->op == "shard" && method == "DELETE")
         co_await remove_shard(ex, *target);
+    else if (target->op == "trim" && method == "POST")
+        co_await trim(ex, *target);
     else if (target->op == "meta" && method == "POST")
         co_await meta(ex, *target);
     else if (target->op == "list" && method == "GET")
@@ -236,11 +292,16 @@ io::task<void> shard_service::handle(http::exchange& ex) {
             ex, base::error{base::errc::method_not_allowed, "no such cluster request"});
 }
 
+// A shard bucket keeps versions: a new version of a key's shard goes beside the older ones.
 io::task<base::result<void>> shard_service::ensure_bucket(const std::string& bucket) {
-    if (_local.bucket_exists(bucket)) co_return base::result<void>{};
-    auto made = co_await _local.create_bucket(bucket);
-    if (!made && made.code() != base::errc::bucket_already_owned_by_you) co_return made;
-    co_return base::result<void>{};
+    if (_local.bucket_has_attribute(bucket, store::versioning_attribute))
+        co_return base::result<void>{};
+    if (!_local.bucket_exists(bucket)) {
+        auto made = co_await _local.create_bucket(bucket);
+        if (!made && made.code() != base::errc::bucket_already_owned_by_you) co_return made;
+    }
+    co_return co_await _local.set_bucket_attribute(bucket, store::versioning_attribute,
+                                                   std::string("Enabled"));
 }
 
 io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& target) {
@@ -251,6 +312,7 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
         co_await answer_error(ex, head.err());
         co_return;
     }
+    if (_clock) _clock->observe(head->version);
     if (auto made = co_await ensure_bucket(target.bucket); !made) {
         co_await answer_error(ex, made.err());
         co_return;
@@ -260,6 +322,7 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
     request.key = target.key;
     request.size_bytes = head->layout().shard_bytes();
     request.max_size_bytes = *request.size_bytes;
+    request.version_id = head->version.text();
     // Entity tags begin with the stamp: below "<stamp>" is an older version; below "<bound>~" is a
     // version at most the bound ('~' sorts after the kind and every digit that follow a stamp).
     request.conditions.if_etag_below = head->accept.kind == acceptance::rule::newer
@@ -286,14 +349,15 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
     co_await answer_error(ex, stored.err());
 }
 
-// The node holds another version: the same one (a repeated upload) counts as stored; otherwise 409
-// with the version it holds.
+// The node holds a newer version (or, for a conditional write, one past its bound): a repeated upload
+// of a version it already holds counts as stored; otherwise 409 with the newest version it holds.
 io::task<void> shard_service::answer_refused(http::exchange& ex, const rpc_target& target,
                                              const std::string& version_text) {
+    auto same = co_await _local.head_version(target.bucket, target.key, version_text);
     auto current = co_await _local.head(target.bucket, target.key);
     std::string held = current ? current->etag.substr(0, stamp::text_bytes) : std::string();
     if (!ex.body().finished()) ex.close_after();
-    if (held == version_text) {
+    if (same) {
         co_await answer_ok(ex, {});
         co_return;
     }
@@ -314,21 +378,19 @@ io::task<void> shard_service::get_shard(http::exchange& ex, const rpc_target& ta
                                               "a shard read names stamp, first and count"});
         co_return;
     }
-    auto record = co_await _local.head(target.bucket, target.key);
+    const std::string version_id = wanted->text();
+    auto record = co_await _local.head_version(target.bucket, target.key, version_id);
     if (!record) {
-        co_await answer_error(ex, record.code() == base::errc::no_such_bucket
+        co_await answer_error(ex, absent_code(record.code())
                                       ? base::error{base::errc::no_such_key, "no such shard"}
                                       : record.err());
         co_return;
     }
     auto meta = meta_of(*record);
-    if (!meta) {
-        co_await answer_error(ex, meta.err());
-        co_return;
-    }
-    if (meta->version != *wanted) {
+    if (!meta || meta->damaged) {
         co_await answer_error(
-            ex, base::error{base::errc::precondition_failed, "the shard holds another version"});
+            ex, meta ? base::error{base::errc::data_corrupted, "the shard is damaged here"}
+                     : meta.err());
         co_return;
     }
     const stripe_layout layout = meta->layout();
@@ -353,18 +415,15 @@ io::task<void> shard_service::get_shard(http::exchange& ex, const rpc_target& ta
         !sent)
         co_return;
     if (bytes == 0) co_return;
-    auto read = co_await _local.get(target.bucket, target.key, plan, sink);
+    auto read = co_await _local.get_version(target.bucket, target.key, version_id, plan, sink);
     if (!read) {
         LOG_WARN("shard %s/%s: read failed after its answer began: %s", target.bucket.c_str(),
                  target.key.c_str(), read.err().message.c_str());
         ex.close_after();
         // Damaged bytes (or a data file gone): the record is withdrawn, so that healing, which the
         // reader asks for, rebuilds the shard from the others.
-        if (read.code() == base::errc::data_corrupted || read.code() == base::errc::not_found) {
-            store::write_conditions same;
-            same.if_match_etag = etag;
-            (void)co_await _local.remove(target.bucket, target.key, same);
-        }
+        if (read.code() == base::errc::data_corrupted || read.code() == base::errc::not_found)
+            co_await mark_damaged(_local, target.bucket, target.key, version_id);
     }
 }
 
@@ -374,26 +433,35 @@ io::task<void> shard_service::remove_shard(http::exchange& ex, const rpc_target&
         co_await answer_error(ex, base::error{base::errc::invalid_argument, "a stamp to remove"});
         co_return;
     }
-    auto record = co_await _local.head(target.bucket, target.key);
-    if (!record) {
-        if (record.code() == base::errc::no_such_key || record.code() == base::errc::no_such_bucket)
-            co_await answer_ok(ex, {});
-        else
-            co_await answer_error(ex, record.err());
-        co_return;
-    }
-    if (!record->etag.starts_with(wanted->text())) {
-        co_await answer_error(
-            ex, base::error{base::errc::precondition_failed, "the shard holds another version"});
-        co_return;
-    }
-    store::write_conditions same;
-    same.if_match_etag = record->etag;
-    auto removed = co_await _local.remove(target.bucket, target.key, same);
-    if (removed || removed.code() == base::errc::no_such_key)
+    auto removed = co_await _local.remove_version(target.bucket, target.key, wanted->text());
+    if (removed || absent_code(removed.code()))
         co_await answer_ok(ex, {});
     else
         co_await answer_error(ex, removed.err());
+}
+
+// Removes the versions older than `below`: a newer one is acknowledged (or healed) and stands.
+io::task<void> shard_service::trim(http::exchange& ex, const rpc_target& target) {
+    auto below = stamp::parse(query_value(ex.head().query, "below").value_or(""));
+    if (!below) {
+        co_await answer_error(ex, base::error{base::errc::invalid_argument, "trim needs below"});
+        co_return;
+    }
+    auto versions = co_await shard_versions(_local, target.bucket, target.key);
+    if (!versions) {
+        co_await answer_error(ex, versions.err());
+        co_return;
+    }
+    const std::string bound = below->text();
+    for (const auto& r : *versions) {
+        if (r.version_id >= bound) continue;
+        auto removed = co_await _local.remove_version(target.bucket, target.key, r.version_id);
+        if (!removed && !absent_code(removed.code())) {
+            co_await answer_error(ex, removed.err());
+            co_return;
+        }
+    }
+    co_await answer_ok(ex, {});
 }
 
 io::task<void> shard_service::meta(http::exchange& ex, const rpc_target& target) {
@@ -409,20 +477,15 @@ io::task<void> shard_service::meta(http::exchange& ex, const rpc_target& target)
     }
     std::vector<meta_reply> replies(keys->size());
     for (std::size_t i = 0; i < keys->size(); ++i) {
-        auto record = co_await _local.head(target.bucket, (*keys)[i]);
-        if (!record) {
-            const bool absent = record.code() == base::errc::no_such_key ||
-                                record.code() == base::errc::no_such_bucket;
-            replies[i].kind = absent ? meta_reply::state::absent : meta_reply::state::failed;
-            continue;
-        }
-        auto meta = meta_of(*record);
-        if (!meta) {
+        auto versions = co_await shard_versions(_local, target.bucket, (*keys)[i]);
+        if (!versions) {
             replies[i].kind = meta_reply::state::failed;
             continue;
         }
-        replies[i].kind = meta_reply::state::present;
-        replies[i].meta = std::move(*meta);
+        for (const auto& record : *versions)
+            if (auto meta = meta_of(record)) replies[i].versions.push_back(std::move(*meta));
+        replies[i].kind =
+            replies[i].versions.empty() ? meta_reply::state::absent : meta_reply::state::present;
     }
     co_await answer_ok(ex, encode_meta_replies(replies));
 }
@@ -440,7 +503,7 @@ io::task<void> shard_service::list(http::exchange& ex, const rpc_target& target)
         co_await answer_ok(ex, encode_listing(listing));
         co_return;
     }
-    auto page = co_await _local.list(std::move(request));
+    auto page = co_await _local.list_versions(std::move(request));
     if (!page) {
         co_await answer_error(ex, page.err());
         co_return;
@@ -448,8 +511,17 @@ io::task<void> shard_service::list(http::exchange& ex, const rpc_target& target)
     listing.truncated = page->truncated;
     for (auto& entry : page->entries) {
         auto summary = parse_shard_etag(entry.etag);
-        if (entry.is_prefix || !summary) continue;
+        if (entry.is_prefix || entry.delete_marker || !summary) continue;
         listing.entries.push_back({std::move(entry.name), std::move(*summary), entry.modified_ms});
+    }
+    // A page that stops inside a key's versions ends before that key instead, so that every key in
+    // it comes with all its versions (unless the key alone fills the page).
+    if (listing.truncated && !listing.entries.empty()) {
+        const std::string last = listing.entries.back().key;
+        auto first_of_last = std::find_if(listing.entries.begin(), listing.entries.end(),
+                                          [&](const listed_shard& e) { return e.key == last; });
+        if (first_of_last != listing.entries.begin())
+            listing.entries.erase(first_of_last, listing.entries.end());
     }
     co_await answer_ok(ex, encode_listing(listing));
 }
@@ -463,15 +535,15 @@ io::task<void> shard_service::drop_bucket(http::exchange& ex, const rpc_target& 
     store::list_request request;
     request.bucket = target.bucket;
     request.max_keys = max_rpc_keys;
-    auto page = co_await _local.list(std::move(request));
+    auto page = co_await _local.list_versions(std::move(request));
     if (!page) {
         co_await answer_error(ex, page.err());
         co_return;
     }
     for (const auto& entry : page->entries) {
         if (entry.is_prefix) continue;
-        auto removed = co_await _local.remove(target.bucket, entry.name, {});
-        if (!removed && removed.code() != base::errc::no_such_key) {
+        auto removed = co_await _local.remove_version(target.bucket, entry.name, entry.version_id);
+        if (!removed && !absent_code(removed.code())) {
             co_await answer_error(ex, removed.err());
             co_return;
         }

@@ -3,9 +3,11 @@
 // the node's own engine (store::object_store, the single-node engine on this node's drives), one
 // node-local bucket per cluster bucket, one record per key, and serves them back.
 //
-// A shard's record on the node is the engine's object record with the shard's bytes as its data, its
-// entity tag from shard_etag() (so the engine's ordered condition, if_etag_below, keeps the newest
-// version when writes cross) and its shard_meta in the header "fjord-shard". Every block is checked
+// A shard's record on the node is a version of the engine's object (the node-local bucket keeps
+// versions; the version id is the stamp's text) with the shard's bytes as its data, its entity tag from
+// shard_etag() (so the engine's ordered condition, if_etag_below, compared with the newest version,
+// refuses a write older than it) and its shard_meta in the header "fjord-shard". Older versions stay
+// until a trim: a write that fails below its quorum never takes the version before it away. Every block is checked
 // against the CRC32C it arrived with before the engine commits, and the engine's own block checksums
 // guard it on disk.
 //
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "auth/sigv4.h"
+#include "cluster/stamp.h"
 #include "http/connection.h"
 #include "io/task.h"
 #include "store/object_store.h"
@@ -24,18 +27,30 @@ namespace fjord::cluster {
 
 struct rpc_target;
 
-// The engine's header that holds a shard's shard_meta.
+// The engine's header that holds a shard's shard_meta, and the one that marks a damaged shard.
 inline constexpr const char* shard_header = "fjord-shard";
+inline constexpr const char* damaged_header = "fjord-damaged";
+
+// Marks a version of a shard damaged on this node (its bytes fail their checksums, or its data file is
+// gone). The record stays, so that the version still counts among those that reached their quorum;
+// readers skip it and healing rewrites it.
+io::task<void> mark_damaged(store::object_store& local, std::string bucket, std::string key,
+                            std::string version_id);
 
 class shard_service {
 public:
-    shard_service(store::object_store& local, auth::credentials root, std::string region);
+    // `clock`, when given, moves past the version of every shard stored here, so that this node's
+    // next write is ordered after every write it has seen (a client writing through one node and then
+    // another sees its later write win).
+    shard_service(store::object_store& local, auth::credentials root, std::string region,
+                  stamp_clock* clock = nullptr);
     io::task<void> handle(http::exchange& ex);
 
 private:
     io::task<void> put_shard(http::exchange& ex, const rpc_target& target);
     io::task<void> get_shard(http::exchange& ex, const rpc_target& target);
     io::task<void> remove_shard(http::exchange& ex, const rpc_target& target);
+    io::task<void> trim(http::exchange& ex, const rpc_target& target);
     io::task<void> meta(http::exchange& ex, const rpc_target& target);
     io::task<void> list(http::exchange& ex, const rpc_target& target);
     io::task<void> drop_bucket(http::exchange& ex, const rpc_target& target);
@@ -45,6 +60,7 @@ private:
     io::task<base::result<void>> ensure_bucket(const std::string& bucket);
 
     store::object_store& _local;
+    stamp_clock* _clock;
     auth::credential_store _root;
     auth::verify_options _verify;
 };

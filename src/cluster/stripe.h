@@ -66,6 +66,9 @@ struct shard_meta {
     // object.size_bytes is the object's size.
     store::object_record object;
     std::vector<std::uint32_t> block_crcs;  // this shard's blocks, one per stripe
+    // Not part of the record's encoding: the node found this shard's bytes damaged (they fail their
+    // checksums, or the data file is gone) and keeps the record, marked, until healing rewrites it.
+    bool damaged = false;
 
     stripe_layout layout() const { return {k, m, block_bytes, object.size_bytes}; }
 };

@@ -48,6 +48,8 @@ private:
     std::string _version;
     std::vector<unsigned> _candidates;  // holders, data shards first
     std::size_t _next_candidate = 0;
+    std::vector<unsigned> _passed_over;  // holders not tried because down or suspect
+    bool _insisting = false;             // trying those now
     std::vector<std::shared_ptr<shard_source>>
         _active;                                       // open downloads, carried to the next stripe
     std::vector<std::shared_ptr<shard_source>> _good;  // this stripe's good blocks (kept alive)

@@ -18,8 +18,11 @@ base::error answer_error(const peer_answer& a) {
     return base::error{e, a.body.substr(0, 512)};
 }
 
-io::task<void> open_upload(cluster_store* store, upload* u, std::string path, header_list headers) {
-    peer_pool* pool = store->usable(u->node) ? store->pool_for(u->node) : nullptr;
+// `insist`: try the node even when it is down in etcd's view or suspect (a second round, when the
+// write cannot reach its quorum without it: the view lags, and a suspect may be back).
+io::task<void> open_upload(cluster_store* store, upload* u, std::string path, header_list headers,
+                           bool insist) {
+    peer_pool* pool = insist || store->usable(u->node) ? store->pool_for(u->node) : nullptr;
     if (!pool) {
         u->kind = upload::state::failed;
         u->failure = base::error{base::errc::service_unavailable, "node " + u->node + " is down"};
@@ -101,16 +104,19 @@ io::task<base::result<streamed_version>> stream_version(
     streamed_version out;
     std::vector<upload>& ups = out.uploads;
     ups.resize(targets.size());
-    {
+    for (int round = 0; round < 2; ++round) {
+        if (round == 1 && count_in(ups, upload::state::open) >= needed) break;
         io::wait_group opening(std::max<std::size_t>(1, targets.size()));
         for (std::size_t t = 0; t < targets.size(); ++t) {
+            if (ups[t].kind == upload::state::open) continue;
+            ups[t] = upload{};
             ups[t].node = place.nodes[targets[t]];
             ups[t].index = targets[t];
             upload_head head{meta.version,     meta.kind,           place.k, place.m, targets[t],
                              meta.block_bytes, layout.object_bytes, accept};
             co_await opening.spawn(open_upload(&store, &ups[t],
                                                rpc_path("shard", place.shard_bucket, place.key),
-                                               upload_headers(head)));
+                                               upload_headers(head), round == 1));
         }
         co_await opening.wait();
     }
@@ -169,6 +175,17 @@ io::task<void> withdraw(cluster_store* store, std::string shard_bucket, std::str
         auto link = co_await pool->acquire();
         (void)co_await link->call("DELETE", rpc_path("shard", shard_bucket, key),
                                   "stamp=" + version.text(), {}, "");
+    }
+}
+
+io::task<void> trim(cluster_store* store, std::string shard_bucket, std::string key,
+                    std::vector<std::string> nodes, stamp below) {
+    for (const auto& node : nodes) {
+        peer_pool* pool = store->usable(node) ? store->pool_for(node) : nullptr;
+        if (!pool) continue;
+        auto link = co_await pool->acquire();
+        (void)co_await link->call("POST", rpc_path("trim", shard_bucket, key),
+                                  "below=" + below.text(), {}, "");
     }
 }
 

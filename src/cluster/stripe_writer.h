@@ -56,6 +56,11 @@ io::task<base::result<streamed_version>> stream_version(
 io::task<void> withdraw(cluster_store* store, std::string shard_bucket, std::string key,
                         std::vector<std::string> nodes, stamp version);
 
+// Removes the versions older than `below` from these nodes (best effort: the scanner finds what this
+// misses): `below` is acknowledged, or healed to full width, and stands.
+io::task<void> trim(cluster_store* store, std::string shard_bucket, std::string key,
+                    std::vector<std::string> nodes, stamp below);
+
 bool transport_failure(const base::error& e);
 
 }  // namespace fjord::cluster

@@ -179,12 +179,15 @@ TEST(Rpc, BodiesRoundTripAndRefuseDamage) {
 
     std::vector<meta_reply> replies(3);
     replies[1].kind = meta_reply::state::present;
-    replies[1].meta = sample_meta();
+    replies[1].versions = {sample_meta(), sample_meta()};
+    replies[1].versions[1].version.time -= 1;
     replies[2].kind = meta_reply::state::failed;
     auto r = decode_meta_replies(encode_meta_replies(replies), 3);
     ASSERT_TRUE(r);
     EXPECT_EQ((*r)[0].kind, meta_reply::state::absent);
-    EXPECT_EQ((*r)[1].meta.object.etag, "abc-1");
+    ASSERT_EQ((*r)[1].versions.size(), 2u);
+    EXPECT_EQ((*r)[1].versions[0].object.etag, "abc-1");
+    EXPECT_LT((*r)[1].versions[1].version, (*r)[1].versions[0].version);
     EXPECT_EQ((*r)[2].kind, meta_reply::state::failed);
     EXPECT_FALSE(decode_meta_replies(encode_meta_replies(replies), 2));
 
