@@ -135,13 +135,18 @@ io::task<void> run_cluster(const cluster_command* cmd, cluster_outcome* out,
             out->heal_request = *id;
             const std::int64_t deadline =
                 base::monotonic_now_ns() / 1'000'000 + cmd->timeout_s * 1000;
+            std::int64_t request = *id;
             for (bool first = true; cmd->wait; first = false) {
                 if (!first) co_await pause(500);
                 auto view = co_await cluster::read_view(etcd, cmd->cluster);
                 if (!view) continue;  // etcd busy: look again
                 out->view = std::move(*view);
-                // Done once every node scanned and nothing waits in a queue.
-                if (scans_done(out->view, *id) && below_full_width(out->view) == 0) break;
+                // Done once every node scanned and nothing is below full width any more. A scan
+                // that left something (a node was still coming back) is followed by another.
+                if (scans_done(out->view, request)) {
+                    if (below_full_width(out->view) == 0) break;
+                    if (auto again = co_await request_heal(etcd, cmd->cluster)) request = *again;
+                }
                 if (base::monotonic_now_ns() / 1'000'000 > deadline) {
                     out->timed_out = true;
                     break;

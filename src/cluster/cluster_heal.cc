@@ -81,6 +81,9 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
     const stamp decided = d->holders > 0 ? d->meta.version : stamp{};
     bool unreachable = false;
     std::vector<unsigned> targets = co_await heal_targets(this, place, by_node, *d, unreachable);
+    LOG_DEBUG("heal %s/%s (%c): version %s, %zu sound holders of %u, %zu targets%s",
+              place.bucket.c_str(), place.key.c_str(), place.space, decided.text().c_str(),
+              d->holders, place.width(), targets.size(), unreachable ? ", a node not settled" : "");
     if (d->holders == 0) co_return !unreachable;
     if (d->meta.kind == shard_kind::deleted && d->full_width && !unreachable &&
         now_ms - decided.unix_ms() > _options.tombstone_age_ms) {

@@ -46,6 +46,7 @@ std::optional<listed_shard> settle(const key_reports& reports, unsigned k, unsig
                                    unsigned unanswered) {
     for (const auto& [version, held] : reports.versions) {
         if (held.second.summary.kind == shard_kind::deleted) return std::nullopt;
+        if (held.second.summary.kind == shard_kind::manifest) return held.second;  // no bytes here
         if (held.first >= k || held.first + unanswered >= write_quorum) return held.second;
     }
     return std::nullopt;
@@ -144,6 +145,11 @@ private:
 }  // namespace
 
 io::task<base::result<store::list_page>> cluster_store::list(store::list_request request) {
+    co_return co_await list_shards('c', std::move(request));
+}
+
+io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
+                                                                    store::list_request request) {
     auto snap = snapshot();
     if (!snap->layout)
         co_return base::fail(base::errc::service_unavailable,
@@ -151,7 +157,8 @@ io::task<base::result<store::list_page>> cluster_store::list(store::list_request
     auto b = snap->buckets.find(request.bucket);
     if (b == snap->buckets.end())
         co_return base::fail(base::errc::no_such_bucket, "no such bucket");
-    const std::string path = rpc_path("list", shard_bucket(request.bucket, b->second.generation));
+    const std::string path =
+        rpc_path("list", shard_bucket(request.bucket, b->second.generation, space));
     std::vector<std::string> nodes;
     std::map<std::string, std::vector<std::size_t>> sets_of;  // node -> the sets it is in
     for (std::size_t s = 0; s < snap->layout->sets.size(); ++s)

@@ -180,7 +180,8 @@ base::result<read_decision> decide_version(const key_place& place,
             holders.sound.empty() ? holders.damaged.front() : holders.sound.front();
         const shard_meta& any = meta_on(any_node, version);
         const bool tombstone = any.kind == shard_kind::deleted;
-        if (!tombstone && holders.sound.size() < place.k) {
+        // A tombstone or a manifest has no bytes here: one sound record of it is enough.
+        if (any.kind == shard_kind::object && holders.sound.size() < place.k) {
             if (holders.sound.size() + holders.damaged.size() + unanswered >= place.write_quorum())
                 return base::fail(base::errc::service_unavailable,
                                   "the key's newest version cannot be read from the nodes that "
@@ -279,7 +280,7 @@ io::task<base::result<store::object_record>> cluster_store::get(std::string buck
         co_await operations().acquire();
         io::semaphore::permit admitted(operations());
         FJORD_CO_TRY(
-            co_await read_range(*where, *decision, (*range)->first, (*range)->length, sink));
+            co_await read_object(*where, *decision, (*range)->first, (*range)->length, sink));
     }
     co_return decision->meta.object;
 }
@@ -428,12 +429,12 @@ private:
 }  // namespace
 
 io::task<void> cluster_store::read_into(
-    key_place place, read_decision decision, byte_pipe* pipe,
+    key_place place, read_decision decision, store::byte_range range, byte_pipe* pipe,
     const std::function<void(std::span<const std::byte>)>* observe) {
     base::result<void> outcome;
-    if (decision.meta.object.size_bytes > 0) {
+    if (range.length > 0) {
         observing_sink sink(*pipe, *observe);
-        outcome = co_await read_range(place, decision, 0, decision.meta.object.size_bytes, sink);
+        outcome = co_await read_object(place, decision, range.first, range.length, sink);
     }
     pipe->finish(std::move(outcome));
 }
@@ -463,7 +464,9 @@ io::task<base::result<store::object_record>> cluster_store::copy(store::copy_req
     };
     byte_pipe pipe;
     io::wait_group reading(1);
-    co_await reading.spawn(read_into(*from, *decision, &pipe, &planned->observe));
+    co_await reading.spawn(read_into(*from, *decision,
+                                     store::byte_range{0, decision->meta.object.size_bytes}, &pipe,
+                                     &planned->observe));
     auto written = co_await write_version(*to, &pipe, decision->meta.object.size_bytes, finish,
                                           shard_kind::object, version->first, version->second);
     pipe.close();

@@ -132,6 +132,7 @@ base::result<key_place> cluster_store::place(const std::string& bucket,
     p.bucket = bucket;
     p.shard_bucket = shard_bucket(bucket, b->second.generation);
     p.key = key;
+    p.object_key = key;
     p.k = snap.layout->shape.k;
     p.m = snap.layout->shape.m;
     p.block_bytes = snap.layout->block_bytes;
@@ -151,7 +152,7 @@ void cluster_store::queue_heal(const key_place& place) {
         ++_heal_dropped;
         return;
     }
-    heal_items.push_back({place.bucket, place.key});
+    heal_items.push_back({place.bucket, place.object_key, place.space, place.key});
     _heal_queued = heal_items.size();
 }
 
@@ -283,43 +284,6 @@ io::task<base::result<store::object_record>> cluster_store::update(std::string, 
                                                                    store::record_editor,
                                                                    store::write_conditions) {
     co_return not_yet("changing an object's tags or ACL");
-}
-
-io::task<base::result<std::string>> cluster_store::create_upload(std::string, std::string,
-                                                                 store::object_record,
-                                                                 std::string) {
-    co_return not_yet("multipart upload");
-}
-
-io::task<base::result<store::upload_record>> cluster_store::get_upload(std::string, std::string,
-                                                                       std::string) {
-    co_return base::fail(base::errc::no_such_upload, "no such upload");
-}
-
-io::task<base::result<store::part_record>> cluster_store::upload_part(store::part_request,
-                                                                      store::byte_source&,
-                                                                      store::part_finisher) {
-    co_return base::fail(base::errc::no_such_upload, "no such upload");
-}
-
-io::task<base::result<store::part_record>> cluster_store::copy_part(store::part_copy_request,
-                                                                    store::part_copy_planner) {
-    co_return base::fail(base::errc::no_such_upload, "no such upload");
-}
-
-io::task<base::result<store::object_record>> cluster_store::complete_upload(
-    std::string, std::string, std::string, store::upload_finalizer, store::write_conditions) {
-    co_return base::fail(base::errc::no_such_upload, "no such upload");
-}
-
-io::task<base::result<void>> cluster_store::abort_upload(std::string, std::string, std::string) {
-    co_return base::fail(base::errc::no_such_upload, "no such upload");
-}
-
-io::task<base::result<std::vector<store::upload_record>>> cluster_store::list_uploads(
-    std::string bucket, std::string, std::string, std::string, std::uint32_t) {
-    if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
-    co_return std::vector<store::upload_record>{};
 }
 
 }  // namespace fjord::cluster

@@ -25,8 +25,11 @@
 // Buckets and their attributes live in etcd; every core keeps the latest snapshot (publish()), and a
 // change made here is applied on this node's cores before it is acknowledged.
 //
-// Not built yet (answered not_implemented): multipart uploads, versioning, KV buckets, in-place record
-// updates (object tagging and ACLs).
+//  - multipart uploads (multipart.cc): an upload's record and each part are objects of their own, in
+//    namespaces of the bucket kept in the set of the object's key; completing writes a manifest
+//    version of the key that lists its parts, so no byte is copied.
+// Not built yet (answered not_implemented): versioning, KV buckets, in-place record updates (object
+// tagging and ACLs).
 //
 // Threading: one object shared by every core; each core has its own state (snapshot, connection
 // pools, etcd client, admission), created by attach_core() on that core's reactor thread.
@@ -55,6 +58,7 @@
 namespace fjord::cluster {
 
 class byte_pipe;
+struct upload;
 
 struct cluster_store_options {
     std::string cluster = "fjord";
@@ -102,7 +106,9 @@ struct cluster_snapshot {
 struct key_place {
     std::string bucket;        // the cluster bucket
     std::string shard_bucket;  // the node-local bucket of its shards
-    std::string key;
+    std::string key;         // the key there (an object's, or an upload's or part's: multipart.cc)
+    char space = 'c';        // the namespace (stripe.h, shard_bucket)
+    std::string object_key;  // the object key the set was chosen by
     unsigned k = 0, m = 0;
     std::uint32_t block_bytes = 0;
     std::vector<std::string> nodes;  // shard i's node is nodes[i]
@@ -200,6 +206,10 @@ public:
 
     // ---- the cluster's own steps (healer, CLI, tests) ----
     base::result<key_place> place(const std::string& bucket, const std::string& key) const;
+    // Where a key of a namespace (stripe.h, shard_bucket) lives: in the set of the object key it
+    // belongs to.
+    base::result<key_place> place_in(char space, const std::string& bucket,
+                                     const std::string& object_key, std::string local_key) const;
     // Asks every node of the set for its record of the key and settles on a version.
     io::task<base::result<read_decision>> quorum_read(key_place place);
     // Each node's records of these keys (one request per node), by node then key; a node that
@@ -212,7 +222,9 @@ public:
     // Objects written below full width since start, waiting for the healer (core 0's queue).
     struct heal_item {
         std::string bucket;
-        std::string key;
+        std::string object_key;
+        char space = 'c';
+        std::string key;  // in the namespace
     };
     std::vector<heal_item> take_heal_queue(std::size_t max);
     std::size_t heal_queue_length() const { return _heal_queued.load(); }
@@ -241,7 +253,10 @@ private:
     // Writes one version (data from `body`, or a tombstone) to every node of the place.
     io::task<base::result<store::object_record>> write_version(
         const key_place& place, store::byte_source* body, std::uint64_t size_bytes,
-        const store::record_finisher& finish, shard_kind kind, acceptance accept, stamp version);
+        const store::record_finisher& finish, shard_kind kind, acceptance accept, stamp version,
+        std::string upload_id = {}, std::vector<manifest_part> parts = {});
+    base::failure write_failed(const key_place& place, const std::vector<upload>& ups,
+                               acceptance accept, stamp version);
     io::task<base::result<std::optional<stamp>>> current_for_condition(
         const key_place& place, const store::write_conditions& conditions);
     // How a write is accepted and its new version: after the quorum read its conditions need.
@@ -250,7 +265,23 @@ private:
     io::task<base::result<void>> read_range(const key_place& place, const read_decision& decision,
                                             std::uint64_t first, std::uint64_t length,
                                             store::byte_sink& sink);
-    io::task<void> read_into(key_place place, read_decision decision, byte_pipe* pipe,
+    // read_range of an object's stripes, or of a manifest's parts (each an object of its own).
+    io::task<base::result<void>> read_object(const key_place& place, const read_decision& decision,
+                                             std::uint64_t first, std::uint64_t length,
+                                             store::byte_sink& sink);
+    // The shards of a namespace ('c', 'u', 'p': stripe.h, shard_bucket) of a bucket, merged across
+    // the nodes (list()'s work).
+    io::task<base::result<store::list_page>> list_shards(char space, store::list_request request);
+    // A small object of the cluster's own (an upload's record), whole; nullopt when absent.
+    io::task<base::result<std::optional<std::string>>> read_small(key_place place);
+    // Removes every version of a key from its set's nodes (best effort; the scanner finds leftovers).
+    io::task<void> purge(key_place place);
+    // An upload's record, with its parts when asked.
+    io::task<base::result<store::upload_record>> load_upload(std::string bucket, std::string key,
+                                                             std::string upload_id,
+                                                             bool with_parts);
+    io::task<void> read_into(key_place place, read_decision decision, store::byte_range range,
+                             byte_pipe* pipe,
                              const std::function<void(std::span<const std::byte>)>* observe);
 
     cluster_store_options _options;

@@ -119,7 +119,8 @@ io::task<base::result<std::string>> read_unsized(store::byte_source& body, std::
 
 io::task<base::result<store::object_record>> cluster_store::write_version(
     const key_place& place, store::byte_source* body, std::uint64_t size_bytes,
-    const store::record_finisher& finish, shard_kind kind, acceptance accept, stamp version) {
+    const store::record_finisher& finish, shard_kind kind, acceptance accept, stamp version,
+    std::string upload_id, std::vector<manifest_part> parts) {
     const unsigned n = place.width();
     auto code = erasure_code::make(place.k, place.m);
     if (!code) co_return code.as_failure();
@@ -130,13 +131,15 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
     meta.m = place.m;
     meta.block_bytes = place.block_bytes;
     meta.object.size_bytes = size_bytes;
+    meta.upload_id = std::move(upload_id);
+    meta.parts = std::move(parts);
     const stripe_layout layout = meta.layout();
     if (body && size_bytes == 0) FJORD_CO_TRY(co_await expect_end(*body));
     std::optional<body_feed> feed;
     if (body) feed.emplace(*body, layout, *code);
     // Once the last stripe is sent, the front end builds the record.
     auto complete = [&](shard_meta& m) -> base::result<void> {
-        if (kind == shard_kind::object) {
+        if (kind != shard_kind::deleted) {
             auto built = finish(store::written_data{
                 size_bytes, feed ? std::span<const std::uint32_t>(feed->data_crcs)
                                  : std::span<const std::uint32_t>()});
@@ -167,6 +170,13 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
         if (stored < n) queue_heal(place);
         co_return streamed->meta.object;
     }
+    co_return write_failed(place, ups, accept, version);
+}
+
+// A write that did not reach its quorum: withdrawn from the nodes that stored it; the answer says why.
+base::failure cluster_store::write_failed(const key_place& place, const std::vector<upload>& ups,
+                                          acceptance accept, stamp version) {
+    const std::size_t stored = count_in(ups, upload::state::stored);
     std::vector<std::string> holders;
     for (const auto& u : ups)
         if (u.kind == upload::state::stored) holders.push_back(u.node);
@@ -176,16 +186,15 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
         for (const auto& u : ups)  // a retry is then ordered after what refused this one
             if (auto held = stamp::parse(u.held)) _clock.observe(*held);
         if (accept.kind == acceptance::rule::at_most)
-            co_return base::fail(base::errc::precondition_failed,
-                                 "another write to the key came first");
-        co_return base::fail(base::errc::slow_down,
-                             "a newer write to the key crossed this one: try again");
+            return base::fail(base::errc::precondition_failed,
+                              "another write to the key came first");
+        return base::fail(base::errc::slow_down,
+                          "a newer write to the key crossed this one: try again");
     }
-    co_return base::fail(base::errc::service_unavailable,
-                         "only " + std::to_string(stored) + " of " + std::to_string(n) +
-                             " nodes of the set stored the write (" +
-                             std::to_string(place.write_quorum()) +
-                             " needed): " + first_failure(ups));
+    return base::fail(base::errc::service_unavailable,
+                      "only " + std::to_string(stored) + " of " + std::to_string(place.width()) +
+                          " nodes of the set stored the write (" +
+                          std::to_string(place.write_quorum()) + " needed): " + first_failure(ups));
 }
 
 // The version a conditional write must not have been preceded by (nullopt: the key is absent), or the

@@ -114,8 +114,8 @@ io::task<void> healer::drain_queue(bool everything_due) {
     std::set<std::pair<std::string, std::string>> seen;
     for (auto& item : items) {
         if (stopping()) break;
-        if (!seen.insert({item.bucket, item.key}).second) continue;
-        auto place = _cluster.place(item.bucket, item.key);
+        if (!seen.insert({item.bucket, std::string(1, item.space) + item.key}).second) continue;
+        auto place = _cluster.place_in(item.space, item.bucket, item.object_key, item.key);
         if (!place) continue;  // the bucket is gone
         auto healed = co_await _cluster.heal_key(*place);
         if (healed && *healed) {
@@ -136,10 +136,11 @@ io::task<void> healer::scan() {
     _paced_keys = 0;
     _verified_bytes = 0;
     auto snap = _cluster.snapshot();
-    for (const auto& [name, b] : snap->buckets) {
-        if (stopping()) co_return;
-        co_await scan_bucket(name, shard_bucket(name, b.generation));
-    }
+    for (const auto& [name, b] : snap->buckets)
+        for (char space : {'c', 'u', 'p'}) {  // objects, upload records, parts
+            if (stopping()) co_return;
+            co_await scan_bucket(name, space, shard_bucket(name, b.generation, space));
+        }
     _scan_finished_ms = base::unix_now_ms();
     ++_scans;
     _completed_request = request;
@@ -154,7 +155,7 @@ io::task<void> healer::scan() {
             static_cast<unsigned long long>(_scan_unreachable.load()));
 }
 
-io::task<void> healer::scan_bucket(std::string bucket, std::string shard_bucket) {
+io::task<void> healer::scan_bucket(std::string bucket, char space, std::string shard_bucket) {
     if (!_local.bucket_exists(shard_bucket)) co_return;
     std::string after;
     for (;;) {
@@ -169,29 +170,31 @@ io::task<void> healer::scan_bucket(std::string bucket, std::string shard_bucket)
         for (const auto& e : page->entries)
             if (!e.is_prefix) keys.push_back(e.name);
         after = page->entries.back().name;
-        co_await scan_keys(bucket, shard_bucket, std::move(keys));
+        co_await scan_keys(bucket, space, std::move(keys));
         if (!page->truncated) co_return;
     }
 }
 
-io::task<void> healer::scan_keys(std::string bucket, std::string shard_bucket,
-                                 std::vector<std::string> keys) {
+io::task<void> healer::scan_keys(std::string bucket, char space, std::vector<std::string> keys) {
+    // A key of the upload and part namespaces is "<object key>\0...": its set is the object key's.
+    auto place_of = [&](const std::string& key) {
+        return _cluster.place_in(space, bucket, key.substr(0, key.find('\0')), key);
+    };
     // One batch of record reads per set.
     std::map<std::vector<std::string>, std::vector<std::string>> by_set;
     for (auto& key : keys) {
-        auto place = _cluster.place(bucket, key);
+        auto place = place_of(key);
         if (!place) co_return;  // the bucket went away
         by_set[place->nodes].push_back(std::move(key));
     }
-    (void)shard_bucket;
     for (auto& [nodes, set_keys] : by_set) {
-        auto first = _cluster.place(bucket, set_keys.front());
+        auto first = place_of(set_keys.front());
         if (!first) co_return;
         auto reports = co_await _cluster.read_records(*first, set_keys);
         for (std::size_t j = 0; j < set_keys.size(); ++j) {
             if (stopping()) co_return;
             ++_scan_keys;
-            auto place = _cluster.place(bucket, set_keys[j]);
+            auto place = place_of(set_keys[j]);
             if (!place) co_return;
             std::vector<node_report> by_node;
             for (auto& node : reports) by_node.push_back(std::move(node[j]));

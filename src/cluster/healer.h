@@ -52,9 +52,8 @@ private:
     // Heals what the queue holds (a batch, and the deferred items due; with everything_due, all).
     io::task<void> drain_queue(bool everything_due);
     io::task<void> scan();
-    io::task<void> scan_bucket(std::string bucket, std::string shard_bucket);
-    io::task<void> scan_keys(std::string bucket, std::string shard_bucket,
-                             std::vector<std::string> keys);
+    io::task<void> scan_bucket(std::string bucket, char space, std::string shard_bucket);
+    io::task<void> scan_keys(std::string bucket, char space, std::vector<std::string> keys);
     io::task<bool> verify_local(const key_place& place, const shard_meta& meta);
     io::task<void> pace_keys(std::size_t keys);
 

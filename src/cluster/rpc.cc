@@ -79,7 +79,8 @@ base::result<upload_head> parse_upload_head(std::string_view stamp_text,
     int end = 0;
     if (std::sscanf(layout.c_str(), "%c %u %u %u %u %llu%n", &kind, &k, &m, &index, &block, &bytes,
                     &end) != 6 ||
-        static_cast<std::size_t>(end) != layout.size() || (kind != 'o' && kind != 'd'))
+        static_cast<std::size_t>(end) != layout.size() ||
+        (kind != 'o' && kind != 'd' && kind != 'm'))
         return base::fail(base::errc::invalid_argument, "a malformed x-fjord-layout");
     head.kind = static_cast<shard_kind>(kind);
     head.k = k, head.m = m, head.index = index, head.block_bytes = block, head.object_bytes = bytes;

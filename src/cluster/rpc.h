@@ -71,9 +71,12 @@ struct upload_head {
     std::uint32_t block_bytes = default_block_bytes;
     std::uint64_t object_bytes = 0;
     acceptance accept;
-    stripe_layout layout() const { return {k, m, block_bytes, object_bytes}; }
+    stripe_layout layout() const {
+        return {k, m, block_bytes, kind == shard_kind::object ? object_bytes : 0};
+    }
 };
-// As headers: x-fjord-stamp, x-fjord-layout ("kind k m index block_bytes object_bytes"),
+// As headers: x-fjord-stamp, x-fjord-layout ("kind k m index block_bytes object_bytes"; the object's
+// size, which only an object's shards stripe),
 // x-fjord-accept.
 std::vector<std::pair<std::string, std::string>> upload_headers(const upload_head& head);
 base::result<upload_head> parse_upload_head(std::string_view stamp_text,

@@ -14,6 +14,31 @@ constexpr std::uint8_t meta_format = 1;
 constexpr std::uint32_t min_block_bytes = 64;
 constexpr std::uint32_t max_block_bytes = 16 * 1024 * 1024;
 
+constexpr std::uint32_t max_manifest_parts = 10'000;
+
+// A manifest's upload and parts: ascending part numbers whose sizes add up to the object's.
+base::result<void> decode_parts(store::decoder& d, shard_meta& meta) {
+    meta.upload_id = d.str();
+    const std::uint32_t n = d.u32();
+    if (!d.ok() || n > max_manifest_parts)
+        return base::fail(base::errc::invalid_argument, "a manifest with too many parts");
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 0; i < n && d.ok(); ++i) {
+        manifest_part p;
+        p.number = d.u32();
+        p.version.time = d.u64();
+        p.version.node = d.u32();
+        p.size_bytes = d.u64();
+        if (!meta.parts.empty() && p.number <= meta.parts.back().number)
+            return base::fail(base::errc::invalid_argument, "a manifest's parts out of order");
+        total += p.size_bytes;
+        meta.parts.push_back(p);
+    }
+    if (d.ok() && total != meta.object.size_bytes)
+        return base::fail(base::errc::invalid_argument, "a manifest's parts do not add up");
+    return {};
+}
+
 }  // namespace
 
 std::uint64_t stripe_layout::stripes() const {
@@ -58,6 +83,16 @@ std::string encode_shard_meta(const shard_meta& meta) {
     e.str(encoded_object);
     e.u32(static_cast<std::uint32_t>(meta.block_crcs.size()));
     for (std::uint32_t crc : meta.block_crcs) e.u32(crc);
+    if (meta.kind == shard_kind::manifest) {
+        e.str(meta.upload_id);
+        e.u32(static_cast<std::uint32_t>(meta.parts.size()));
+        for (const auto& p : meta.parts) {
+            e.u32(p.number);
+            e.u64(p.version.time);
+            e.u32(p.version.node);
+            e.u64(p.size_bytes);
+        }
+    }
     return out;
 }
 
@@ -79,18 +114,18 @@ base::result<shard_meta> decode_shard_meta(std::string_view bytes) {
     const std::uint32_t crcs = d.u32();
     if (!d.ok() || !decoded)
         return base::fail(base::errc::invalid_argument, "truncated shard record");
-    if (kind != 'o' && kind != 'd')
+    if (kind != 'o' && kind != 'd' && kind != 'm')
         return base::fail(base::errc::invalid_argument, "unknown shard kind");
     meta.kind = static_cast<shard_kind>(kind);
     if (meta.k < 1 || meta.k + meta.m > max_stripe_width || meta.index >= meta.k + meta.m)
         return base::fail(base::errc::invalid_argument, "bad geometry in a shard record");
     if (meta.block_bytes < min_block_bytes || meta.block_bytes > max_block_bytes)
         return base::fail(base::errc::invalid_argument, "bad block size in a shard record");
-    const std::uint64_t stripes = meta.kind == shard_kind::deleted ? 0 : meta.layout().stripes();
-    if (crcs != stripes)
+    if (crcs != meta.layout().stripes())
         return base::fail(base::errc::invalid_argument, "the shard record's CRCs do not match");
     meta.block_crcs.resize(crcs);
     for (auto& crc : meta.block_crcs) crc = d.u32();
+    if (meta.kind == shard_kind::manifest) FJORD_TRY(decode_parts(d, meta));
     if (!d.ok() || !d.at_end())
         return base::fail(base::errc::invalid_argument, "truncated shard record");
     return meta;
@@ -105,7 +140,7 @@ std::optional<shard_summary> parse_shard_etag(std::string_view etag) {
     if (etag.size() < stamp::text_bytes + 3) return std::nullopt;
     auto version = stamp::parse(etag.substr(0, stamp::text_bytes));
     const char kind = etag[stamp::text_bytes];
-    if (!version || (kind != 'o' && kind != 'd')) return std::nullopt;
+    if (!version || (kind != 'o' && kind != 'd' && kind != 'm')) return std::nullopt;
     std::string_view rest = etag.substr(stamp::text_bytes + 1);
     const std::size_t colon = rest.find(':');
     if (colon == std::string_view::npos) return std::nullopt;
@@ -115,8 +150,8 @@ std::optional<shard_summary> parse_shard_etag(std::string_view etag) {
                          std::string(rest.substr(colon + 1))};
 }
 
-std::string shard_bucket(std::string_view bucket, std::string_view generation) {
-    return "c." + std::string(bucket) + "." + std::string(generation);
+std::string shard_bucket(std::string_view bucket, std::string_view generation, char space) {
+    return std::string(1, space) + "." + std::string(bucket) + "." + std::string(generation);
 }
 
 }  // namespace fjord::cluster

@@ -51,8 +51,18 @@ struct stripe_layout {
 };
 
 enum class shard_kind : char {
-    object = 'o',   // the object's data
-    deleted = 'd',  // a tombstone: the key was deleted at this version
+    object = 'o',    // the object's data
+    deleted = 'd',   // a tombstone: the key was deleted at this version
+    manifest = 'm',  // an object made by a multipart upload: its parts, objects of their own
+};
+
+// A part of an object made by a multipart upload: the part's own object (stripe.h's layout, in the
+// bucket's parts namespace) at this version.
+struct manifest_part {
+    std::uint32_t number = 0;
+    stamp version;
+    std::uint64_t size_bytes = 0;
+    bool operator==(const manifest_part&) const = default;
 };
 
 struct shard_meta {
@@ -66,16 +76,23 @@ struct shard_meta {
     // object.size_bytes is the object's size.
     store::object_record object;
     std::vector<std::uint32_t> block_crcs;  // this shard's blocks, one per stripe
+    // A manifest's upload and parts, in order (the object's bytes are theirs, one after the other).
+    std::string upload_id;
+    std::vector<manifest_part> parts;
     // Not part of the record's encoding: the node found this shard's bytes damaged (they fail their
     // checksums, or the data file is gone) and keeps the record, marked, until healing rewrites it.
     bool damaged = false;
 
-    stripe_layout layout() const { return {k, m, block_bytes, object.size_bytes}; }
+    // The bytes this version's shards stripe: none but an object's.
+    stripe_layout layout() const {
+        return {k, m, block_bytes, kind == shard_kind::object ? object.size_bytes : 0};
+    }
 };
 
 std::string encode_shard_meta(const shard_meta& meta);
 // Checks what a node relies on: a known kind, 1 <= k, k + m <= 32, index < k + m, a block size of 64 B
-// to 16 MiB, and one CRC per stripe (none for a tombstone, which has no bytes).
+// to 16 MiB, one CRC per stripe (none for a tombstone or a manifest, which have no bytes), and a
+// manifest's parts in ascending order (at most 10,000).
 base::result<shard_meta> decode_shard_meta(std::string_view bytes);
 
 // The entity tag of a shard's record on its node: the stamp's 24 hex digits, the kind, then the object's
@@ -91,8 +108,9 @@ struct shard_summary {
 };
 std::optional<shard_summary> parse_shard_etag(std::string_view etag);
 
-// The name of the node-local bucket that holds the shards of a cluster bucket: the bucket's name and
-// its generation (a bucket deleted and made again starts afresh).
-std::string shard_bucket(std::string_view bucket, std::string_view generation);
+// The name of the node-local bucket that holds the shards of a cluster bucket: a namespace letter ('c'
+// its objects, 'u' its multipart uploads' records, 'p' their parts), the bucket's name and its
+// generation (a bucket deleted and made again starts afresh).
+std::string shard_bucket(std::string_view bucket, std::string_view generation, char space = 'c');
 
 }  // namespace fjord::cluster

@@ -78,6 +78,30 @@ void abort_all(std::vector<upload>& ups) {
     }
 }
 
+// Opens an upload to each target: those down or suspect only in a second round, when the first
+// leaves fewer than `needed` open.
+io::task<void> open_uploads(cluster_store& store, const key_place& place,
+                            const std::vector<unsigned>& targets, const shard_meta& meta,
+                            acceptance accept, std::size_t needed, std::vector<upload>& ups) {
+    for (int round = 0; round < 2; ++round) {
+        if (round == 1 && count_in(ups, upload::state::open) >= needed) break;
+        io::wait_group opening(std::max<std::size_t>(1, targets.size()));
+        for (std::size_t t = 0; t < targets.size(); ++t) {
+            if (ups[t].kind == upload::state::open) continue;
+            ups[t] = upload{};
+            ups[t].node = place.nodes[targets[t]];
+            ups[t].index = targets[t];
+            upload_head head{
+                meta.version,           meta.kind, place.k, place.m, targets[t], meta.block_bytes,
+                meta.object.size_bytes, accept};
+            co_await opening.spawn(open_upload(&store, &ups[t],
+                                               rpc_path("shard", place.shard_bucket, place.key),
+                                               upload_headers(head), round == 1));
+        }
+        co_await opening.wait();
+    }
+}
+
 }  // namespace
 
 bool transport_failure(const base::error& e) {
@@ -104,22 +128,7 @@ io::task<base::result<streamed_version>> stream_version(
     streamed_version out;
     std::vector<upload>& ups = out.uploads;
     ups.resize(targets.size());
-    for (int round = 0; round < 2; ++round) {
-        if (round == 1 && count_in(ups, upload::state::open) >= needed) break;
-        io::wait_group opening(std::max<std::size_t>(1, targets.size()));
-        for (std::size_t t = 0; t < targets.size(); ++t) {
-            if (ups[t].kind == upload::state::open) continue;
-            ups[t] = upload{};
-            ups[t].node = place.nodes[targets[t]];
-            ups[t].index = targets[t];
-            upload_head head{meta.version,     meta.kind,           place.k, place.m, targets[t],
-                             meta.block_bytes, layout.object_bytes, accept};
-            co_await opening.spawn(open_upload(&store, &ups[t],
-                                               rpc_path("shard", place.shard_bucket, place.key),
-                                               upload_headers(head), round == 1));
-        }
-        co_await opening.wait();
-    }
+    co_await open_uploads(store, place, targets, meta, accept, needed, ups);
     auto short_of = [&]() -> base::failure {
         const std::size_t going = count_in(ups, upload::state::open);
         std::string why = first_failure(ups);

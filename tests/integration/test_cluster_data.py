@@ -53,7 +53,7 @@ def make_bucket(servers, name: str):
 
 
 def heal(etcd: Etcd) -> subprocess.CompletedProcess:
-    return cluster_cli(etcd, CLUSTER, "heal", "--wait", "--timeout-s", "60")
+    return cluster_cli(etcd, CLUSTER, "heal", "--wait", "--timeout-s", "40")
 
 
 def body_of(rng: random.Random, size: int) -> bytes:
@@ -280,3 +280,71 @@ def test_the_data_plane_takes_only_the_cluster_key(cluster):
     assert refused.status_code == 403, refused.text
     assert signed(node, node.credentials, "GET", path).status_code == 200
     assert signed(node, node.credentials, "PUT", "/_fjord/cluster/v1/frobnicate/x").status_code == 405
+
+
+def test_multipart_uploads_complete_without_copying_and_read_from_any_node(cluster, tmp_path):
+    etcd, servers = cluster
+    make_bucket(servers, "parts")
+    rng = random.Random(SEED + 3)
+    a, b = servers[0].client(), servers[1].client()
+    part_size = 5 * (1 << 20)
+    parts = [body_of(rng, part_size), body_of(rng, part_size), body_of(rng, 1_234_567)]
+    created = a.create_multipart_upload(Bucket="parts", Key="big/object")
+    upload_id = created["UploadId"]
+    etags = []
+    for i, body in enumerate(parts, start=1):  # parts through different nodes
+        etags.append(servers[i % 4].client().upload_part(Bucket="parts", Key="big/object",
+                                                         UploadId=upload_id, PartNumber=i,
+                                                         Body=body)["ETag"])
+    # A part uploaded again replaces the earlier one.
+    etags[1] = b.upload_part(Bucket="parts", Key="big/object", UploadId=upload_id, PartNumber=2,
+                             Body=parts[1])["ETag"]
+    listed = servers[2].client().list_parts(Bucket="parts", Key="big/object", UploadId=upload_id)
+    assert [p["PartNumber"] for p in listed["Parts"]] == [1, 2, 3]
+    assert [p["Size"] for p in listed["Parts"]] == [len(p) for p in parts]
+    uploads = servers[3].client().list_multipart_uploads(Bucket="parts")["Uploads"]
+    assert [(u["Key"], u["UploadId"]) for u in uploads] == [("big/object", upload_id)]
+    done = servers[3].client().complete_multipart_upload(
+        Bucket="parts", Key="big/object", UploadId=upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]})
+    assert done["ETag"].strip('"').endswith("-3")
+    whole = b"".join(parts)
+    for server in servers:
+        got = server.client().get_object(Bucket="parts", Key="big/object")
+        assert got["Body"].read() == whole
+        assert got["ETag"] == done["ETag"]
+    # A range across part boundaries, and a copy of the assembled object.
+    first, last = part_size - 100, 2 * part_size + 50
+    ranged = b.get_object(Bucket="parts", Key="big/object", Range=f"bytes={first}-{last}")
+    assert ranged["Body"].read() == whole[first:last + 1]
+    a.copy_object(Bucket="parts", Key="copied", CopySource={"Bucket": "parts", "Key": "big/object"})
+    assert b.get_object(Bucket="parts", Key="copied")["Body"].read() == whole
+    assert not servers[0].client().list_multipart_uploads(Bucket="parts").get("Uploads")
+    with pytest.raises(ClientError) as gone:
+        a.list_parts(Bucket="parts", Key="big/object", UploadId=upload_id)
+    assert gone.value.response["Error"]["Code"] == "NoSuchUpload"
+    # An aborted upload leaves nothing.
+    aborted = a.create_multipart_upload(Bucket="parts", Key="never")["UploadId"]
+    a.upload_part(Bucket="parts", Key="never", UploadId=aborted, PartNumber=1, Body=b"x" * 1000)
+    b.abort_multipart_upload(Bucket="parts", Key="never", UploadId=aborted)
+    with pytest.raises(ClientError) as missing:
+        a.head_object(Bucket="parts", Key="never")
+    assert missing.value.response["Error"]["Code"] in ("404", "NoSuchKey")
+    # A node down: the manifest and its parts still read, and healing brings them back to full width.
+    servers[2].kill()
+    assert a.get_object(Bucket="parts", Key="big/object")["Body"].read() == whole
+    servers[2].start()
+    wait_serving([servers[2]])
+    assert heal(etcd).returncode == 0
+    # The aws CLI uploads in parts above 8 MiB.
+    source = tmp_path / "cli.bin"
+    source.write_bytes(body_of(rng, 9 * (1 << 20) + 3))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+           "AWS_ACCESS_KEY_ID": servers[0].access_key, "AWS_SECRET_ACCESS_KEY": servers[0].secret_key,
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_MAX_ATTEMPTS": "1"}
+    aws = str(__import__("conftest").REPO_ROOT / ".venv-awscli" / "bin" / "aws")
+    copied = subprocess.run([aws, "--endpoint-url", servers[1].endpoint, "s3", "cp", str(source),
+                             "s3://parts/cli.bin"], capture_output=True, text=True, env=env, timeout=120)
+    assert copied.returncode == 0, copied.stderr
+    assert servers[3].client().get_object(Bucket="parts", Key="cli.bin")["Body"].read() == \
+        source.read_bytes()

@@ -116,6 +116,28 @@ TEST(Stripe, ShardRecordsRoundTripAndAreChecked) {
     EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
 }
 
+TEST(Stripe, ManifestsListTheirPartsInOrder) {
+    shard_meta m = sample_meta();
+    m.kind = shard_kind::manifest;
+    m.block_crcs.clear();  // a manifest has no bytes of its own
+    m.upload_id = "0123abcd";
+    m.parts = {{1, {5, 1}, 6000}, {3, {7, 2}, 4000}};
+    EXPECT_EQ(m.layout().stripes(), 0u);
+    auto back = decode_shard_meta(encode_shard_meta(m));
+    ASSERT_TRUE(back) << back.err().message;
+    EXPECT_EQ(back->upload_id, "0123abcd");
+    EXPECT_EQ(back->parts, m.parts);
+    shard_meta wrong = m;
+    wrong.parts[1].size_bytes = 1;  // the parts must add up to the object's size
+    EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
+    wrong = m;
+    std::swap(wrong.parts[0], wrong.parts[1]);
+    EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
+    wrong = m;
+    wrong.block_crcs = {1};
+    EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
+}
+
 TEST(Stripe, ShardEtagsSortByStampAndCarryTheSummary) {
     shard_meta a = sample_meta(), b = sample_meta();
     b.version.time += 1;

@@ -1,0 +1,409 @@
+// Multipart uploads in the cluster (cluster_store.h, "multipart uploads").
+//
+// An upload's record is a small object of the bucket's 'u' namespace under "<key>\0<upload id>"; each
+// part an object of the 'p' namespace under "<key>\0<upload id>\0<part number, 5 digits>". Both live
+// in the set the object's key is placed in, so one batch of record reads covers every part. Completing
+// writes the key's new version as a manifest: the record the front end built and the parts it chose,
+// each named by its version, whose objects then hold the bytes (no byte is copied). A read of a
+// manifest reads its parts in turn. What the upload leaves (its record, the parts not chosen) is
+// removed afterwards; what that misses the scanner finds.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <sys/random.h>
+
+#include "base/clock.h"
+#include "base/encoding.h"
+#include "base/log.h"
+#include "cluster/byte_pipe.h"
+#include "cluster/cluster_store.h"
+#include "cluster/stripe_writer.h"
+#include "io/wait_group.h"
+#include "store/codec.h"
+
+namespace fjord::cluster {
+
+namespace {
+
+constexpr std::uint8_t upload_format = 1;
+constexpr std::uint32_t page_keys = 1000;
+
+std::string upload_key(const std::string& key, const std::string& upload_id) {
+    return key + '\0' + upload_id;
+}
+
+std::string part_prefix(const std::string& key, const std::string& upload_id) {
+    return upload_key(key, upload_id) + '\0';
+}
+
+std::string part_key(const std::string& key, const std::string& upload_id, std::uint32_t number) {
+    char digits[8];
+    std::snprintf(digits, sizeof digits, "%05u", number);
+    return part_prefix(key, upload_id) + digits;
+}
+
+std::string new_upload_id() {
+    std::uint64_t words[2] = {};
+    if (getrandom(words, sizeof words, 0) != sizeof words)
+        words[0] = static_cast<std::uint64_t>(base::monotonic_now_ns());
+    char out[33];
+    std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(words[0]),
+                  static_cast<unsigned long long>(words[1]));
+    return out;
+}
+
+std::string encode_upload(const store::upload_record& u) {
+    std::string out, object;
+    store::encoder oe(object);
+    store::encode(oe, u.object);
+    store::encoder e(out);
+    e.u8(upload_format);
+    e.i64(u.initiated_ms);
+    e.str(u.checksum_type);
+    e.str(object);
+    return out;
+}
+
+base::result<void> decode_upload(std::string_view bytes, store::upload_record& u) {
+    store::decoder d(bytes);
+    if (d.u8() != upload_format) return base::fail(base::errc::data_corrupted, "an upload record");
+    u.initiated_ms = d.i64();
+    u.checksum_type = d.str();
+    const std::string object = d.str();
+    store::decoder od(object);
+    if (!d.ok() || !d.at_end() || !store::decode(od, u.object))
+        return base::fail(base::errc::data_corrupted, "an upload record");
+    return {};
+}
+
+// The bytes of a small object, collected.
+class string_sink final : public store::byte_sink {
+public:
+    io::task<base::result<void>> write(std::span<const std::byte> data) override {
+        bytes.append(reinterpret_cast<const char*>(data.data()), data.size());
+        co_return base::result<void>{};
+    }
+    std::string bytes;
+};
+
+class memory_source final : public store::byte_source {
+public:
+    explicit memory_source(std::string bytes) : _bytes(std::move(bytes)) {}
+    io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
+        const std::size_t n = std::min(max, _bytes.size() - _at);
+        std::memcpy(dst, _bytes.data() + _at, n);
+        _at += n;
+        co_return n;
+    }
+
+private:
+    std::string _bytes;
+    std::size_t _at = 0;
+};
+
+// A part's record as the front end sees it. Its data segment names the part's object: the part number
+// and the version (a manifest lists them).
+store::part_record part_of(std::uint32_t number, const shard_meta& meta) {
+    store::part_record p;
+    p.number = number;
+    p.etag = meta.object.etag;
+    p.checksum_value = meta.object.checksum_value;
+    p.modified_ms = meta.object.modified_ms;
+    p.data.size_bytes = meta.object.size_bytes;
+    p.data.id = store::object_id{number, meta.version.time};
+    p.data.drive = meta.version.node;
+    return p;
+}
+
+std::optional<std::uint32_t> number_of(std::string_view part_local_key) {
+    const std::size_t at = part_local_key.rfind('\0');
+    if (at == std::string_view::npos) return std::nullopt;
+    auto n = base::parse_u64(part_local_key.substr(at + 1));
+    if (!n || *n < 1 || *n > 10'000) return std::nullopt;
+    return static_cast<std::uint32_t>(*n);
+}
+
+// Turns a part finisher into the record finisher of the part's object, keeping what it built.
+store::record_finisher part_record_finisher(const store::part_finisher& finish,
+                                            store::part_record& built) {
+    return [&finish, &built](const store::written_data& w) -> base::result<store::object_record> {
+        auto part = finish(w);
+        if (!part) return part.as_failure();
+        built = *part;
+        store::object_record r;
+        r.etag = part->etag;
+        r.checksum_value = part->checksum_value;
+        r.modified_ms = part->modified_ms ? part->modified_ms : base::unix_now_ms();
+        return r;
+    };
+}
+
+}  // namespace
+
+base::result<key_place> cluster_store::place_in(char space, const std::string& bucket,
+                                                const std::string& object_key,
+                                                std::string local_key) const {
+    auto where = place(bucket, object_key);
+    if (!where) return where;
+    if (space != 'c') {
+        const auto b = snapshot()->buckets.find(bucket);
+        where->shard_bucket = shard_bucket(bucket, b->second.generation, space);
+    }
+    where->space = space;
+    where->key = std::move(local_key);
+    return where;
+}
+
+io::task<base::result<std::optional<std::string>>> cluster_store::read_small(key_place place) {
+    auto decision = co_await quorum_read(place);
+    if (!decision) co_return decision.as_failure();
+    if (!decision->found) co_return std::optional<std::string>{};
+    string_sink sink;
+    if (decision->meta.object.size_bytes > 0)
+        FJORD_CO_TRY(
+            co_await read_object(place, *decision, 0, decision->meta.object.size_bytes, sink));
+    co_return std::optional<std::string>(std::move(sink.bytes));
+}
+
+io::task<void> cluster_store::purge(key_place place) {
+    co_await trim(this, place.shard_bucket, place.key, place.nodes, stamp{~0ULL, ~0U});
+}
+
+io::task<base::result<void>> cluster_store::read_object(const key_place& place,
+                                                        const read_decision& decision,
+                                                        std::uint64_t first, std::uint64_t length,
+                                                        store::byte_sink& sink) {
+    if (decision.meta.kind != shard_kind::manifest)
+        co_return co_await read_range(place, decision, first, length, sink);
+    std::uint64_t at = 0;
+    for (const manifest_part& part : decision.meta.parts) {
+        const std::uint64_t from = std::max(at, first);
+        const std::uint64_t to = std::min(at + part.size_bytes, first + length);
+        if (from < to) {
+            auto where = place_in('p', place.bucket, place.object_key,
+                                  part_key(place.object_key, decision.meta.upload_id, part.number));
+            if (!where) co_return where.as_failure();
+            auto d = co_await quorum_read(*where);
+            if (!d) co_return d.as_failure();
+            if (!d->found || d->meta.version != part.version)
+                co_return base::fail(
+                    base::errc::data_corrupted,
+                    "part " + std::to_string(part.number) + " of the object is gone");
+            FJORD_CO_TRY(co_await read_range(*where, *d, from - at, to - from, sink));
+        }
+        at += part.size_bytes;
+        if (at >= first + length) break;
+    }
+    co_return base::result<void>{};
+}
+
+io::task<base::result<store::upload_record>> cluster_store::load_upload(std::string bucket,
+                                                                        std::string key,
+                                                                        std::string upload_id,
+                                                                        bool with_parts) {
+    auto where = place_in('u', bucket, key, upload_key(key, upload_id));
+    if (!where) co_return where.as_failure();
+    auto bytes = co_await read_small(*where);
+    if (!bytes) co_return bytes.as_failure();
+    if (!*bytes) co_return base::fail(base::errc::no_such_upload, "no such upload");
+    store::upload_record u;
+    u.bucket = bucket;
+    u.key = key;
+    u.upload_id = upload_id;
+    FJORD_CO_TRY(decode_upload(**bytes, u));
+    if (!with_parts) co_return u;
+    auto parts_place = place_in('p', bucket, key, std::string());
+    if (!parts_place) co_return parts_place.as_failure();
+    store::list_request request;
+    request.bucket = bucket;
+    request.prefix = part_prefix(key, upload_id);
+    request.max_keys = page_keys;
+    for (;;) {
+        auto page = co_await list_shards('p', request);
+        if (!page) co_return page.as_failure();
+        std::vector<std::string> keys;
+        for (const auto& e : page->entries) keys.push_back(e.name);
+        if (keys.empty()) break;
+        auto reports = co_await read_records(*parts_place, keys);
+        for (std::size_t j = 0; j < keys.size(); ++j) {
+            std::vector<node_report> by_node;
+            for (auto& node : reports) by_node.push_back(std::move(node[j]));
+            auto d = decide_version(*parts_place, by_node);
+            if (!d) co_return d.as_failure();
+            auto number = number_of(keys[j]);
+            if (d->found && number) u.parts[*number] = part_of(*number, d->meta);
+        }
+        if (!page->truncated) break;
+        request.start_after = keys.back();
+    }
+    co_return u;
+}
+
+io::task<base::result<std::string>> cluster_store::create_upload(std::string bucket,
+                                                                 std::string key,
+                                                                 store::object_record metadata,
+                                                                 std::string checksum_type) {
+    store::upload_record u;
+    u.upload_id = new_upload_id();
+    u.initiated_ms = base::unix_now_ms();
+    u.checksum_type = std::move(checksum_type);
+    u.object = std::move(metadata);
+    auto where = place_in('u', bucket, key, upload_key(key, u.upload_id));
+    if (!where) co_return where.as_failure();
+    const std::string bytes = encode_upload(u);
+    memory_source body(bytes);
+    store::record_finisher finish =
+        [&u](const store::written_data&) -> base::result<store::object_record> {
+        store::object_record r;
+        r.etag = "upload";
+        r.modified_ms = u.initiated_ms;
+        return r;
+    };
+    auto written = co_await write_version(*where, &body, bytes.size(), finish, shard_kind::object,
+                                          acceptance{}, _clock.next());
+    if (!written) co_return written.as_failure();
+    co_return u.upload_id;
+}
+
+io::task<base::result<store::upload_record>> cluster_store::get_upload(std::string bucket,
+                                                                       std::string key,
+                                                                       std::string upload_id) {
+    co_return co_await load_upload(std::move(bucket), std::move(key), std::move(upload_id), true);
+}
+
+io::task<base::result<store::part_record>> cluster_store::upload_part(store::part_request request,
+                                                                      store::byte_source& body,
+                                                                      store::part_finisher finish) {
+    if (!request.size_bytes)
+        co_return base::fail(base::errc::length_required, "a part's length must be declared");
+    if (*request.size_bytes > request.max_size_bytes)
+        co_return base::fail(base::errc::entity_too_large, "the part is too large");
+    FJORD_CO_TRY(co_await load_upload(request.bucket, request.key, request.upload_id, false));
+    auto where = place_in('p', request.bucket, request.key,
+                          part_key(request.key, request.upload_id, request.number));
+    if (!where) co_return where.as_failure();
+    co_await operations().acquire();
+    io::semaphore::permit admitted(operations());
+    store::part_record built;
+    const stamp version = _clock.next();
+    auto written = co_await write_version(*where, &body, *request.size_bytes,
+                                          part_record_finisher(finish, built), shard_kind::object,
+                                          acceptance{}, version);
+    if (!written) co_return written.as_failure();
+    shard_meta meta;
+    meta.version = version;
+    meta.object = *written;
+    co_return part_of(request.number, meta);
+}
+
+io::task<base::result<store::part_record>> cluster_store::copy_part(
+    store::part_copy_request request, store::part_copy_planner plan) {
+    auto from = place(request.source_bucket, request.source_key);
+    if (!from) co_return from.as_failure();
+    auto decision = co_await quorum_read(*from);
+    if (!decision) co_return decision.as_failure();
+    if (!decision->found) co_return base::fail(base::errc::no_such_key, "no such key");
+    if (request.source_version_id && !request.source_version_id->empty())
+        co_return base::fail(base::errc::no_such_version, "no such version");
+    auto planned = plan(decision->meta.object);
+    if (!planned) co_return planned.as_failure();
+    FJORD_CO_TRY(co_await load_upload(request.bucket, request.key, request.upload_id, false));
+    auto where = place_in('p', request.bucket, request.key,
+                          part_key(request.key, request.upload_id, request.number));
+    if (!where) co_return where.as_failure();
+    co_await operations().acquire();
+    io::semaphore::permit admitted(operations());
+    store::part_record built;
+    const stamp version = _clock.next();
+    byte_pipe pipe;
+    io::wait_group reading(1);
+    co_await reading.spawn(read_into(*from, *decision, planned->range, &pipe, &planned->observe));
+    auto written = co_await write_version(*where, &pipe, planned->range.length,
+                                          part_record_finisher(planned->finish, built),
+                                          shard_kind::object, acceptance{}, version);
+    pipe.close();
+    co_await reading.wait();
+    if (!written) co_return written.as_failure();
+    shard_meta meta;
+    meta.version = version;
+    meta.object = *written;
+    co_return part_of(request.number, meta);
+}
+
+io::task<base::result<store::object_record>> cluster_store::complete_upload(
+    std::string bucket, std::string key, std::string upload_id, store::upload_finalizer finalize,
+    store::write_conditions conditions) {
+    auto upload = co_await load_upload(bucket, key, upload_id, true);
+    if (!upload) co_return upload.as_failure();
+    auto record = finalize(*upload);
+    if (!record) co_return record.as_failure();
+    std::vector<manifest_part> parts;
+    for (const auto& s : record->segments)
+        parts.push_back(
+            {static_cast<std::uint32_t>(s.id.hi), stamp{s.id.lo, s.drive}, s.size_bytes});
+    auto where = place(bucket, key);
+    if (!where) co_return where.as_failure();
+    auto version = co_await version_for_write(*where, conditions);
+    if (!version) co_return version.as_failure();
+    store::record_finisher finish =
+        [&record](const store::written_data&) -> base::result<store::object_record> {
+        return *record;
+    };
+    auto written =
+        co_await write_version(*where, nullptr, record->size_bytes, finish, shard_kind::manifest,
+                               version->first, version->second, upload_id, parts);
+    if (!written) co_return written.as_failure();
+    // The upload is done: its record and the parts not chosen go.
+    if (auto u = place_in('u', bucket, key, upload_key(key, upload_id))) io::spawn(purge(*u));
+    for (const auto& [number, part] : upload->parts) {
+        const bool chosen =
+            std::any_of(parts.begin(), parts.end(),
+                        [n = number](const manifest_part& p) { return p.number == n; });
+        if (chosen) continue;
+        if (auto p = place_in('p', bucket, key, part_key(key, upload_id, number)))
+            io::spawn(purge(*p));
+    }
+    co_return written;
+}
+
+io::task<base::result<void>> cluster_store::abort_upload(std::string bucket, std::string key,
+                                                         std::string upload_id) {
+    auto upload = co_await load_upload(bucket, key, upload_id, true);
+    if (!upload) co_return upload.as_failure();
+    auto u = place_in('u', bucket, key, upload_key(key, upload_id));
+    if (!u) co_return u.as_failure();
+    co_await purge(*u);
+    for (const auto& [number, part] : upload->parts)
+        if (auto p = place_in('p', bucket, key, part_key(key, upload_id, number)))
+            co_await purge(*p);
+    co_return base::result<void>{};
+}
+
+io::task<base::result<std::vector<store::upload_record>>> cluster_store::list_uploads(
+    std::string bucket, std::string prefix, std::string key_marker, std::string upload_id_marker,
+    std::uint32_t max_uploads) {
+    store::list_request request;
+    request.bucket = bucket;
+    request.prefix = prefix;
+    // Records are "<key>\0<upload id>": after every upload of the marker's key, or after one of them.
+    if (!key_marker.empty())
+        request.start_after = upload_id_marker.empty() ? key_marker + '\x01'
+                                                       : upload_key(key_marker, upload_id_marker);
+    request.max_keys = std::min<std::uint32_t>(max_uploads, page_keys - 1) + 1;
+    auto page = co_await list_shards('u', request);
+    if (!page) co_return page.as_failure();
+    std::vector<store::upload_record> out;
+    for (const auto& e : page->entries) {
+        const std::size_t at = e.name.find('\0');
+        if (e.is_prefix || at == std::string::npos) continue;
+        store::upload_record u;
+        u.bucket = bucket;
+        u.key = e.name.substr(0, at);
+        u.upload_id = e.name.substr(at + 1);
+        u.initiated_ms = e.modified_ms;
+        out.push_back(std::move(u));
+    }
+    co_return out;
+}
+
+}  // namespace fjord::cluster
