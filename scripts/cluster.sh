@@ -6,8 +6,8 @@
 #   scripts/cluster.sh [NODES]          then, in another shell:
 #   build/release/fjord cluster status --etcd http://127.0.0.1:2389 --cluster local
 #
-# What the nodes share today is membership; each node serves S3 from its own data (docs/cluster.md,
-# "Not built yet").
+# The first run writes the topology (fjord cluster init: the default geometry for NODES nodes, 2+2 for
+# four); objects written through any node are erasure-coded over all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nodes=${1:-4}
@@ -42,6 +42,11 @@ for _ in $(seq 100); do
     kill -0 "$etcd_pid" 2>/dev/null || { echo "cluster: etcd exited; see $root/etcd/etcd.log" >&2; exit 1; }
     sleep 0.1
 done
+ids=$(seq -f "n%g" -s, "$nodes")
+"$fjord" cluster init --etcd "$etcd_url" --cluster local --nodes "${ids%,}" || {
+    echo "cluster: the topology in $root/etcd was written for other nodes; remove $root to start over" >&2
+    exit 1
+}
 for i in $(seq "$nodes"); do
     mkdir -p "$root/n$i/data"
     "$fjord" serve --data "$root/n$i/data" --listen "127.0.0.1:$((9100 + i))" --cores 1 \
