@@ -164,7 +164,8 @@ void engine::give_inline_budget(std::uint64_t bytes) { _inline_bytes.fetch_sub(b
 io::task<base::result<object_record>> engine::put_inline(put_request request, byte_source& body,
                                                          record_finisher finish) {
     const std::uint64_t size = *request.size_bytes;
-    if (!_drives.space().admits(0, size))
+    // An empty object is a journal record only, like a delete: the floor kept free is for those.
+    if (size > 0 && !_drives.space().admits(0, size))
         co_return base::fail(base::errc::storage_full, "no space left on drive");
     std::string data(size, '\0');
     auto* at = reinterpret_cast<std::byte*>(data.data());
@@ -206,9 +207,11 @@ io::task<base::result<object_record>> engine::put_inline(put_request request, by
 io::task<base::result<object_record>> engine::put(put_request request, byte_source& body,
                                                   record_finisher finish) {
     if (!bucket_exists(request.bucket)) co_return no_bucket(request.bucket);
-    if (request.size_bytes && *request.size_bytes > 0 &&
-        *request.size_bytes <=
-            std::min<std::uint64_t>(_options.inline_max_bytes, request.max_size_bytes) &&
+    // An empty object needs no data file at all (nor the space a data file is admitted with).
+    if (request.size_bytes &&
+        (*request.size_bytes == 0 ||
+         *request.size_bytes <=
+             std::min<std::uint64_t>(_options.inline_max_bytes, request.max_size_bytes)) &&
         take_inline_budget(*request.size_bytes))
         co_return co_await put_inline(std::move(request), body, std::move(finish));
     object_record record;
