@@ -1,5 +1,5 @@
-// `fjord cluster init|status|remove-node`: the topology and membership of a Fjord cluster as etcd holds
-// them (docs/cluster.md). Talks to etcd only, so it answers while every node is down.
+// `fjord cluster init|status|topology|heal|remove-node`: the topology and membership of a Fjord cluster
+// as etcd holds them (docs/cluster.md). Talks to etcd only, so it answers while every node is down.
 
 #include <cstdio>
 #include <ctime>
@@ -121,7 +121,7 @@ std::uint64_t below_full_width(const cluster::cluster_view& view) {
 io::task<void> run_cluster(const cluster_command* cmd, cluster_outcome* out,
                            io::reactor_group* group) {
     cluster::etcd_client etcd(cmd->etcd);
-    if (cmd->op == "status") {
+    if (cmd->op == "status" || cmd->op == "topology") {
         auto view = co_await cluster::read_view(etcd, cmd->cluster);
         if (view)
             out->view = std::move(*view);
@@ -222,7 +222,8 @@ base::result<cluster_command> parse_cluster_args(int argc, char** argv) {
         "etcd", "cluster", "nodes", "data-shards", "parity-shards", "block-kib", "timeout-s"};
     static constexpr std::string_view flags[] = {"json", "wait"};
     if (argc < 1)
-        return base::fail(base::errc::invalid_argument, "expected: init|status|heal|remove-node");
+        return base::fail(base::errc::invalid_argument,
+                          "expected: init|status|topology|heal|remove-node");
     cluster_command cmd;
     cmd.op = argv[0];
     int first_option = 1;
@@ -232,8 +233,9 @@ base::result<cluster_command> parse_cluster_args(int argc, char** argv) {
         cmd.node_id = argv[1];
         FJORD_TRY(cluster::check_name("node id", cmd.node_id));
         first_option = 2;
-    } else if (cmd.op != "status" && cmd.op != "init" && cmd.op != "heal") {
-        return base::fail(base::errc::invalid_argument, "expected: init|status|heal|remove-node");
+    } else if (cmd.op != "status" && cmd.op != "init" && cmd.op != "heal" && cmd.op != "topology") {
+        return base::fail(base::errc::invalid_argument,
+                          "expected: init|status|topology|heal|remove-node");
     }
     auto opts = command_options::parse(argc - first_option, argv + first_option, with_value, flags);
     if (!opts) return opts.as_failure();
@@ -281,6 +283,37 @@ void print_healing(const cluster::cluster_view& view) {
             static_cast<unsigned long long>(f.remaining + f.unreachable),
             f.finished_ms ? utc_text(f.finished_ms).c_str() : "(running or none yet)");
     }
+}
+
+// The erasure sets and the state of each of their nodes; 1 without a topology.
+int print_topology(const cluster_command& cmd, const cluster::cluster_view& view) {
+    if (!view.layout) {
+        std::fprintf(stderr, "fjord cluster: cluster %s has no topology (fjord cluster init)\n",
+                     cmd.cluster.c_str());
+        return 1;
+    }
+    const cluster::topology& t = *view.layout;
+    if (cmd.as_json) {
+        std::printf("%s\n", nlohmann::json::parse(cluster::encode_topology(t)).dump(2).c_str());
+        return 0;
+    }
+    std::printf(
+        "cluster %s: %zu set(s) of %u+%u, %u KiB blocks; writes acknowledged at %u nodes "
+        "of a set, reads from any %u\n",
+        cmd.cluster.c_str(), t.sets.size(), t.shape.k, t.shape.m, t.block_bytes / 1024,
+        t.shape.k + 1, t.shape.k);
+    for (std::size_t s = 0; s < t.sets.size(); ++s) {
+        std::string line;
+        std::size_t up = 0;
+        for (const auto& node : t.sets[s]) {
+            const cluster::member_state* m = view.member(node);
+            const char* state = !m ? "not a member" : m->up ? "up" : "down";
+            if (m && m->up) ++up;
+            line += "  " + node + " (" + state + ")";
+        }
+        std::printf("set %zu: %zu of %u up:%s\n", s, up, t.shape.width(), line.c_str());
+    }
+    return 0;
 }
 
 void print_status(const cluster_command& cmd, const cluster::cluster_view& view) {
@@ -368,6 +401,8 @@ int cluster_main(int argc, char** argv) {
     }
     if (cmd->op == "status") {
         print_status(*cmd, out.view);
+    } else if (cmd->op == "topology") {
+        return print_topology(*cmd, out.view);
     } else if (cmd->op == "init") {
         const bool ours =
             cluster::encode_topology(out.layout) == cluster::encode_topology(cmd->layout);

@@ -19,7 +19,12 @@ namespace {
 constexpr std::size_t queue_batch = 256;
 constexpr std::size_t max_deferred = 100'000;
 constexpr std::uint32_t scan_page_keys = 256;
-constexpr std::int64_t retry_ms = 5'000;
+constexpr std::int64_t retry_ms = 1'000;
+constexpr std::int64_t max_retry_ms = 60'000;
+
+std::string deferred_name(const cluster_store::heal_item& item) {
+    return item.bucket + '\0' + item.space + item.key;
+}
 
 // Checks a shard's bytes, as the engine reads them back, against the CRC32C of each of its blocks.
 class crc_check_sink final : public store::byte_sink {
@@ -106,24 +111,40 @@ io::task<void> healer::run() {
 io::task<void> healer::drain_queue(bool everything_due) {
     std::vector<cluster_store::heal_item> items =
         _cluster.take_heal_queue(everything_due ? SIZE_MAX : queue_batch);
-    const std::int64_t now = everything_due ? INT64_MAX : base::unix_now_ms();
-    auto due = std::stable_partition(_deferred.begin(), _deferred.end(),
-                                     [now](const auto& d) { return d.first > now; });
-    for (auto it = due; it != _deferred.end(); ++it) items.push_back(std::move(it->second));
-    _deferred.erase(due, _deferred.end());
-    std::set<std::pair<std::string, std::string>> seen;
+    const std::int64_t now = base::unix_now_ms();
+    // Keys waiting for a retry stay in `_deferred` (one entry per key, its delay doubling up to
+    // max_retry_ms); a key queued again meanwhile waits for its turn there instead of being tried now.
+    std::vector<std::string> due;
     for (auto& item : items) {
+        const std::string name = deferred_name(item);
+        auto it = _deferred.find(name);
+        if (it == _deferred.end())
+            _deferred.emplace(name, deferred{now, retry_ms, std::move(item)});
+    }
+    for (auto& [name, d] : _deferred)
+        if (everything_due || d.at_ms <= now) due.push_back(name);
+    for (const auto& name : due) {
         if (stopping()) break;
-        if (!seen.insert({item.bucket, std::string(1, item.space) + item.key}).second) continue;
+        auto it = _deferred.find(name);
+        if (it == _deferred.end()) continue;
+        const cluster_store::heal_item& item = it->second.item;
         auto place = _cluster.place_in(item.space, item.bucket, item.object_key, item.key);
-        if (!place) continue;  // the bucket is gone
-        auto healed = co_await _cluster.heal_key(*place);
-        if (healed && *healed) {
-            ++_healed;
-        } else if (_deferred.size() < max_deferred) {
-            _deferred.emplace_back(base::unix_now_ms() + retry_ms, std::move(item));
+        bool done = !place;  // the bucket is gone
+        if (place) {
+            auto healed = co_await _cluster.heal_key(*place);
+            done = healed && *healed;
+        }
+        it = _deferred.find(name);  // (the map may have changed while healing)
+        if (it == _deferred.end()) continue;
+        if (done) {
+            if (place) ++_healed;
+            _deferred.erase(it);
+        } else {
+            it->second.at_ms = base::unix_now_ms() + it->second.delay_ms;
+            it->second.delay_ms = std::min(it->second.delay_ms * 2, max_retry_ms);
         }
     }
+    while (_deferred.size() > max_deferred) _deferred.erase(std::prev(_deferred.end()));
     _deferred_size = _deferred.size();
 }
 

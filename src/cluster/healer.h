@@ -4,8 +4,8 @@
 // rotted.
 //
 // Three ways in, all on core 0 of every node:
-//  - the heal queue (cluster_store::queue_heal): objects a write or read found below full width, tried
-//    again every second until healed (with a growing delay while a node stays away);
+//  - the heal queue (cluster_store::queue_heal): objects a write or read found below full width, healed
+//    at once and tried again after 1 s, 2 s, 4 s ... (at most a minute) while a node stays away;
 //  - the scanner: every scan_interval_ms, and whenever `fjord cluster heal` asks, the node walks the
 //    shards it holds, asks the other nodes of each key's set for their records (a batch per set and
 //    page), and heals every key not at full width; of the nodes holding a key's newest version, the one
@@ -22,6 +22,7 @@
 // Threading: run() on core 0; stats_json() and request_scan() from any thread.
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,8 +62,12 @@ private:
     store::object_store& _local;
     healer_options _options;
     std::string _node;
-    std::vector<std::pair<std::int64_t, cluster_store::heal_item>>
-        _deferred;  // (retry at ms, item)
+    struct deferred {
+        std::int64_t at_ms = 0;     // tried next at
+        std::int64_t delay_ms = 0;  // then this long after a failure
+        cluster_store::heal_item item;
+    };
+    std::map<std::string, deferred> _deferred;  // by bucket, namespace and key
     std::int64_t _pace_started_ms = 0;
     std::uint64_t _paced_keys = 0;
     std::uint64_t _verified_bytes = 0;

@@ -18,7 +18,8 @@ import requests
 from botocore.exceptions import ClientError
 
 import s3util
-from cluster_support import Etcd, Nodes, cluster_cli, init_topology, status, wait_for, wait_serving
+from cluster_support import (Etcd, Nodes, cluster_cli, init_topology, status, wait_for, wait_log,
+                             wait_serving)
 from conftest import SEED
 
 CLUSTER = "data"
@@ -348,3 +349,51 @@ def test_multipart_uploads_complete_without_copying_and_read_from_any_node(clust
     assert copied.returncode == 0, copied.stderr
     assert servers[3].client().get_object(Bucket="parts", Key="cli.bin")["Body"].read() == \
         source.read_bytes()
+
+
+def test_a_node_whose_drive_is_full_does_not_stop_writes(tmp_path):
+    """One node's data lives on a small tmpfs (root only; skipped elsewhere). Once it is full it answers
+    507 for its shards: writes are still acknowledged by the other three, everything reads back, and
+    the cluster knows what is below full width until the objects go."""
+    small = tmp_path / "small-n4"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(small)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    etcd = Etcd(tmp_path)
+    etcd.start()
+    made = Nodes(tmp_path, etcd)
+    try:
+        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"])
+        servers = [made.node(CLUSTER, f"n{i}", extra_args=NODE_ARGS) for i in range(1, 4)]
+        servers.append(made.node(CLUSTER, "n4", work_dir="small-n4", extra_args=NODE_ARGS))
+        for server in servers:
+            server.start()
+        wait_for(etcd, CLUSTER, lambda v: v["up"] == 4, 30, "4 nodes up")
+        wait_serving(servers)
+        for server in servers:
+            wait_log(server, "4 members, 4 up")
+        make_bucket(servers, "fill")
+        s3 = servers[0].client()
+        rng = random.Random(SEED + 4)
+        bodies = {}
+        for i in range(24):  # 24 x 4 MiB: n4 would need 48 MiB of shards
+            bodies[f"o{i}"] = body_of(rng, 4 * (1 << 20))
+            s3.put_object(Bucket="fill", Key=f"o{i}", Body=bodies[f"o{i}"])
+        for key, body in bodies.items():
+            assert servers[2].client().get_object(Bucket="fill", Key=key)["Body"].read() == body
+        topology = cluster_cli(etcd, CLUSTER, "topology")
+        assert topology.returncode == 0 and "set 0: 4 of 4 up" in topology.stdout, topology.stdout
+        # The objects n4 could not take are known to be below full width...
+        assert cluster_cli(etcd, CLUSTER, "heal", "--wait", "--timeout-s", "5").returncode == 1
+        assert status(etcd, CLUSTER)["below_full_width"] > 0
+        # ... until they are gone: tombstones fit, and the older versions are trimmed.
+        for key in bodies:
+            s3.delete_object(Bucket="fill", Key=key)
+        healed = heal(etcd)
+        assert healed.returncode == 0, healed.stdout + healed.stderr
+    finally:
+        made.kill_all()
+        etcd.kill()
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
