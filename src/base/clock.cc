@@ -41,6 +41,7 @@ thread_local clock_source* t_clock = nullptr;
 }  // namespace
 
 void set_thread_clock(clock_source* c) { t_clock = c; }
+bool thread_clock_simulated() { return t_clock != nullptr; }
 
 std::int64_t unix_now_ms() {
     if (t_clock) [[unlikely]]

@@ -23,6 +23,9 @@ public:
 };
 // Makes the calling thread's clock `c` (which must outlive its use); nullptr: the real clocks again.
 void set_thread_clock(clock_source* c);
+// Whether the calling thread runs on a simulated clock: a wait for a time must then watch that clock,
+// not the kernel's timers.
+bool thread_clock_simulated();
 
 std::string format_http_date(std::time_t seconds);           // "Sun, 06 Nov 1994 08:49:37 GMT"
 std::string format_http_date_uncached(std::time_t seconds);  // the same, never cached

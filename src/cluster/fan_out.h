@@ -4,12 +4,14 @@
 // or slow). Each request runs as its own spawned task that holds the shared state (so a request the
 // waiter gave up on finishes on its own, into memory that is still there) and calls finish_one().
 //
-// Threading: everything on one core; the state is shared only by that core's tasks.
+// Threading: everything on one core; the state is shared only by that core's tasks. Under the
+// deterministic simulation's clock (base::thread_clock_simulated) a deadline watches that clock.
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "base/clock.h"
 #include "io/ops.h"
 #include "io/reactor.h"
 #include "io/task.h"
@@ -74,6 +76,14 @@ private:
     }
     static io::task<void> timer(std::shared_ptr<fan_out> self, std::uint64_t id,
                                 std::int64_t deadline_ms) {
+        if (base::thread_clock_simulated()) {
+            // The simulation's clock moves only as it steps: watch it, yielding in between.
+            const std::int64_t until = base::monotonic_now_ns() + deadline_ms * 1'000'000;
+            while (self->_waiter && self->_wait_id == id && base::monotonic_now_ns() < until)
+                co_await io::yield_now{};
+            if (self->_waiter && self->_wait_id == id) self->wake();
+            co_return;
+        }
         timeout_op op{self.get()};
         op.ts.tv_sec = deadline_ms / 1000;
         op.ts.tv_nsec = (deadline_ms % 1000) * 1'000'000;

@@ -19,6 +19,28 @@ bool is_fjord_header(std::string_view name) {
     return name.size() > 8 && base::iequals(name.substr(0, 8), "x-fjord-");
 }
 
+// The data plane's transport: a TCP connection on the core's io_uring.
+class tcp_transport final : public peer_transport {
+public:
+    explicit tcp_transport(client::connection_options options) : _c(std::move(options)) {}
+    bool is_open() const override { return _c.is_open(); }
+    io::task<base::result<void>> connect() override { return _c.connect(); }
+    io::task<base::result<void>> send_all(std::span<iovec> parts) override {
+        return _c.send_all(parts);
+    }
+    io::task<base::result<std::size_t>> receive_some(std::byte* dst, std::size_t max) override {
+        return _c.receive_some(dst, max);
+    }
+    io::task<base::result<void>> receive_exact(std::byte* dst, std::size_t len) override {
+        return _c.receive_exact(dst, len);
+    }
+    void set_io_timeout_ms(std::int64_t timeout_ms) override { _c.set_io_timeout_ms(timeout_ms); }
+    void close() override { _c.close(); }
+
+private:
+    client::connection _c;
+};
+
 }  // namespace
 
 std::string_view peer_answer::header(std::string_view name) const {
@@ -43,10 +65,12 @@ peer_link::peer_link(io::endpoint where, const peer_options& options)
       _host(_where.host.find(':') != std::string::npos
                 ? "[" + _where.host + "]:" + std::to_string(_where.port)
                 : _where.host + ":" + std::to_string(_where.port)),
-      _connection(client::connection_options{_where, options.connect_timeout_ms}) {}
+      _connection(options.transport ? options.transport(_where)
+                                    : std::make_unique<tcp_transport>(client::connection_options{
+                                          _where, options.connect_timeout_ms})) {}
 
 void peer_link::close() {
-    _connection.close();
+    _connection->close();
     _buffer.clear();
     _body_left = 0;
     _between_messages = true;
@@ -82,15 +106,15 @@ std::string peer_link::format_head(std::string_view method, const std::string& p
 // it); `fresh` says whether the request goes on a new connection.
 io::task<base::result<void>> peer_link::open_for(bool& fresh) {
     const std::int64_t now_ns = base::monotonic_now_ns();
-    if (_connection.is_open() && now_ns - _last_used_ns > _options.idle_reopen_ms * 1'000'000)
+    if (_connection->is_open() && now_ns - _last_used_ns > _options.idle_reopen_ms * 1'000'000)
         close();
-    fresh = !_connection.is_open();
+    fresh = !_connection->is_open();
     if (fresh) {
         close();
-        _connection.set_io_timeout_ms(_options.connect_timeout_ms);
-        FJORD_CO_TRY(co_await _connection.connect());
+        _connection->set_io_timeout_ms(_options.connect_timeout_ms);
+        FJORD_CO_TRY(co_await _connection->connect());
     }
-    _connection.set_io_timeout_ms(_options.io_timeout_ms);
+    _connection->set_io_timeout_ms(_options.io_timeout_ms);
     _last_used_ns = now_ns;
     _between_messages = false;
     co_return base::result<void>{};
@@ -106,7 +130,7 @@ io::task<base::result<peer_answer>> peer_link::call(std::string_view method, std
         FJORD_CO_TRY(co_await open_for(fresh));
         iovec parts[2] = {{const_cast<char*>(head.data()), head.size()},
                           {const_cast<char*>(body.data()), body.size()}};
-        auto sent = co_await _connection.send_all(std::span(parts, body.empty() ? 1 : 2));
+        auto sent = co_await _connection->send_all(std::span(parts, body.empty() ? 1 : 2));
         if (sent) {
             auto answer = co_await read_answer(true);
             // A reused connection the peer closed while idle fails before any answer: once more
@@ -128,11 +152,11 @@ io::task<base::result<void>> peer_link::begin_upload(std::string_view method, st
     bool fresh = false;
     FJORD_CO_TRY(co_await open_for(fresh));
     iovec part{const_cast<char*>(head.data()), head.size()};
-    auto sent = co_await _connection.send_all(std::span(&part, 1));
+    auto sent = co_await _connection->send_all(std::span(&part, 1));
     if (!sent && !fresh) {  // a stale keep-alive connection: the body has not started, so retry
         close();
         FJORD_CO_TRY(co_await open_for(fresh));
-        sent = co_await _connection.send_all(std::span(&part, 1));
+        sent = co_await _connection->send_all(std::span(&part, 1));
     }
     if (!sent) close();
     co_return sent;
@@ -151,7 +175,7 @@ io::task<base::result<void>> peer_link::send_chunk(std::span<iovec> parts) {
     for (const auto& p : parts)
         if (p.iov_len > 0) all.push_back(p);
     all.push_back({const_cast<char*>(crlf), 2});
-    auto sent = co_await _connection.send_all(std::span(all.data(), all.size()));
+    auto sent = co_await _connection->send_all(std::span(all.data(), all.size()));
     if (!sent) close();
     co_return sent;
 }
@@ -163,7 +187,7 @@ io::task<base::result<peer_answer>> peer_link::finish(std::string_view last_byte
     }
     static const char last_chunk[] = "0\r\n\r\n";
     iovec end{const_cast<char*>(last_chunk), 5};
-    auto sent = co_await _connection.send_all(std::span(&end, 1));
+    auto sent = co_await _connection->send_all(std::span(&end, 1));
     if (!sent) {
         close();
         co_return sent.as_failure();
@@ -178,7 +202,7 @@ io::task<base::result<peer_answer>> peer_link::begin_download(std::string path, 
         bool fresh = false;
         FJORD_CO_TRY(co_await open_for(fresh));
         iovec part{const_cast<char*>(head.data()), head.size()};
-        auto sent = co_await _connection.send_all(std::span(&part, 1));
+        auto sent = co_await _connection->send_all(std::span(&part, 1));
         if (sent) {
             auto answer = co_await read_answer(false);
             if (answer || fresh) co_return answer;
@@ -212,7 +236,7 @@ io::task<base::result<peer_answer>> peer_link::read_answer(bool keep_body) {
         }
         const std::size_t old_size = _buffer.size();
         _buffer.resize(old_size + receive_step_bytes);
-        auto got = co_await _connection.receive_some(
+        auto got = co_await _connection->receive_some(
             reinterpret_cast<std::byte*>(_buffer.data() + old_size), receive_step_bytes);
         _buffer.resize(old_size + (got ? *got : 0));
         if (!got) {
@@ -268,7 +292,7 @@ io::task<base::result<void>> peer_link::read_exact(std::byte* dst, std::size_t l
     std::memcpy(dst, _buffer.data(), buffered);
     _buffer.erase(0, buffered);
     if (buffered < len) {
-        auto got = co_await _connection.receive_exact(dst + buffered, len - buffered);
+        auto got = co_await _connection->receive_exact(dst + buffered, len - buffered);
         if (!got) {
             close();
             co_return got;

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,6 +33,22 @@
 
 namespace fjord::cluster {
 
+// How a link reaches its peer: one connection at a time, every operation bounded by the I/O timeout.
+// The data plane's own is a TCP connection on the core's io_uring (client::connection); the
+// deterministic simulation (tests/sim/cluster_sim.cc) gives one over its simulated network.
+class peer_transport {
+public:
+    virtual ~peer_transport() = default;
+    virtual bool is_open() const = 0;
+    virtual io::task<base::result<void>> connect() = 0;
+    virtual io::task<base::result<void>> send_all(std::span<iovec> parts) = 0;
+    virtual io::task<base::result<std::size_t>> receive_some(std::byte* dst, std::size_t max) = 0;
+    virtual io::task<base::result<void>> receive_exact(std::byte* dst, std::size_t len) = 0;
+    virtual void set_io_timeout_ms(std::int64_t timeout_ms) = 0;
+    virtual void close() = 0;
+};
+using transport_maker = std::function<std::unique_ptr<peer_transport>(const io::endpoint& where)>;
+
 struct peer_options {
     auth::credentials credentials;  // the cluster's root key pair, the same on every node
     std::string region = "us-east-1";
@@ -40,6 +57,7 @@ struct peer_options {
     std::size_t max_links = 32;               // connections per peer and core
     std::int64_t idle_reopen_ms = 20'000;     // an idle connection older than this is reopened
     std::size_t max_answer_bytes = 16 * 1024 * 1024;  // the largest small answer accepted
+    transport_maker transport;                        // empty: TCP
 };
 
 using header_list = std::vector<std::pair<std::string, std::string>>;
@@ -77,7 +95,7 @@ public:
     std::uint64_t body_left() const { return _body_left; }
 
     // Open and between messages: may carry another request.
-    bool reusable() const { return _connection.is_open() && _between_messages; }
+    bool reusable() const { return _connection->is_open() && _between_messages; }
     void close();
     std::int64_t last_used_ns() const { return _last_used_ns; }
     const io::endpoint& where() const { return _where; }
@@ -93,7 +111,7 @@ private:
     io::endpoint _where;
     const peer_options& _options;
     std::string _host;
-    client::connection _connection;
+    std::unique_ptr<peer_transport> _connection;
     std::string _buffer;  // received bytes not yet consumed (the head, then the body's start)
     std::uint64_t _body_left = 0;
     bool _between_messages = true;
