@@ -72,7 +72,7 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
 }  // namespace
 
 io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
-    auto reports = co_await read_records(place, {place.key});
+    auto reports = co_await read_records(place, {place.key}, true);
     std::vector<node_report> by_node;
     for (auto& node : reports) by_node.push_back(std::move(node[0]));
     auto d = decide_version(place, by_node);

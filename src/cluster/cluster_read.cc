@@ -202,16 +202,16 @@ base::result<read_decision> decide_version(const key_place& place,
 }
 
 io::task<std::vector<std::vector<node_report>>> cluster_store::read_records(
-    key_place place, std::vector<std::string> keys) {
+    key_place place, std::vector<std::string> keys, bool insist) {
     auto fan = std::make_shared<records_fan>();
     const unsigned n = place.width();
     fan->reports.assign(n, std::vector<node_report>(keys.size()));
     const std::string body = encode_key_list(keys);
     std::vector<bool> skipped(n, false);
     for (unsigned i = 0; i < n; ++i) {
-        skipped[i] = !usable(place.nodes[i]);
+        skipped[i] = !insist && !usable(place.nodes[i]);
         io::spawn(ask_records(this, fan, i, place.nodes[i], place.shard_bucket, body, keys.size(),
-                              false));
+                              insist));
     }
     // A quorum within the data plane's own time limits, then the rest for a short grace.
     const std::int64_t limit_ms = _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms;
@@ -247,10 +247,16 @@ io::task<std::vector<std::vector<node_report>>> cluster_store::read_records(
 }
 
 io::task<base::result<read_decision>> cluster_store::quorum_read(key_place place) {
-    auto reports = co_await read_records(place, {place.key});
-    std::vector<node_report> by_node;
-    for (auto& node : reports) by_node.push_back(std::move(node[0]));
-    auto decision = decide_version(place, by_node);
+    base::result<read_decision> decision = base::fail(base::errc::internal, "not read");
+    // Undecided with the nodes that looked usable: once more, asking every node (a suspect may be
+    // back, and etcd's view lags behind restarts).
+    for (bool insist : {false, true}) {
+        auto reports = co_await read_records(place, {place.key}, insist);
+        std::vector<node_report> by_node;
+        for (auto& node : reports) by_node.push_back(std::move(node[0]));
+        decision = decide_version(place, by_node);
+        if (decision || decision.code() != base::errc::service_unavailable) break;
+    }
     if (decision && decision->holders > 0) _clock.observe(decision->meta.version);
     if (decision && decision->holders > 0 && !decision->full_width) queue_heal(place);
     co_return decision;

@@ -24,11 +24,6 @@ struct cluster_store::core_state {
 
 namespace {
 
-// The heal queue is shared by the cores: a degraded write is rare, and the lock is never held across
-// a suspension.
-std::mutex heal_mutex;
-std::deque<cluster_store::heal_item> heal_items;
-
 store::bucket_info info_of(const bucket_record& b) {
     return store::bucket_info{b.name, b.created_ms, b.attributes};
 }
@@ -147,23 +142,23 @@ base::result<key_place> cluster_store::place(const std::string& bucket,
 // ---- heal queue ----
 
 void cluster_store::queue_heal(const key_place& place) {
-    std::lock_guard<std::mutex> lock(heal_mutex);
-    if (heal_items.size() >= _options.heal_queue_limit) {
+    std::lock_guard<std::mutex> lock(_heal_mutex);
+    if (_heal_items.size() >= _options.heal_queue_limit) {
         ++_heal_dropped;
         return;
     }
-    heal_items.push_back({place.bucket, place.object_key, place.space, place.key});
-    _heal_queued = heal_items.size();
+    _heal_items.push_back({place.bucket, place.object_key, place.space, place.key});
+    _heal_queued = _heal_items.size();
 }
 
 std::vector<cluster_store::heal_item> cluster_store::take_heal_queue(std::size_t max) {
-    std::lock_guard<std::mutex> lock(heal_mutex);
+    std::lock_guard<std::mutex> lock(_heal_mutex);
     std::vector<heal_item> out;
-    while (!heal_items.empty() && out.size() < max) {
-        out.push_back(std::move(heal_items.front()));
-        heal_items.pop_front();
+    while (!_heal_items.empty() && out.size() < max) {
+        out.push_back(std::move(_heal_items.front()));
+        _heal_items.pop_front();
     }
-    _heal_queued = heal_items.size();
+    _heal_queued = _heal_items.size();
     return out;
 }
 

@@ -39,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -214,8 +215,10 @@ public:
     io::task<base::result<read_decision>> quorum_read(key_place place);
     // Each node's records of these keys (one request per node), by node then key; a node that
     // could not be asked has failed reports.
+    // With `insist`, nodes down in etcd's view or suspect are asked too, at once.
     io::task<std::vector<std::vector<node_report>>> read_records(key_place place,
-                                                                 std::vector<std::string> keys);
+                                                                 std::vector<std::string> keys,
+                                                                 bool insist = false);
     // Copies the decided version onto the set's nodes that lack it (rebuilding their shards from k
     // others); true when every node of the set then holds it.
     io::task<base::result<bool>> heal_key(key_place place);
@@ -287,6 +290,10 @@ private:
     cluster_store_options _options;
     stamp_clock _clock;
     std::vector<std::unique_ptr<core_state>> _cores;
+    // The heal queue is shared by the cores: a degraded write is rare, and the lock is never held
+    // across a suspension.
+    std::mutex _heal_mutex;
+    std::deque<heal_item> _heal_items;
     std::atomic<std::size_t> _heal_queued{0};
     std::atomic<std::uint64_t> _heal_dropped{0};
 };

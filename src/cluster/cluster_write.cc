@@ -179,13 +179,16 @@ base::failure cluster_store::write_failed(const key_place& place, const std::vec
     const std::size_t stored = count_in(ups, upload::state::stored);
     std::vector<std::string> holders;
     for (const auto& u : ups)
-        if (u.kind == upload::state::stored) holders.push_back(u.node);
-    if (!holders.empty())
+        if (u.kind == upload::state::stored || u.maybe_stored) holders.push_back(u.node);
+    const bool anywhere = !holders.empty();
+    if (anywhere)
         io::spawn(withdraw(this, place.shard_bucket, place.key, std::move(holders), version));
     if (count_in(ups, upload::state::refused) > 0) {
         for (const auto& u : ups)  // a retry is then ordered after what refused this one
             if (auto held = stamp::parse(u.held)) _clock.observe(*held);
-        if (accept.kind == acceptance::rule::at_most)
+        // 412 says the write did not happen: only when no node stored it. A write that some nodes
+        // took was visible to a reader that caught them; its outcome is unknown: 503, retry.
+        if (accept.kind == acceptance::rule::at_most && !anywhere)
             return base::fail(base::errc::precondition_failed,
                               "another write to the key came first");
         return base::fail(base::errc::slow_down,

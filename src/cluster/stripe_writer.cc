@@ -58,6 +58,7 @@ io::task<void> finish_upload(cluster_store* store, upload* u, std::string frame)
     if (!answer) {
         u->kind = upload::state::failed;
         u->failure = answer.err();
+        u->maybe_stored = true;  // the end of the body may have reached it
         if (transport_failure(answer.err())) store->suspect(u->node);
     } else if (answer->ok()) {
         u->kind = upload::state::stored;

@@ -23,6 +23,8 @@ struct upload {
     base::error failure;
     std::string held;  // refused: the version the node holds
     std::vector<std::uint32_t> crcs;
+    // The node got the whole shard and its record but no answer came back: it may have stored it.
+    bool maybe_stored = false;
 };
 std::size_t count_in(const std::vector<upload>& ups, upload::state s);
 // The first failure's message, to say why a write fell short.
