@@ -13,6 +13,7 @@ any world size knows every byte it must get back.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -113,7 +114,7 @@ def main() -> int:
     p.add_argument("--gate", default="", help="async saves: the gate file's path (suffixed with the rank)")
     a = p.parse_args()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port), RANK=str(a.rank), WORLD_SIZE=str(a.world))
-    dist.init_process_group("gloo", rank=a.rank, world_size=a.world)
+    dist.init_process_group("gloo", rank=a.rank, world_size=a.world, timeout=datetime.timedelta(seconds=120))
     mesh = init_device_mesh("cpu", (a.world,))
     client = fjord.Client()
     out = {"rank": a.rank}
@@ -159,6 +160,14 @@ def main() -> int:
     finally:
         print(json.dumps(out), flush=True)
         client.close()
+        # A rank that failed meets the others at a barrier before the process group goes: tearing it
+        # down while another rank is still in one of DCP's collectives aborts the process in gloo
+        # ("terminate called without an active exception"), as a loaded machine showed.
+        if "error" in out:
+            try:
+                dist.barrier()
+            except BaseException:  # noqa: BLE001 - a peer is gone: nothing left to wait for
+                os._exit(0)
         dist.destroy_process_group()
     return 0
 
