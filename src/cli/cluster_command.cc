@@ -198,10 +198,11 @@ base::result<cluster::topology> topology_of(const command_options& opts) {
     {
         auto k = base::parse_u64(opts.text("data-shards", ""));
         auto m = base::parse_u64(opts.text("parity-shards", ""));
-        if (!k || !m || *k < 1 || *m < 1 || *k + *m > cluster::max_stripe_width)
+        if (!k || !m || *k < 1 || *m < 1 || *m > *k + 1 || *k + *m > cluster::max_stripe_width)
             return base::fail(base::errc::invalid_argument,
-                              "--data-shards K and --parity-shards M go together, 1 <= K, 1 <= M "
-                              "and K + M <= 32");
+                              "--data-shards K and --parity-shards M go together, 1 <= K, "
+                              "1 <= M <= K + 1 (writes are acknowledged at K + 1 nodes, which must "
+                              "be a majority) and K + M <= 32");
         std::sort(nodes.begin(), nodes.end());
         cluster::geometry g{static_cast<unsigned>(*k), static_cast<unsigned>(*m)};
         auto sets = cluster::layout_sets(nodes, 1, g);

@@ -68,8 +68,10 @@ base::result<topology> decode_topology(std::string_view text) {
     t.block_bytes = block->get<std::uint32_t>();
     if (created != doc.end() && created->is_number_integer())
         t.created_unix_ms = created->get<std::int64_t>();
-    if (t.shape.k < 1 || t.shape.m < 1 || t.shape.width() > max_stripe_width ||
-        t.block_bytes < 64 || t.block_bytes > 16 * 1024 * 1024 || sets->empty())
+    // m <= k + 1: the write quorum of k + 1 is then a majority, which conditional writes rely on.
+    if (t.shape.k < 1 || t.shape.m < 1 || t.shape.m > t.shape.k + 1 ||
+        t.shape.width() > max_stripe_width || t.block_bytes < 64 ||
+        t.block_bytes > 16 * 1024 * 1024 || sets->empty())
         return corrupt("the topology's geometry");
     std::set<std::string> seen;
     for (const auto& set : *sets) {

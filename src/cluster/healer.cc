@@ -18,7 +18,9 @@ namespace {
 
 constexpr std::size_t queue_batch = 256;
 constexpr std::size_t max_deferred = 100'000;
-constexpr std::uint32_t scan_page_keys = 256;
+// Keys a scan reads records of in one request per set: a record can be large (a manifest of 10,000
+// parts is about 240 KB), and the answer must stay within the data plane's 16 MiB.
+constexpr std::uint32_t scan_page_keys = 48;
 constexpr std::int64_t retry_ms = 1'000;
 constexpr std::int64_t max_retry_ms = 60'000;
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "base/encoding.h"
+#include "cluster/erasure.h"
 #include "store/codec.h"
 
 namespace fjord::cluster {
@@ -83,6 +84,8 @@ base::result<upload_head> parse_upload_head(std::string_view stamp_text,
         (kind != 'o' && kind != 'd' && kind != 'm'))
         return base::fail(base::errc::invalid_argument, "a malformed x-fjord-layout");
     head.kind = static_cast<shard_kind>(kind);
+    if (k > max_stripe_width || m > max_stripe_width || index > max_stripe_width)
+        return base::fail(base::errc::invalid_argument, "a malformed x-fjord-layout");
     head.k = k, head.m = m, head.index = index, head.block_bytes = block, head.object_bytes = bytes;
     // The same bounds a shard's record is held to (decode_shard_meta).
     shard_meta probe;

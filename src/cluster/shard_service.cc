@@ -482,10 +482,21 @@ io::task<void> shard_service::meta(http::exchange& ex, const rpc_target& target)
             replies[i].kind = meta_reply::state::failed;
             continue;
         }
-        for (const auto& record : *versions)
-            if (auto meta = meta_of(record)) replies[i].versions.push_back(std::move(*meta));
-        replies[i].kind =
-            replies[i].versions.empty() ? meta_reply::state::absent : meta_reply::state::present;
+        bool unreadable = false;
+        for (const auto& record : *versions) {
+            auto meta = meta_of(record);
+            if (meta)
+                replies[i].versions.push_back(std::move(*meta));
+            else
+                unreadable = true;  // a record this node cannot read: it does not answer for it
+        }
+        if (unreadable) {
+            replies[i].versions.clear();
+            replies[i].kind = meta_reply::state::failed;
+        } else {
+            replies[i].kind = replies[i].versions.empty() ? meta_reply::state::absent
+                                                          : meta_reply::state::present;
+        }
     }
     co_await answer_ok(ex, encode_meta_replies(replies));
 }

@@ -15,6 +15,7 @@ constexpr std::uint32_t min_block_bytes = 64;
 constexpr std::uint32_t max_block_bytes = 16 * 1024 * 1024;
 
 constexpr std::uint32_t max_manifest_parts = 10'000;
+constexpr std::uint64_t max_object_bytes = 5ULL << 40;  // S3's largest object: 5 TiB
 
 // A manifest's upload and parts: ascending part numbers whose sizes add up to the object's.
 base::result<void> decode_parts(store::decoder& d, shard_meta& meta) {
@@ -43,7 +44,7 @@ base::result<void> decode_parts(store::decoder& d, shard_meta& meta) {
 
 std::uint64_t stripe_layout::stripes() const {
     const std::uint64_t per = stripe_data_bytes();
-    return (object_bytes + per - 1) / per;
+    return object_bytes / per + (object_bytes % per != 0 ? 1 : 0);
 }
 
 std::uint32_t stripe_layout::block_of(std::uint64_t s) const {
@@ -121,7 +122,9 @@ base::result<shard_meta> decode_shard_meta(std::string_view bytes) {
         return base::fail(base::errc::invalid_argument, "bad geometry in a shard record");
     if (meta.block_bytes < min_block_bytes || meta.block_bytes > max_block_bytes)
         return base::fail(base::errc::invalid_argument, "bad block size in a shard record");
-    if (crcs != meta.layout().stripes())
+    if (meta.object.size_bytes > max_object_bytes)
+        return base::fail(base::errc::invalid_argument, "an object too large in a shard record");
+    if (crcs != meta.layout().stripes() || crcs > bytes.size() / 4)
         return base::fail(base::errc::invalid_argument, "the shard record's CRCs do not match");
     meta.block_crcs.resize(crcs);
     for (auto& crc : meta.block_crcs) crc = d.u32();
