@@ -49,6 +49,9 @@ stamp stamp_clock::next_after(const stamp& floor) {
 }
 
 void stamp_clock::observe(const stamp& seen) {
+    // A stamp from a clock far ahead would carry this one along for good: past the skew a cluster
+    // tolerates, it is not followed (the write it names is ordered by its stamp all the same).
+    if (seen.unix_ms() - _now_ms() > max_skew_ms) return;
     std::uint64_t last = _last.load(std::memory_order_relaxed);
     while (seen.time > last &&
            !_last.compare_exchange_weak(last, seen.time, std::memory_order_relaxed)) {}

@@ -42,8 +42,10 @@ public:
     stamp next();
     // next(), and later than `floor` too (a conditional write's successor of the version it read).
     stamp next_after(const stamp& floor);
-    // Moves the clock past a stamp seen from another node.
+    // Moves the clock past a stamp seen from another node, unless that stamp is more than
+    // max_skew_ms ahead of this node's wall clock.
     void observe(const stamp& seen);
+    static constexpr std::int64_t max_skew_ms = 10 * 60 * 1000;
     std::uint32_t node() const { return _node; }
 
 private:

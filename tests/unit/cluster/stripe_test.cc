@@ -42,6 +42,11 @@ TEST(Stamp, ClockIsMonotonicAndPassesWhatItSees) {
     EXPECT_GT(clock.next().time, seen.time);
     stamp floor{std::uint64_t{9000} << 16, 1};
     EXPECT_GT(clock.next_after(floor), floor);
+    // A stamp from a clock a day ahead is not followed.
+    const std::uint64_t before = clock.next().time;
+    clock.observe(stamp{static_cast<std::uint64_t>(now + 86'400'000) << 16, 3});
+    EXPECT_LT(clock.next().time, static_cast<std::uint64_t>(now + stamp_clock::max_skew_ms) << 16);
+    EXPECT_GT(clock.next().time, before);
     EXPECT_NE(node_tag("n1"), node_tag("n2"));
 }
 
@@ -114,6 +119,9 @@ TEST(Stripe, ShardRecordsRoundTripAndAreChecked) {
     wrong = m;
     wrong.block_bytes = 32;
     EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
+    wrong = m;  // a size whose stripes would overflow, or past S3's largest object
+    wrong.object.size_bytes = ~0ULL - 3;
+    EXPECT_FALSE(decode_shard_meta(encode_shard_meta(wrong)));
 }
 
 TEST(Stripe, ManifestsListTheirPartsInOrder) {
@@ -184,6 +192,7 @@ TEST(Rpc, UploadHeadsAreCheckedAgainstTheirRecords) {
     EXPECT_FALSE(parse_upload_head(headers[0].second, "o 2 2 4 4096 10", "newer"));
     EXPECT_FALSE(parse_upload_head(headers[0].second, "d 2 2 1 4096 10", "newer"));
     EXPECT_FALSE(parse_upload_head(headers[0].second, "o 2 2 1 4096 10 junk", "newer"));
+    EXPECT_FALSE(parse_upload_head(headers[0].second, "o 258 2 1 4096 10", "newer"));
     EXPECT_FALSE(parse_upload_head("nope", headers[1].second, "newer"));
     EXPECT_FALSE(parse_upload_head(headers[0].second, headers[1].second, "older"));
     auto cas = acceptance::parse("at-most " + stamp{5, 6}.text());
@@ -242,6 +251,9 @@ TEST(Catalog, TopologyAndBucketRecordsRoundTrip) {
         decode_topology(R"({"k":2,"m":2,"block_bytes":1048576,"sets":[["n1","n2","n3"]]})"));
     EXPECT_FALSE(decode_topology(R"({"k":0,"m":2,"block_bytes":1048576,"sets":[["n1","n2"]]})"));
     EXPECT_FALSE(default_topology({"n1", "n1", "n2", "n3"}, 1 << 20));
+    // m > k + 1 would let two conditional writes both reach a write quorum of k + 1.
+    EXPECT_FALSE(
+        decode_topology(R"({"k":1,"m":3,"block_bytes":1048576,"sets":[["a","b","c","d"]]})"));
     bucket_record b{"bucket", 5, "00ff", {{"owner", "alice"}}, 0};
     auto bb = decode_bucket_record(encode_bucket_record(b));
     ASSERT_TRUE(bb);
