@@ -48,7 +48,8 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
         bool settled = true;
         for (const shard_meta& v : r.versions) {
             if (d.holders > 0 && v.version <= decided) continue;
-            if (now_ms - v.version.unix_ms() < self->options().leftover_age_ms) {
+            const std::int64_t written_ms = std::max(v.version.unix_ms(), v.object.modified_ms);
+            if (now_ms - written_ms < self->options().leftover_age_ms) {
                 settled = false;
                 continue;
             }

@@ -149,7 +149,9 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
         m.object.size_bytes = size_bytes;
         m.object.segments.clear();
         m.object.inline_data.clear();
-        if (m.object.modified_ms == 0) m.object.modified_ms = base::unix_now_ms();
+        // When the write completes, which is also what healing ages a failed write's leftovers
+        // from (a long upload's stamp is as old as its first byte).
+        m.object.modified_ms = base::unix_now_ms();
         return {};
     };
     std::vector<unsigned> all(n);
