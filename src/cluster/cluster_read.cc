@@ -23,7 +23,9 @@ struct shard_source {
     peer_pool::lease link;
     std::vector<std::uint8_t> buf;  // a block and its CRC
     bool open = false;
-    bool good = false;
+    bool done = false;  // its read of the current stripe ended
+    bool good = false;  // ... with a sound block
+    bool slow = false;  // still reading when the hedge came
     base::error failure;
 };
 
@@ -80,13 +82,17 @@ io::task<void> read_block(cluster_store* self, std::shared_ptr<shard_source> src
                           std::shared_ptr<stripe_fan> fan, std::uint32_t len,
                           std::uint32_t expected_crc) {
     src->good = false;
+    src->done = false;
+    src->slow = false;
     src->buf.resize(std::size_t{len} + 4);
     auto got = co_await src->link->read_exact(reinterpret_cast<std::byte*>(src->buf.data()),
                                               src->buf.size());
     if (!got) {
         src->good = false;
         src->failure = got.err();
-        if (transport_failure(got.err())) self->suspect(src->node);
+        // A node that closes in the middle of a download is up: it found its shard damaged.
+        if (transport_failure(got.err()) && got.code() != base::errc::closed)
+            self->suspect(src->node);
         src->link.reset();
     } else {
         std::uint32_t sent = 0;
@@ -101,6 +107,7 @@ io::task<void> read_block(cluster_store* self, std::shared_ptr<shard_source> src
             src->link.reset();
         }
     }
+    src->done = true;
     fan->finish_one();
 }
 
@@ -258,7 +265,10 @@ io::task<base::result<read_decision>> cluster_store::quorum_read(key_place place
         if (decision || decision.code() != base::errc::service_unavailable) break;
     }
     if (decision && decision->holders > 0) _clock.observe(decision->meta.version);
-    if (decision && decision->holders > 0 && !decision->full_width) queue_heal(place);
+    // Below full width, or with versions to trim or leftovers to withdraw (which hold back conditional
+    // writes): for the healer.
+    if (decision && decision->holders > 0 && (!decision->full_width || decision->others))
+        queue_heal(place);
     co_return decision;
 }
 
@@ -309,53 +319,93 @@ stripe_reader::stripe_reader(cluster_store& store, const key_place& place,
 
 stripe_reader::~stripe_reader() = default;
 
-// Until k blocks of stripe s are good, or no shard is left to try.
+// Opens the next shard to read from stripe s on; false when none is left.
+io::task<bool> stripe_reader::open_next(std::uint64_t s) {
+    for (;;) {
+        if (_next_candidate == _candidates.size()) {
+            // Out of shards: those passed over as down or suspect are tried after all.
+            if (_insisting || _passed_over.empty()) co_return false;
+            _insisting = true;
+            _candidates = std::move(_passed_over);
+            _passed_over.clear();
+            _next_candidate = 0;
+        }
+        const unsigned candidate = _candidates[_next_candidate++];
+        auto src = co_await open_shard_source(&_store, _place, candidate, _path, _version, s, _last,
+                                              _insisting);
+        if (src->open) {
+            _active.push_back(std::move(src));
+            co_return true;
+        }
+        _saw_damage = true;
+        if (!_insisting) _passed_over.push_back(candidate);
+    }
+}
+
+// Until k blocks of stripe s are good. Shards read side by side; when they are not all in by the hedge,
+// more are opened, and the slow ones are still waited for: whichever k come first win. A shard that
+// fails or is corrupt is replaced at once.
 io::task<base::result<void>> stripe_reader::gather(
     std::uint64_t s, std::vector<std::shared_ptr<shard_source>>& good) {
     const std::uint32_t bl = _layout.block_of(s);
-    while (good.size() < _place.k) {
-        while (_active.size() + good.size() < _place.k && _next_candidate < _candidates.size()) {
-            const unsigned candidate = _candidates[_next_candidate++];
-            auto src = co_await open_shard_source(&_store, _place, candidate, _path, _version, s,
-                                                  _last, _insisting);
-            if (src->open) {
-                _active.push_back(std::move(src));
-            } else {
-                _saw_damage = true;
-                if (!_insisting) _passed_over.push_back(candidate);
-            }
-            // Out of shards: those passed over as down or suspect are tried after all.
-            if (_next_candidate == _candidates.size() && !_insisting && !_passed_over.empty() &&
-                _active.size() + good.size() < _place.k) {
-                _insisting = true;
-                _candidates = std::move(_passed_over);
-                _passed_over.clear();
-                _next_candidate = 0;
-            }
+    auto fan = std::make_shared<stripe_fan>();
+    std::vector<std::shared_ptr<shard_source>> reading = std::move(_active);
+    _active.clear();
+    auto launch = [&](std::shared_ptr<shard_source> src) {
+        io::spawn(read_block(&_store, src, fan, bl, _decision.shards[src->index]->block_crcs[s]));
+        reading.push_back(std::move(src));
+    };
+    for (auto& src : reading)
+        io::spawn(read_block(&_store, src, fan, bl, _decision.shards[src->index]->block_crcs[s]));
+    const std::int64_t give_up_ns =
+        base::monotonic_now_ns() + _store.options().peers.io_timeout_ms * 1'000'000;
+    bool hedged = false;
+    for (;;) {
+        std::size_t n_good = 0, n_slow = 0, n_in_flight = 0;
+        for (const auto& src : reading) {
+            if (src->done && src->good) ++n_good;
+            if (!src->done) ++n_in_flight, n_slow += src->slow ? 1 : 0;
         }
-        if (_active.empty())
-            co_return base::fail(
-                base::errc::service_unavailable,
-                "fewer than " + std::to_string(_place.k) + " shards of the object can be read now");
-        auto fan = std::make_shared<stripe_fan>();
-        for (auto& src : _active)
-            io::spawn(
-                read_block(&_store, src, fan, bl, _decision.shards[src->index]->block_crcs[s]));
-        (void)co_await fan->wait_for(_active.size(), _store.options().hedge_ms);
-        for (auto& src : _active) {
-            if (src->good) {
-                good.push_back(src);
-                continue;
-            }
-            _saw_damage = true;
-            if (!src->failure.message.empty())
-                LOG_WARN("%s/%s: %s; reading another shard", _place.bucket.c_str(),
-                         _place.key.c_str(), src->failure.message.c_str());
-            else
-                _store.suspect(src->node);  // slow: the hedge takes over
+        if (n_good >= _place.k) break;
+        // Enough in flight to make k, not counting the slow ones once the hedge came.
+        while (n_in_flight - n_slow < _place.k - n_good && co_await open_next(s)) {
+            launch(std::move(_active.back()));
+            _active.pop_back();
+            ++n_in_flight;
         }
-        _active.clear();
+        if (n_in_flight == 0) break;
+        const std::int64_t left_ms = (give_up_ns - base::monotonic_now_ns()) / 1'000'000;
+        if (left_ms <= 0) break;
+        const bool progressed = co_await fan->wait_for(
+            fan->finished() + 1, hedged ? left_ms : std::min(left_ms, _store.options().hedge_ms));
+        if (!progressed && !hedged) {
+            hedged = true;  // the shards still reading are slow: others join them
+            for (auto& src : reading)
+                if (!src->done) src->slow = true;
+        }
     }
+    for (auto& src : reading) {
+        if (src->done && src->good && good.size() < _place.k) {
+            good.push_back(src);
+            continue;
+        }
+        if (src->done && src->good) {  // more than k in: kept for the next stripe
+            _active.push_back(src);
+            continue;
+        }
+        _saw_damage = true;
+        if (!src->done) {
+            _store.suspect(src->node);          // too slow: left to finish on its own
+            _candidates.push_back(src->index);  // it may be read again from a later stripe
+        } else {
+            LOG_WARN("%s/%s: %s; reading another shard", _place.bucket.c_str(), _place.key.c_str(),
+                     src->failure.message.c_str());
+        }
+    }
+    if (good.size() < _place.k)
+        co_return base::fail(
+            base::errc::service_unavailable,
+            "fewer than " + std::to_string(_place.k) + " shards of the object can be read now");
     co_return base::result<void>{};
 }
 

@@ -112,6 +112,8 @@ bool cluster_store::usable(const std::string& node) {
 }
 
 void cluster_store::suspect(const std::string& node) {
+    // This node answers its own requests whenever it runs them: a failure there is the shard's.
+    if (node == _options.node_id) return;
     local().suspect_until_ns[node] = base::monotonic_now_ns() + _options.suspect_ms * 1'000'000;
 }
 

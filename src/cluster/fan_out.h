@@ -77,9 +77,10 @@ private:
     static io::task<void> timer(std::shared_ptr<fan_out> self, std::uint64_t id,
                                 std::int64_t deadline_ms) {
         if (base::thread_clock_simulated()) {
-            // The simulation's clock moves only as it steps: watch it, yielding in between.
+            // The simulation's clock moves only as it steps: watch it, yielding in between. (The
+            // waiter suspends only after this task first yields: the wait id alone says it is current.)
             const std::int64_t until = base::monotonic_now_ns() + deadline_ms * 1'000'000;
-            while (self->_waiter && self->_wait_id == id && base::monotonic_now_ns() < until)
+            while (self->_wait_id == id && base::monotonic_now_ns() < until)
                 co_await io::yield_now{};
             if (self->_waiter && self->_wait_id == id) self->wake();
             co_return;

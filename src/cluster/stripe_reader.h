@@ -37,6 +37,7 @@ public:
 private:
     io::task<base::result<void>> gather(std::uint64_t s,
                                         std::vector<std::shared_ptr<shard_source>>& good);
+    io::task<bool> open_next(std::uint64_t s);
 
     cluster_store& _store;
     const key_place& _place;
