@@ -1,8 +1,11 @@
 // Multipart uploads in the cluster (cluster_store.h, "multipart uploads").
 //
 // An upload's record is a small object of the bucket's 'u' namespace under "<key>\0<upload id>"; each
-// part an object of the 'p' namespace under "<key>\0<upload id>\0<part number, 5 digits>". Both live
-// in the set the object's key is placed in, so one batch of record reads covers every part. Completing
+// attempt at a part an object of the 'p' namespace under "<key>\0<upload id>\0<part number, 5
+// digits>\0<stamp>", written once and never replaced: an upload of a part again (or one still running
+// when the upload completes) writes a new key, so a manifest's parts cannot change under it. The
+// newest attempt of a number is the part. Both live in the set the object's key is placed in, so
+// batches of record reads cover every part. Completing
 // writes the key's new version as a manifest: the record the front end built and the parts it chose,
 // each named by its version, whose objects then hold the bytes (no byte is copied). A read of a
 // manifest reads its parts in turn. What the upload leaves (its record, the parts not chosen) is
@@ -10,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <sys/random.h>
 
 #include "base/clock.h"
@@ -27,6 +31,7 @@ namespace {
 
 constexpr std::uint8_t upload_format = 1;
 constexpr std::uint32_t page_keys = 1000;
+constexpr std::size_t records_per_read = 100;  // part records read from the set in one request
 
 std::string upload_key(const std::string& key, const std::string& upload_id) {
     return key + '\0' + upload_id;
@@ -36,10 +41,11 @@ std::string part_prefix(const std::string& key, const std::string& upload_id) {
     return upload_key(key, upload_id) + '\0';
 }
 
-std::string part_key(const std::string& key, const std::string& upload_id, std::uint32_t number) {
+std::string part_key(const std::string& key, const std::string& upload_id, std::uint32_t number,
+                     const stamp& version) {
     char digits[8];
     std::snprintf(digits, sizeof digits, "%05u", number);
-    return part_prefix(key, upload_id) + digits;
+    return part_prefix(key, upload_id) + digits + '\0' + version.text();
 }
 
 std::string new_upload_id() {
@@ -115,12 +121,21 @@ store::part_record part_of(std::uint32_t number, const shard_meta& meta) {
     return p;
 }
 
-std::optional<std::uint32_t> number_of(std::string_view part_local_key) {
+struct part_attempt {
+    std::uint32_t number = 0;
+    stamp version;
+};
+
+// The number and the stamp of a part attempt's key ("...\0<number>\0<stamp>").
+std::optional<part_attempt> attempt_of(std::string_view part_local_key) {
     const std::size_t at = part_local_key.rfind('\0');
-    if (at == std::string_view::npos) return std::nullopt;
-    auto n = base::parse_u64(part_local_key.substr(at + 1));
-    if (!n || *n < 1 || *n > 10'000) return std::nullopt;
-    return static_cast<std::uint32_t>(*n);
+    if (at == std::string_view::npos || at == 0) return std::nullopt;
+    const std::size_t before = part_local_key.rfind('\0', at - 1);
+    if (before == std::string_view::npos) return std::nullopt;
+    auto n = base::parse_u64(part_local_key.substr(before + 1, at - before - 1));
+    auto version = stamp::parse(part_local_key.substr(at + 1));
+    if (!n || *n < 1 || *n > 10'000 || !version) return std::nullopt;
+    return part_attempt{static_cast<std::uint32_t>(*n), *version};
 }
 
 // Turns a part finisher into the record finisher of the part's object, keeping what it built.
@@ -180,8 +195,9 @@ io::task<base::result<void>> cluster_store::read_object(const key_place& place,
         const std::uint64_t from = std::max(at, first);
         const std::uint64_t to = std::min(at + part.size_bytes, first + length);
         if (from < to) {
-            auto where = place_in('p', place.bucket, place.object_key,
-                                  part_key(place.object_key, decision.meta.upload_id, part.number));
+            auto where = place_in(
+                'p', place.bucket, place.object_key,
+                part_key(place.object_key, decision.meta.upload_id, part.number, part.version));
             if (!where) co_return where.as_failure();
             auto d = co_await quorum_read(*where);
             if (!d) co_return d.as_failure();
@@ -197,10 +213,9 @@ io::task<base::result<void>> cluster_store::read_object(const key_place& place,
     co_return base::result<void>{};
 }
 
-io::task<base::result<store::upload_record>> cluster_store::load_upload(std::string bucket,
-                                                                        std::string key,
-                                                                        std::string upload_id,
-                                                                        bool with_parts) {
+io::task<base::result<store::upload_record>> cluster_store::load_upload(
+    std::string bucket, std::string key, std::string upload_id, bool with_parts,
+    std::vector<std::string>* attempts) {
     auto where = place_in('u', bucket, key, upload_key(key, upload_id));
     if (!where) co_return where.as_failure();
     auto bytes = co_await read_small(*where);
@@ -214,6 +229,7 @@ io::task<base::result<store::upload_record>> cluster_store::load_upload(std::str
     if (!with_parts) co_return u;
     auto parts_place = place_in('p', bucket, key, std::string());
     if (!parts_place) co_return parts_place.as_failure();
+    std::map<std::uint32_t, stamp> newest;  // of each number's attempts
     store::list_request request;
     request.bucket = bucket;
     request.prefix = part_prefix(key, upload_id);
@@ -224,17 +240,28 @@ io::task<base::result<store::upload_record>> cluster_store::load_upload(std::str
         std::vector<std::string> keys;
         for (const auto& e : page->entries) keys.push_back(e.name);
         if (keys.empty()) break;
-        auto reports = co_await read_records(*parts_place, keys);
-        for (std::size_t j = 0; j < keys.size(); ++j) {
-            std::vector<node_report> by_node;
-            for (auto& node : reports) by_node.push_back(std::move(node[j]));
-            auto d = decide_version(*parts_place, by_node);
-            if (!d) co_return d.as_failure();
-            auto number = number_of(keys[j]);
-            if (d->found && number) u.parts[*number] = part_of(*number, d->meta);
+        request.start_after = keys.back();
+        if (attempts) attempts->insert(attempts->end(), keys.begin(), keys.end());
+        for (std::size_t from = 0; from < keys.size(); from += records_per_read) {
+            std::vector<std::string> batch(
+                keys.begin() + static_cast<std::ptrdiff_t>(from),
+                keys.begin() +
+                    static_cast<std::ptrdiff_t>(std::min(keys.size(), from + records_per_read)));
+            auto reports = co_await read_records(*parts_place, batch);
+            for (std::size_t j = 0; j < batch.size(); ++j) {
+                std::vector<node_report> by_node;
+                for (auto& node : reports) by_node.push_back(std::move(node[j]));
+                auto d = decide_version(*parts_place, by_node);
+                if (!d) co_return d.as_failure();
+                auto attempt = attempt_of(batch[j]);
+                if (!d->found || !attempt || d->meta.version != attempt->version) continue;
+                auto& seen = newest[attempt->number];
+                if (attempt->version < seen) continue;
+                seen = attempt->version;
+                u.parts[attempt->number] = part_of(attempt->number, d->meta);
+            }
         }
         if (!page->truncated) break;
-        request.start_after = keys.back();
     }
     co_return u;
 }
@@ -279,13 +306,13 @@ io::task<base::result<store::part_record>> cluster_store::upload_part(store::par
     if (*request.size_bytes > request.max_size_bytes)
         co_return base::fail(base::errc::entity_too_large, "the part is too large");
     FJORD_CO_TRY(co_await load_upload(request.bucket, request.key, request.upload_id, false));
+    const stamp version = _clock.next();
     auto where = place_in('p', request.bucket, request.key,
-                          part_key(request.key, request.upload_id, request.number));
+                          part_key(request.key, request.upload_id, request.number, version));
     if (!where) co_return where.as_failure();
     co_await operations().acquire();
     io::semaphore::permit admitted(operations());
     store::part_record built;
-    const stamp version = _clock.next();
     auto written = co_await write_version(*where, &body, *request.size_bytes,
                                           part_record_finisher(finish, built), shard_kind::object,
                                           acceptance{}, version);
@@ -308,13 +335,13 @@ io::task<base::result<store::part_record>> cluster_store::copy_part(
     auto planned = plan(decision->meta.object);
     if (!planned) co_return planned.as_failure();
     FJORD_CO_TRY(co_await load_upload(request.bucket, request.key, request.upload_id, false));
+    const stamp version = _clock.next();
     auto where = place_in('p', request.bucket, request.key,
-                          part_key(request.key, request.upload_id, request.number));
+                          part_key(request.key, request.upload_id, request.number, version));
     if (!where) co_return where.as_failure();
     co_await operations().acquire();
     io::semaphore::permit admitted(operations());
     store::part_record built;
-    const stamp version = _clock.next();
     byte_pipe pipe;
     io::wait_group reading(1);
     co_await reading.spawn(read_into(*from, *decision, planned->range, &pipe, &planned->observe));
@@ -333,7 +360,8 @@ io::task<base::result<store::part_record>> cluster_store::copy_part(
 io::task<base::result<store::object_record>> cluster_store::complete_upload(
     std::string bucket, std::string key, std::string upload_id, store::upload_finalizer finalize,
     store::write_conditions conditions) {
-    auto upload = co_await load_upload(bucket, key, upload_id, true);
+    std::vector<std::string> attempts;
+    auto upload = co_await load_upload(bucket, key, upload_id, true, &attempts);
     if (!upload) co_return upload.as_failure();
     auto record = finalize(*upload);
     if (!record) co_return record.as_failure();
@@ -353,29 +381,30 @@ io::task<base::result<store::object_record>> cluster_store::complete_upload(
         co_await write_version(*where, nullptr, record->size_bytes, finish, shard_kind::manifest,
                                version->first, version->second, upload_id, parts);
     if (!written) co_return written.as_failure();
-    // The upload is done: its record and the parts not chosen go.
+    // The upload is done: its record and the part attempts not chosen go.
     if (auto u = place_in('u', bucket, key, upload_key(key, upload_id))) io::spawn(purge(*u));
-    for (const auto& [number, part] : upload->parts) {
+    for (const std::string& attempt_key : attempts) {
+        const auto attempt = attempt_of(attempt_key);
         const bool chosen =
-            std::any_of(parts.begin(), parts.end(),
-                        [n = number](const manifest_part& p) { return p.number == n; });
+            attempt && std::any_of(parts.begin(), parts.end(), [&attempt](const manifest_part& p) {
+                return p.number == attempt->number && p.version == attempt->version;
+            });
         if (chosen) continue;
-        if (auto p = place_in('p', bucket, key, part_key(key, upload_id, number)))
-            io::spawn(purge(*p));
+        if (auto p = place_in('p', bucket, key, attempt_key)) io::spawn(purge(*p));
     }
     co_return written;
 }
 
 io::task<base::result<void>> cluster_store::abort_upload(std::string bucket, std::string key,
                                                          std::string upload_id) {
-    auto upload = co_await load_upload(bucket, key, upload_id, true);
+    std::vector<std::string> attempts;
+    auto upload = co_await load_upload(bucket, key, upload_id, true, &attempts);
     if (!upload) co_return upload.as_failure();
     auto u = place_in('u', bucket, key, upload_key(key, upload_id));
     if (!u) co_return u.as_failure();
     co_await purge(*u);
-    for (const auto& [number, part] : upload->parts)
-        if (auto p = place_in('p', bucket, key, part_key(key, upload_id, number)))
-            co_await purge(*p);
+    for (const std::string& attempt_key : attempts)
+        if (auto p = place_in('p', bucket, key, attempt_key)) co_await purge(*p);
     co_return base::result<void>{};
 }
 

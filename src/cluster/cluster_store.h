@@ -279,10 +279,11 @@ private:
     io::task<base::result<std::optional<std::string>>> read_small(key_place place);
     // Removes every version of a key from its set's nodes (best effort; the scanner finds leftovers).
     io::task<void> purge(key_place place);
-    // An upload's record, with its parts when asked.
-    io::task<base::result<store::upload_record>> load_upload(std::string bucket, std::string key,
-                                                             std::string upload_id,
-                                                             bool with_parts);
+    // An upload's record, with its parts when asked (the newest attempt of each number); the keys of
+    // every attempt of every part into `attempts` when given.
+    io::task<base::result<store::upload_record>> load_upload(
+        std::string bucket, std::string key, std::string upload_id, bool with_parts,
+        std::vector<std::string>* attempts = nullptr);
     io::task<void> read_into(key_place place, read_decision decision, store::byte_range range,
                              byte_pipe* pipe,
                              const std::function<void(std::span<const std::byte>)>* observe);

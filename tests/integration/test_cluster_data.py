@@ -293,16 +293,25 @@ def test_multipart_uploads_complete_without_copying_and_read_from_any_node(clust
     created = a.create_multipart_upload(Bucket="parts", Key="big/object")
     upload_id = created["UploadId"]
     etags = []
+    stale = body_of(rng, part_size)
     for i, body in enumerate(parts, start=1):  # parts through different nodes
         etags.append(servers[i % 4].client().upload_part(Bucket="parts", Key="big/object",
                                                          UploadId=upload_id, PartNumber=i,
-                                                         Body=body)["ETag"])
+                                                         Body=stale if i == 2 else body)["ETag"])
     # A part uploaded again replaces the earlier one.
+    stale_etag = etags[1]
     etags[1] = b.upload_part(Bucket="parts", Key="big/object", UploadId=upload_id, PartNumber=2,
                              Body=parts[1])["ETag"]
+    assert etags[1] != stale_etag
     listed = servers[2].client().list_parts(Bucket="parts", Key="big/object", UploadId=upload_id)
     assert [p["PartNumber"] for p in listed["Parts"]] == [1, 2, 3]
     assert [p["Size"] for p in listed["Parts"]] == [len(p) for p in parts]
+    assert [p["ETag"] for p in listed["Parts"]] == etags
+    with pytest.raises(ClientError) as replaced:
+        servers[1].client().complete_multipart_upload(
+            Bucket="parts", Key="big/object", UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": stale_etag}]})
+    assert replaced.value.response["Error"]["Code"] == "InvalidPart"
     uploads = servers[3].client().list_multipart_uploads(Bucket="parts")["Uploads"]
     assert [(u["Key"], u["UploadId"]) for u in uploads] == [("big/object", upload_id)]
     done = servers[3].client().complete_multipart_upload(
@@ -324,6 +333,11 @@ def test_multipart_uploads_complete_without_copying_and_read_from_any_node(clust
     with pytest.raises(ClientError) as gone:
         a.list_parts(Bucket="parts", Key="big/object", UploadId=upload_id)
     assert gone.value.response["Error"]["Code"] == "NoSuchUpload"
+    with pytest.raises(ClientError) as late:  # a part too late changes nothing
+        a.upload_part(Bucket="parts", Key="big/object", UploadId=upload_id, PartNumber=2,
+                      Body=stale)
+    assert late.value.response["Error"]["Code"] == "NoSuchUpload"
+    assert b.get_object(Bucket="parts", Key="big/object")["Body"].read() == whole
     # An aborted upload leaves nothing.
     aborted = a.create_multipart_upload(Bucket="parts", Key="never")["UploadId"]
     a.upload_part(Bucket="parts", Key="never", UploadId=aborted, PartNumber=1, Body=b"x" * 1000)
