@@ -235,7 +235,10 @@ io::task<base::result<void>> cluster_store::delete_bucket(std::string name) {
     auto removed = co_await delete_bucket_record(local().etcd, _options.cluster, name);
     if (!removed) co_return removed;
     co_await apply_bucket_change(name, std::nullopt);
-    if (!shards.empty()) io::spawn(drop_shard_buckets(shards));
+    // Objects, and the unfinished uploads' records and parts: they go with the bucket, as on AWS.
+    if (!generation.empty())
+        for (char space : {'c', 'u', 'p'})
+            io::spawn(drop_shard_buckets(shard_bucket(name, generation, space)));
     co_return base::result<void>{};
 }
 
