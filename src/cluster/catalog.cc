@@ -161,6 +161,18 @@ io::task<base::result<topology>> init_topology(etcd_client& etcd, std::string cl
     co_return decode_topology(done->read[0].value);
 }
 
+io::task<base::result<std::optional<bucket_record>>> read_bucket_record(etcd_client& etcd,
+                                                                        std::string cluster,
+                                                                        std::string name) {
+    auto got = co_await etcd.range(bucket_key(cluster, name));
+    if (!got) co_return got.as_failure();
+    if (got->kvs.empty()) co_return std::optional<bucket_record>{};
+    auto b = decode_bucket_record(got->kvs[0].value);
+    if (!b) co_return b.as_failure();
+    b->mod_revision = got->kvs[0].mod_revision;
+    co_return std::optional<bucket_record>(std::move(*b));
+}
+
 io::task<base::result<bucket_record>> create_bucket_record(etcd_client& etcd, std::string cluster,
                                                            std::string name) {
     bucket_record b;

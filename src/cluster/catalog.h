@@ -58,6 +58,10 @@ std::string buckets_prefix(std::string_view cluster);
 
 // Writes the topology unless one exists; returns the one in force (which may differ from `t`).
 io::task<base::result<topology>> init_topology(etcd_client& etcd, std::string cluster, topology t);
+// The bucket's record as etcd holds it now; nullopt when there is none.
+io::task<base::result<std::optional<bucket_record>>> read_bucket_record(etcd_client& etcd,
+                                                                        std::string cluster,
+                                                                        std::string name);
 // bucket_already_owned_by_you when it exists.
 io::task<base::result<bucket_record>> create_bucket_record(etcd_client& etcd, std::string cluster,
                                                            std::string name);

@@ -183,6 +183,16 @@ std::optional<store::bucket_info> cluster_store::find_bucket(const std::string& 
     return info_of(it->second);
 }
 
+io::task<base::result<std::optional<store::bucket_info>>> cluster_store::find_bucket_now(
+    std::string name) {
+    auto read = co_await read_bucket_record(local().etcd, _options.cluster, name);
+    if (!read) co_return read.as_failure();
+    const bool seen = bucket_exists(name);
+    if (*read || seen) co_await apply_bucket_change(name, *read);
+    if (!*read) co_return std::optional<store::bucket_info>{};
+    co_return std::optional<store::bucket_info>(info_of(**read));
+}
+
 bool cluster_store::bucket_has_attribute(const std::string& bucket, const std::string& name) const {
     const auto& buckets = local().snapshot->buckets;
     auto it = buckets.find(bucket);
@@ -197,10 +207,13 @@ io::task<void> cluster_store::apply_bucket_change(std::string name,
                       std::optional<bucket_record> r) -> io::task<bool> {
                 core_state& cs = self->local();
                 auto next = std::make_shared<cluster_snapshot>(*cs.snapshot);
-                if (r)
+                if (r) {
                     next->buckets[n] = *r;
-                else
+                    // A snapshot read before this change must not undo it.
+                    next->revision = std::max(next->revision, r->mod_revision);
+                } else {
                     next->buckets.erase(n);
+                }
                 cs.snapshot = std::move(next);
                 ++cs.snapshots_taken;
                 co_return true;
@@ -229,9 +242,8 @@ io::task<base::result<void>> cluster_store::delete_bucket(std::string name) {
     if (!page->entries.empty())
         co_return base::fail(base::errc::bucket_not_empty, "the bucket is not empty");
     auto b = local().snapshot->buckets.find(name);
-    std::string shards = b == local().snapshot->buckets.end()
-                             ? std::string()
-                             : shard_bucket(name, b->second.generation);
+    const std::string generation =
+        b == local().snapshot->buckets.end() ? std::string() : b->second.generation;
     auto removed = co_await delete_bucket_record(local().etcd, _options.cluster, name);
     if (!removed) co_return removed;
     co_await apply_bucket_change(name, std::nullopt);

@@ -163,6 +163,8 @@ public:
     bool bucket_exists(const std::string& name) const override;
     std::vector<store::bucket_info> list_buckets() const override;
     std::optional<store::bucket_info> find_bucket(const std::string& name) const override;
+    io::task<base::result<std::optional<store::bucket_info>>> find_bucket_now(
+        std::string name) override;
     bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override;
     // Changes with every snapshot this core takes (the catalog may have changed on another node).
     std::uint64_t catalog_version() const override;

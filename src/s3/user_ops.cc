@@ -391,7 +391,10 @@ io::task<void> service::delete_bucket_policy(context& c) {
 
 io::task<base::result<void>> service::create_owned_bucket(
     const context& c, const std::optional<store::kv_bucket_options>& kv) {
-    auto existing = _store.find_bucket(c.req.bucket);
+    // Not this core's view: a bucket another node just deleted must not be answered as re-created.
+    auto now = co_await _store.find_bucket_now(c.req.bucket);
+    if (!now) co_return now.as_failure();
+    const auto& existing = *now;
     if (existing && !owns(c, *existing))
         co_return base::fail(base::errc::bucket_already_exists,
                              "The requested bucket name is not available.");

@@ -22,6 +22,9 @@ public:
     std::optional<bucket_info> find_bucket(const std::string& name) const override {
         return of(name).find_bucket(name);
     }
+    io::task<base::result<std::optional<bucket_info>>> find_bucket_now(std::string name) override {
+        co_return co_await of(name).find_bucket_now(name);
+    }
     bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override {
         return of(bucket).bucket_has_attribute(bucket, name);
     }

@@ -79,6 +79,10 @@ std::optional<bucket_info> object_store::find_bucket(const std::string& name) co
     return std::nullopt;
 }
 
+io::task<base::result<std::optional<bucket_info>>> object_store::find_bucket_now(std::string name) {
+    co_return find_bucket(name);
+}
+
 bool object_store::bucket_has_attribute(const std::string& bucket, const std::string& name) const {
     auto info = find_bucket(bucket);
     return info && info->attributes.count(name);

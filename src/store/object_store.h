@@ -280,6 +280,10 @@ public:
     virtual std::vector<bucket_info> list_buckets() const = 0;      // this core's view, sorted
     // This core's view of one bucket; nullopt when it does not exist.
     virtual std::optional<bucket_info> find_bucket(const std::string& name) const;
+    // The bucket as the store's source of truth holds it now, for a decision a stale view must not
+    // make (CreateBucket of a name this core still sees after another node deleted it). A cluster
+    // asks its catalog and brings this core's view up to date; other stores answer find_bucket.
+    virtual io::task<base::result<std::optional<bucket_info>>> find_bucket_now(std::string name);
     // A number that changes whenever this core's view of the buckets may have changed without a call
     // on this node (another node of a cluster changed them); 0, and constant, for a store whose buckets
     // change only through its own calls. A front end caching bucket configuration reloads on a change.

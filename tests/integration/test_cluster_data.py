@@ -363,6 +363,13 @@ def test_multipart_uploads_complete_without_copying_and_read_from_any_node(clust
     assert copied.returncode == 0, copied.stderr
     assert servers[3].client().get_object(Bucket="parts", Key="cli.bin")["Body"].read() == \
         source.read_bytes()
+    # An unfinished upload does not keep a bucket: it goes with it (as on AWS and on a single node).
+    make_bucket(servers, "brief")
+    brief = a.create_multipart_upload(Bucket="brief", Key="half")["UploadId"]
+    a.upload_part(Bucket="brief", Key="half", UploadId=brief, PartNumber=1, Body=b"y" * 1000)
+    b.delete_bucket(Bucket="brief")
+    make_bucket(servers, "brief")
+    assert not a.list_multipart_uploads(Bucket="brief").get("Uploads")
 
 
 def test_a_node_whose_drive_is_full_does_not_stop_writes(tmp_path):
