@@ -71,6 +71,7 @@ peer_link::peer_link(io::endpoint where, const peer_options& options)
 
 void peer_link::close() {
     _connection->close();
+    _close_after_body = false;
     _buffer.clear();
     _body_left = 0;
     _between_messages = true;
@@ -259,10 +260,13 @@ io::task<base::result<peer_answer>> peer_link::read_answer(bool keep_body) {
                                  std::to_string(answer.status) + ")");
     }
     answer.content_length = *length;
-    if (!keep_alive) _last_used_ns = 0;  // reopened for the next request
+    _close_after_body = !keep_alive;
     if (answer.ok() && !keep_body) {
         _body_left = *length;
-        if (_body_left == 0) _between_messages = true;
+        if (_body_left == 0) {
+            _between_messages = true;
+            if (_close_after_body) close();
+        }
         co_return answer;
     }
     FJORD_CO_TRY(co_await read_small_body(answer, *length));
@@ -306,6 +310,7 @@ io::task<base::result<void>> peer_link::read_exact(std::byte* dst, std::size_t l
         }
         _between_messages = true;
         _last_used_ns = base::monotonic_now_ns();
+        if (_close_after_body) close();  // the peer said Connection: close
     }
     co_return base::result<void>{};
 }

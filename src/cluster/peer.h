@@ -115,6 +115,7 @@ private:
     std::string _buffer;  // received bytes not yet consumed (the head, then the body's start)
     std::uint64_t _body_left = 0;
     bool _between_messages = true;
+    bool _close_after_body = false;  // the answer came with Connection: close
     std::int64_t _last_used_ns = 0;
 };
 
