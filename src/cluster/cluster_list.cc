@@ -81,6 +81,8 @@ public:
         // node may hold more.
         std::optional<std::string> horizon;
         for (const auto& p : pages)
+            if (p && p->truncated && p->entries.empty()) stalled = true;
+        for (const auto& p : pages)
             if (p && p->truncated && !p->entries.empty() &&
                 (!horizon || p->entries.back().key < *horizon))
                 horizon = p->entries.back().key;
@@ -99,7 +101,8 @@ public:
     }
 
     store::list_page page;
-    std::string cursor;  // where the next round starts (exclusive)
+    std::string cursor;    // where the next round starts (exclusive)
+    bool stalled = false;  // a node's page was cut before any entry: no progress can be made
 
 private:
     // One key of the merge; true when it shows that the page is truncated.
@@ -188,8 +191,13 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
                                      "too few nodes answered to list the bucket");
             unanswered = std::max(unanswered, width - a);
         }
-        if (merge.take(fan->pages, unanswered)) break;
+        const bool complete = merge.take(fan->pages, unanswered);
+        if (merge.stalled)
+            co_return base::fail(base::errc::internal, "a node's listing made no progress");
+        if (complete) co_return std::move(merge.page);
     }
+    // Rounds without end (more than max_rounds of 1000 keys): what was merged, marked as cut short.
+    merge.page.truncated = !merge.page.entries.empty();
     co_return std::move(merge.page);
 }
 
