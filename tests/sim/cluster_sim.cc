@@ -71,6 +71,31 @@ public:
     }
 };
 
+// What one seed did, and what all seeds did together.
+struct tally {
+    std::uint64_t acknowledged = 0, unknown = 0, reads = 0, cuts = 0, resets = 0, rot = 0,
+                  cas_rounds = 0, healed = 0;
+
+    void add(const tally& o) {
+        acknowledged += o.acknowledged, unknown += o.unknown, reads += o.reads, cuts += o.cuts;
+        resets += o.resets, rot += o.rot, cas_rounds += o.cas_rounds, healed += o.healed;
+    }
+    std::string describe(std::size_t nodes) const {
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "%zu nodes: %llu acknowledged, %llu unknown, %llu reads checked, %llu "
+                      "cut-offs, %llu resets, %llu bits rotted, %llu conditional rounds, %llu "
+                      "keys healed",
+                      nodes, static_cast<unsigned long long>(acknowledged),
+                      static_cast<unsigned long long>(unknown),
+                      static_cast<unsigned long long>(reads), static_cast<unsigned long long>(cuts),
+                      static_cast<unsigned long long>(resets), static_cast<unsigned long long>(rot),
+                      static_cast<unsigned long long>(cas_rounds),
+                      static_cast<unsigned long long>(healed));
+        return line;
+    }
+};
+
 struct simulation;
 
 struct node_side {
@@ -115,8 +140,7 @@ struct simulation {
     std::string last_error;  // of the last read refused
     bool clients_done = false, all_done = false;
     unsigned clients_running = 0;
-    std::uint64_t acknowledged = 0, unknown = 0, reads = 0, cuts = 0, resets = 0, rot = 0,
-                  cas_rounds = 0, healed = 0;
+    tally counts;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
@@ -364,7 +388,7 @@ io::task<std::optional<std::int64_t>> read_key(simulation& sim, node_side& n, st
 }
 
 void check_read(simulation& sim, const std::string& key, std::int64_t v, const std::string& where) {
-    ++sim.reads;
+    ++sim.counts.reads;
     const key_history& h = sim.keys[key];
     if (!h.allows(v))
         sim.violation(key + ": read " + std::to_string(v) + " through " + where +
@@ -385,9 +409,9 @@ io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_
         auto put = co_await n.store->put(r, body, finisher(v));
         if (put) {
             h.acked = v, h.unknown.clear();
-            ++sim.acknowledged;
+            ++sim.counts.acknowledged;
         } else if (outcome_unknown(put.err())) {
-            ++sim.unknown;
+            ++sim.counts.unknown;
         } else {
             h.unknown.erase(v);
             sim.violation(key + ": a PUT failed with " + put.err().message);
@@ -400,7 +424,7 @@ io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_
         auto removed = co_await n.store->remove(bucket, key, {});
         if (removed) {
             h.acked = absent_value, h.unknown.clear();
-            ++sim.acknowledged;
+            ++sim.counts.acknowledged;
         } else if (!outcome_unknown(removed.err())) {
             sim.violation(key + ": a DELETE failed with " + removed.err().message);
         }
@@ -441,7 +465,7 @@ io::task<void> cas_client(simulation& sim) {
             io::spawn(try_create(sim, &round, n.get(), key, v));
         }
         while (round.running > 0) co_await io::yield_now{};
-        ++sim.cas_rounds;
+        ++sim.counts.cas_rounds;
         if (round.winners.size() > 1)
             sim.violation(key + ": " + std::to_string(round.winners.size()) +
                           " conditional creates succeeded");
@@ -468,7 +492,7 @@ io::task<void> faults(simulation& sim) {
         if (kind < 3) {
             node_side& n = *sim.nodes[sim.draw(sim.nodes.size())];
             cut(sim, n, true);
-            ++sim.cuts;
+            ++sim.counts.cuts;
             const std::int64_t until = base::monotonic_now_ns() + (50 + sim.draw(400)) * 1'000'000;
             while (base::monotonic_now_ns() < until && !sim.clients_done) co_await io::yield_now{};
             cut(sim, n, false);
@@ -476,13 +500,13 @@ io::task<void> faults(simulation& sim) {
             node_side& n = *sim.nodes[sim.draw(sim.nodes.size())];
             if (!n.connections.empty()) {
                 n.connections[sim.draw(n.connections.size())]->client_vanish();
-                ++sim.resets;
+                ++sim.counts.resets;
             }
         } else if (kind == 6) {  // a data file in one of node 1's fan-out directories
             char dir[32];
             std::snprintf(dir, sizeof dir, "/drive0/objects/%02x",
                           static_cast<unsigned>(sim.draw(256)));
-            if (sim.nodes[0]->fs->flip_bit_at_rest(dir)) ++sim.rot;
+            if (sim.nodes[0]->fs->flip_bit_at_rest(dir)) ++sim.counts.rot;
         }
         const std::int64_t until = base::monotonic_now_ns() + (5 + sim.draw(40)) * 1'000'000;
         while (base::monotonic_now_ns() < until && !sim.clients_done) co_await io::yield_now{};
@@ -508,7 +532,7 @@ io::task<void> settle(simulation& sim) {
         if (!done)
             sim.violation(key + ": not healed to full width");
         else
-            ++sim.healed;
+            ++sim.counts.healed;
     }
     for (auto& [key, h] : sim.keys)
         for (auto& n : sim.nodes) {
@@ -558,7 +582,8 @@ io::task<void> pump(simulation& sim, io::reactor_group* group) {
     group->stop();
 }
 
-std::string run_seed(std::uint64_t seed, const run_options& options, std::string* summary) {
+std::string run_seed(std::uint64_t seed, const run_options& options, tally* totals,
+                     std::string* summary) {
     simulation sim(seed, options);
     base::set_thread_clock(&sim.clock);
     for (unsigned i = 0; i < options.nodes; ++i)
@@ -580,17 +605,8 @@ std::string run_seed(std::uint64_t seed, const run_options& options, std::string
         },
         [&](unsigned running) { return static_cast<unsigned>(sim.draw(running)); });
     base::set_thread_clock(nullptr);
-    char line[256];
-    std::snprintf(
-        line, sizeof line,
-        "%zu nodes: %llu acknowledged, %llu unknown, %llu reads checked, %llu cut-offs, "
-        "%llu resets, %llu bits rotted, %llu conditional rounds, %llu keys healed",
-        sim.nodes.size(), static_cast<unsigned long long>(sim.acknowledged),
-        static_cast<unsigned long long>(sim.unknown), static_cast<unsigned long long>(sim.reads),
-        static_cast<unsigned long long>(sim.cuts), static_cast<unsigned long long>(sim.resets),
-        static_cast<unsigned long long>(sim.rot), static_cast<unsigned long long>(sim.cas_rounds),
-        static_cast<unsigned long long>(sim.healed));
-    *summary = line;
+    totals->add(sim.counts);
+    *summary = sim.counts.describe(sim.nodes.size());
     return sim.failure;
 }
 
@@ -619,13 +635,12 @@ int main(int argc, char** argv) {
     options.verbose = args.verbose;
     fjord::base::set_log_level(options.verbose ? fjord::base::log_level::debug
                                                : fjord::base::log_level::off);
-    std::string last_summary;
+    tally totals;
     auto one = [&](std::uint64_t seed) {
         seed_outcome out;
-        out.failure = run_seed(seed, options, &out.summary);
-        last_summary = out.summary;
+        out.failure = run_seed(seed, options, &totals, &out.summary);
         return out;
     };
     return run_seeds("cluster_sim", options.first_seed, options.seeds, options.verbose, one,
-                     [&] { return last_summary; });
+                     [&] { return totals.describe(options.nodes); });
 }
