@@ -1,4 +1,5 @@
-// `fjord cluster init|status|topology|heal|remove-node`: the topology and membership of a Fjord cluster
+// `fjord cluster init|status|topology|heal|replace-node|remove-node`: the topology and membership of a
+// Fjord cluster
 // as etcd holds them (docs/cluster.md). Talks to etcd only, so it answers while every node is down.
 
 #include <cstdio>
@@ -24,8 +25,9 @@ namespace fjord::cli {
 namespace {
 
 struct cluster_command {
-    std::string op;  // init, status, heal, remove-node
+    std::string op;  // init, status, topology, heal, replace-node, remove-node
     std::string node_id;
+    std::string replacement;   // replace-node
     cluster::topology layout;  // init
     std::string cluster = "fjord";
     bool as_json = false;
@@ -41,6 +43,7 @@ struct cluster_outcome {
     cluster::topology layout;  // init: the one in force
     std::int64_t heal_request = 0;
     bool timed_out = false;
+    std::vector<std::string> rebuilt;  // heal --wait: the rebuild marks it cleared
 };
 
 // Asks every node for a scan: raises heal-request (compare-and-swap).
@@ -118,6 +121,43 @@ std::uint64_t below_full_width(const cluster::cluster_view& view) {
     return total;
 }
 
+// replace-node: the replacement must have joined (its endpoint is known); the node it replaces must be
+// down, or the same node (a new drive).
+io::task<base::result<void>> replace_node(cluster::etcd_client& etcd, const cluster_command& cmd,
+                                          cluster_outcome* out) {
+    auto view = co_await cluster::read_view(etcd, cmd.cluster);
+    if (!view) co_return view.as_failure();
+    if (!view->member(cmd.replacement))
+        co_return base::fail(
+            base::errc::invalid_argument,
+            "node " + cmd.replacement + " is not a member: start it with --cluster first");
+    const cluster::member_state* old = view->member(cmd.node_id);
+    if (cmd.node_id != cmd.replacement && old && old->up)
+        co_return base::fail(base::errc::invalid_request,
+                             "node " + cmd.node_id + " is up: stop it first");
+    auto layout = co_await cluster::replace_topology_node(etcd, cmd.cluster, cmd.node_id,
+                                                          cmd.replacement, view->heal_request);
+    if (!layout) co_return layout.as_failure();
+    out->layout = std::move(*layout);
+    co_return base::result<void>{};
+}
+
+// remove-node: only a node that holds no place in a set (replace-node first).
+io::task<base::result<void>> remove_node(cluster::etcd_client& etcd, const cluster_command& cmd,
+                                         cluster_outcome* out) {
+    auto view = co_await cluster::read_view(etcd, cmd.cluster);
+    if (!view) co_return view.as_failure();
+    if (view->layout && view->layout->is_in_a_set(cmd.node_id))
+        co_return base::fail(base::errc::invalid_request,
+                             "node " + cmd.node_id +
+                                 " holds a place in a set: fjord cluster replace-node " +
+                                 cmd.node_id + " NEW first");
+    auto epoch = co_await cluster::remove_member(etcd, cmd.cluster, cmd.node_id);
+    if (!epoch) co_return epoch.as_failure();
+    out->epoch = *epoch;
+    co_return base::result<void>{};
+}
+
 io::task<void> run_cluster(const cluster_command* cmd, cluster_outcome* out,
                            io::reactor_group* group) {
     cluster::etcd_client etcd(cmd->etcd);
@@ -152,6 +192,15 @@ io::task<void> run_cluster(const cluster_command* cmd, cluster_outcome* out,
                     break;
                 }
             }
+            // Every object at full width after a heal asked for after a node was marked: it holds
+            // all it should, and its answers count again.
+            if (cmd->wait && !out->timed_out) {
+                auto cleared = co_await cluster::finish_rebuilds(etcd, cmd->cluster, request);
+                if (cleared)
+                    out->rebuilt = std::move(*cleared);
+                else
+                    out->status = cleared.as_failure();
+            }
         }
     } else if (cmd->op == "init") {
         auto layout = co_await cluster::init_topology(etcd, cmd->cluster, cmd->layout);
@@ -159,12 +208,10 @@ io::task<void> run_cluster(const cluster_command* cmd, cluster_outcome* out,
             out->layout = std::move(*layout);
         else
             out->status = layout.as_failure();
+    } else if (cmd->op == "replace-node") {
+        out->status = co_await replace_node(etcd, *cmd, out);
     } else {
-        auto epoch = co_await cluster::remove_member(etcd, cmd->cluster, cmd->node_id);
-        if (epoch)
-            out->epoch = *epoch;
-        else
-            out->status = epoch.as_failure();
+        out->status = co_await remove_node(etcd, *cmd, out);
     }
     group->stop();
 }
@@ -224,7 +271,7 @@ base::result<cluster_command> parse_cluster_args(int argc, char** argv) {
     static constexpr std::string_view flags[] = {"json", "wait"};
     if (argc < 1)
         return base::fail(base::errc::invalid_argument,
-                          "expected: init|status|topology|heal|remove-node");
+                          "expected: init|status|topology|heal|replace-node|remove-node");
     cluster_command cmd;
     cmd.op = argv[0];
     int first_option = 1;
@@ -234,9 +281,18 @@ base::result<cluster_command> parse_cluster_args(int argc, char** argv) {
         cmd.node_id = argv[1];
         FJORD_TRY(cluster::check_name("node id", cmd.node_id));
         first_option = 2;
+    } else if (cmd.op == "replace-node") {
+        if (argc < 3 || argv[1][0] == '-' || argv[2][0] == '-')
+            return base::fail(base::errc::invalid_argument,
+                              "replace-node needs the node and its replacement: OLD NEW");
+        cmd.node_id = argv[1];
+        cmd.replacement = argv[2];
+        FJORD_TRY(cluster::check_name("node id", cmd.node_id));
+        FJORD_TRY(cluster::check_name("node id", cmd.replacement));
+        first_option = 3;
     } else if (cmd.op != "status" && cmd.op != "init" && cmd.op != "heal" && cmd.op != "topology") {
         return base::fail(base::errc::invalid_argument,
-                          "expected: init|status|topology|heal|remove-node");
+                          "expected: init|status|topology|heal|replace-node|remove-node");
     }
     auto opts = command_options::parse(argc - first_option, argv + first_option, with_value, flags);
     if (!opts) return opts.as_failure();
@@ -310,7 +366,8 @@ int print_topology(const cluster_command& cmd, const cluster::cluster_view& view
             const cluster::member_state* m = view.member(node);
             const char* state = !m ? "not a member" : m->up ? "up" : "down";
             if (m && m->up) ++up;
-            line += "  " + node + " (" + state + ")";
+            line +=
+                "  " + node + " (" + state + (t.is_rebuilding(node) ? ", rebuilding" : "") + ")";
         }
         std::printf("set %zu: %zu of %u up:%s\n", s, up, t.shape.width(), line.c_str());
     }
@@ -361,6 +418,10 @@ void print_status(const cluster_command& cmd, const cluster::cluster_view& view)
     print_healing(view);
     std::printf("objects below full width (last scans and queues): %llu\n",
                 static_cast<unsigned long long>(below_full_width(view)));
+    for (const auto& mark : view.layout->rebuilding)
+        std::printf(
+            "rebuilding: %s (fjord cluster heal --wait clears it once all is at full width)\n",
+            mark.node.c_str());
 }
 
 }  // namespace
@@ -374,6 +435,7 @@ int cluster_main(int argc, char** argv) {
             "       fjord cluster init --nodes ID,ID,... [--data-shards K "
             "--parity-shards M] [--block-kib N]\n"
             "       fjord cluster heal [--wait] [--timeout-s N]   (every node scans and heals)\n"
+            "       fjord cluster replace-node OLD NEW   (NEW takes OLD's place; OLD is down)\n"
             "       fjord cluster remove-node NODE   (decommission a node that is down)\n"
             "options: --etcd http://127.0.0.1:2379 --cluster fjord\n",
             cmd.err().message.c_str());
@@ -398,6 +460,9 @@ int cluster_main(int argc, char** argv) {
         }
         const std::uint64_t below = below_full_width(out.view);
         std::printf("objects below full width: %llu\n", static_cast<unsigned long long>(below));
+        for (const auto& node : out.rebuilt)
+            std::printf("node %s holds every shard it should: no longer rebuilding\n",
+                        node.c_str());
         return below == 0 ? 0 : 1;
     }
     if (cmd->op == "status") {
@@ -417,9 +482,18 @@ int cluster_main(int argc, char** argv) {
             std::printf("  %s\n", line.c_str());
         }
         if (!ours) return 1;
-    } else
+    } else if (cmd->op == "replace-node") {
+        if (cmd->node_id == cmd->replacement)
+            std::printf("node %s keeps its place and is rebuilding\n", cmd->node_id.c_str());
+        else
+            std::printf("node %s takes node %s's place and is rebuilding\n",
+                        cmd->replacement.c_str(), cmd->node_id.c_str());
+        std::printf(
+            "run fjord cluster heal --wait: it rebuilds the node's shards and clears the mark\n");
+    } else {
         std::printf("removed node %s from cluster %s (map epoch %lld)\n", cmd->node_id.c_str(),
                     cmd->cluster.c_str(), static_cast<long long>(out.epoch));
+    }
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -45,13 +46,31 @@ std::vector<erasure_set> topology::erasure_sets() const {
     return out;
 }
 
+bool topology::is_rebuilding(std::string_view node) const {
+    for (const auto& mark : rebuilding)
+        if (mark.node == node) return true;
+    return false;
+}
+
+bool topology::is_in_a_set(std::string_view node) const {
+    for (const auto& set : sets)
+        if (std::find(set.begin(), set.end(), node) != set.end()) return true;
+    return false;
+}
+
 std::string encode_topology(const topology& t) {
-    return json{{"k", t.shape.k},
+    json doc = {{"k", t.shape.k},
                 {"m", t.shape.m},
                 {"block_bytes", t.block_bytes},
                 {"sets", t.sets},
-                {"created_unix_ms", t.created_unix_ms}}
-        .dump();
+                {"created_unix_ms", t.created_unix_ms}};
+    if (!t.rebuilding.empty()) {
+        json marks = json::array();
+        for (const auto& mark : t.rebuilding)
+            marks.push_back({{"node", mark.node}, {"after_heal", mark.after_heal}});
+        doc["rebuilding"] = std::move(marks);
+    }
+    return doc.dump();
 }
 
 base::result<topology> decode_topology(std::string_view text) {
@@ -86,6 +105,18 @@ base::result<topology> decode_topology(std::string_view text) {
         }
         if (in_set.size() != nodes.size()) return corrupt("a topology's set (a node twice)");
         t.sets.push_back(std::move(nodes));
+    }
+    if (auto marks = doc.find("rebuilding"); marks != doc.end()) {
+        if (!marks->is_array()) return corrupt("the topology's rebuilding nodes");
+        for (const auto& mark : *marks) {
+            if (!mark.is_object() || !mark.contains("node") || !mark["node"].is_string() ||
+                !mark.contains("after_heal") || !mark["after_heal"].is_number_integer())
+                return corrupt("a topology's rebuilding node");
+            rebuild_mark r{mark["node"].get<std::string>(), mark["after_heal"].get<std::int64_t>()};
+            if (!t.is_in_a_set(r.node) || t.is_rebuilding(r.node))
+                return corrupt("a topology's rebuilding node");
+            t.rebuilding.push_back(std::move(r));
+        }
     }
     return t;
 }
@@ -159,6 +190,70 @@ io::task<base::result<topology>> init_topology(etcd_client& etcd, std::string cl
     if (done->succeeded) co_return t;
     if (done->read.empty()) co_return base::fail(base::errc::internal, "the topology vanished");
     co_return decode_topology(done->read[0].value);
+}
+
+namespace {
+
+// Reads the topology, lets `edit` change it (an error refuses; false: nothing to change) and writes it
+// back if it is still the one read. Returns the topology in force afterwards.
+io::task<base::result<topology>> change_topology(
+    etcd_client& etcd, const std::string& cluster,
+    const std::function<base::result<bool>(topology&)>& edit) {
+    const std::string key = topology_key(cluster);
+    for (int attempt = 0; attempt < max_cas_attempts; ++attempt) {
+        auto got = co_await etcd.range(key);
+        if (!got) co_return got.as_failure();
+        if (got->kvs.empty())
+            co_return base::fail(base::errc::not_found,
+                                 "the cluster has no topology yet (fjord cluster init)");
+        auto t = decode_topology(got->kvs[0].value);
+        if (!t) co_return t.as_failure();
+        auto changed = edit(*t);
+        if (!changed) co_return changed.as_failure();
+        if (!*changed) co_return t;
+        txn_request txn;
+        txn.compares.push_back({txn_compare::target::mod, key, got->kvs[0].mod_revision});
+        txn.puts.push_back({key, encode_topology(*t), 0});
+        auto done = co_await etcd.txn(std::move(txn));
+        if (!done) co_return done.as_failure();
+        if (done->succeeded) co_return t;
+    }
+    co_return base::fail(base::errc::service_unavailable, "the topology kept changing");
+}
+
+}  // namespace
+
+io::task<base::result<topology>> replace_topology_node(etcd_client& etcd, std::string cluster,
+                                                       std::string old, std::string replacement,
+                                                       std::int64_t heal_now) {
+    if (!check_name("node id", replacement))
+        co_return base::fail(base::errc::invalid_argument, "not a node id: " + replacement);
+    co_return co_await change_topology(etcd, cluster, [&](topology& t) -> base::result<bool> {
+        if (!t.is_in_a_set(old))
+            return base::fail(base::errc::invalid_argument, "node " + old + " is in no set");
+        if (old != replacement && t.is_in_a_set(replacement))
+            return base::fail(base::errc::invalid_argument,
+                              "node " + replacement + " already holds a place in a set");
+        for (auto& set : t.sets) std::replace(set.begin(), set.end(), old, replacement);
+        std::erase_if(t.rebuilding, [&](const rebuild_mark& m) { return m.node == old; });
+        t.rebuilding.push_back({replacement, heal_now});
+        return true;
+    });
+}
+
+io::task<base::result<std::vector<std::string>>> finish_rebuilds(etcd_client& etcd,
+                                                                 std::string cluster,
+                                                                 std::int64_t finished) {
+    std::vector<std::string> cleared;
+    auto done = co_await change_topology(etcd, cluster, [&](topology& t) -> base::result<bool> {
+        cleared.clear();
+        for (const auto& mark : t.rebuilding)
+            if (mark.after_heal < finished) cleared.push_back(mark.node);
+        std::erase_if(t.rebuilding, [&](const rebuild_mark& m) { return m.after_heal < finished; });
+        return !cleared.empty();
+    });
+    if (!done) co_return done.as_failure();
+    co_return cleared;
 }
 
 io::task<base::result<std::optional<bucket_record>>> read_bucket_record(etcd_client& etcd,

@@ -2,9 +2,11 @@
 // What a cluster keeps in etcd besides its members (docs/cluster.md, "Keys in etcd"): the topology
 // (the erasure geometry and the sets of nodes objects are spread over) and the buckets.
 //
-//   topology          JSON: {"k", "m", "block_bytes", "sets": [[node, ...], ...], "created_unix_ms"};
-//                     written once by `fjord cluster init` (create-if-absent); the data plane serves
-//                     nothing before it exists
+//   topology          JSON: {"k", "m", "block_bytes", "sets": [[node, ...], ...], "created_unix_ms",
+//                     "rebuilding": [{"node", "after_heal"}, ...]}; written by `fjord cluster init`
+//                     (create-if-absent), then changed only by replace-node and by a heal that finished
+//                     a rebuild (compare-and-swap on its revision); the data plane serves nothing before
+//                     it exists
 //   buckets/<name>    JSON: {"name", "created_ms", "generation", "attributes": {name: value}}; made
 //                     with create-if-absent, changed with compare-and-swap on its revision, so two
 //                     nodes changing one bucket never lose an update. The generation names the bucket's
@@ -28,11 +30,23 @@
 
 namespace fjord::cluster {
 
+// A node that took another's place in a set (or came back with an empty drive) and has not yet been
+// given every shard it should hold. Its "absent" does not mean a write never reached its place, so a
+// quorum read does not count it (cluster_store.h, decide_version). `fjord cluster heal --wait` clears
+// the mark once a heal asked for after `after_heal` finished with every object at full width.
+struct rebuild_mark {
+    std::string node;
+    std::int64_t after_heal = 0;  // the heal-request counter when the node was marked
+};
+
 struct topology {
     geometry shape;
     std::uint32_t block_bytes = 0;
     std::vector<std::vector<std::string>> sets;  // node ids, k + m per set, shard order
     std::int64_t created_unix_ms = 0;
+    std::vector<rebuild_mark> rebuilding;
+    bool is_rebuilding(std::string_view node) const;
+    bool is_in_a_set(std::string_view node) const;
     // The sets as placement takes them (one drive per node: each node's engine spreads over its own).
     std::vector<erasure_set> erasure_sets() const;
 };
@@ -58,6 +72,17 @@ std::string buckets_prefix(std::string_view cluster);
 
 // Writes the topology unless one exists; returns the one in force (which may differ from `t`).
 io::task<base::result<topology>> init_topology(etcd_client& etcd, std::string cluster, topology t);
+// Puts `replacement` in `old`'s place in its set and marks it rebuilding, with the heal-request counter
+// `heal_now`. `old` == `replacement`: the node keeps its place and is only marked (its drive was
+// replaced). Refuses a node in no set, and a replacement already in a set. Compare-and-swap.
+io::task<base::result<topology>> replace_topology_node(etcd_client& etcd, std::string cluster,
+                                                       std::string old, std::string replacement,
+                                                       std::int64_t heal_now);
+// Clears the rebuild marks taken before heal request `finished` (a heal that ended with every object
+// at full width); returns the nodes cleared.
+io::task<base::result<std::vector<std::string>>> finish_rebuilds(etcd_client& etcd,
+                                                                 std::string cluster,
+                                                                 std::int64_t finished);
 // The bucket's record as etcd holds it now; nullopt when there is none.
 io::task<base::result<std::optional<bucket_record>>> read_bucket_record(etcd_client& etcd,
                                                                         std::string cluster,

@@ -157,7 +157,9 @@ base::result<read_decision> decide_version(const key_place& place,
     std::map<stamp, held, std::greater<>> versions;
     for (unsigned i = 0; i < by_node.size(); ++i) {
         const node_report& r = by_node[i];
-        if (r.kind == node_report::state::absent || r.kind == node_report::state::present)
+        const bool rebuilding = i < place.rebuilding.size() && place.rebuilding[i];
+        if (!rebuilding &&
+            (r.kind == node_report::state::absent || r.kind == node_report::state::present))
             ++d.answered;
         if (r.kind != node_report::state::present) continue;
         for (const shard_meta& meta : r.versions)

@@ -80,6 +80,10 @@ io::task<void> cluster_store::take_snapshot(std::shared_ptr<const cluster_snapsh
         LOG_INFO("cluster %s: topology of %zu set(s) of %u+%u: serving data",
                  _options.cluster.c_str(), snapshot->sets.size(), snapshot->layout->shape.k,
                  snapshot->layout->shape.m);
+    else if (snapshot->layout && cs.snapshot->layout && io::reactor::current().core() == 0 &&
+             encode_topology(*snapshot->layout) != encode_topology(*cs.snapshot->layout))
+        LOG_INFO("cluster %s: topology changed: %s", _options.cluster.c_str(),
+                 encode_topology(*snapshot->layout).c_str());
     cs.snapshot = std::move(snapshot);
     ++cs.snapshots_taken;
 }
@@ -136,8 +140,11 @@ base::result<key_place> cluster_store::place(const std::string& bucket,
     const std::uint64_t h = object_hash(bucket, key);
     const erasure_set& set = snap.sets[choose_set(h, snap.sets)];
     p.nodes.resize(p.width());
-    for (unsigned i = 0; i < p.width(); ++i)
+    p.rebuilding.assign(p.width(), false);
+    for (unsigned i = 0; i < p.width(); ++i) {
         p.nodes[i] = set.drives[shard_drive(h, i, p.width())].node_id;
+        p.rebuilding[i] = snap.layout->is_rebuilding(p.nodes[i]);
+    }
     return p;
 }
 

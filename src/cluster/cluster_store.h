@@ -113,6 +113,8 @@ struct key_place {
     unsigned k = 0, m = 0;
     std::uint32_t block_bytes = 0;
     std::vector<std::string> nodes;  // shard i's node is nodes[i]
+    // By shard index: the node is rebuilding (catalog.h, rebuild_mark): its "absent" proves nothing.
+    std::vector<bool> rebuilding;
     unsigned width() const { return k + m; }
     unsigned write_quorum() const { return m == 0 ? k : k + 1; }
     unsigned read_quorum() const { return width() - write_quorum() + 1; }
@@ -140,7 +142,8 @@ struct read_decision {
 // The newest version that the nodes' reports (by shard index) allow reading: a tombstone, or data on k
 // sound shards at least. A newer version is passed over only when it cannot have reached its write
 // quorum (counting its damaged shards and the nodes that did not answer); otherwise, and when fewer
-// than the read quorum answered, the decision fails (service_unavailable: try again).
+// than the read quorum answered, the decision fails (service_unavailable: try again). A rebuilding
+// node's answer is not counted as one: what it lacks, the node it replaced may have held.
 base::result<read_decision> decide_version(const key_place& place,
                                            const std::vector<node_report>& by_node);
 

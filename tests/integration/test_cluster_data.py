@@ -212,6 +212,67 @@ def test_a_node_down_writes_and_reads_go_on_and_healing_restores_full_width(clus
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
 
 
+def test_a_dead_node_is_replaced_and_the_replacement_rebuilt(tmp_path):
+    """n4 dies for good: n5 (a member in no set) takes its place with `fjord cluster replace-node`,
+    is marked rebuilding while the others' scans give it its shards, and once `heal --wait` clears
+    the mark every object reads with two of the original nodes down."""
+    etcd = Etcd(tmp_path)
+    etcd.start()
+    made = Nodes(tmp_path, etcd)
+    try:
+        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"])
+        servers = [made.node(CLUSTER, f"n{i}", extra_args=NODE_ARGS) for i in range(1, 6)]
+        for server in servers:
+            server.start()
+        wait_for(etcd, CLUSTER, lambda v: v["up"] == 5, 30, "5 nodes up")
+        wait_serving(servers)
+        make_bucket(servers, "moved")
+        rng = random.Random(SEED + 5)
+        bodies = {f"before/{i}": body_of(rng, rng.choice(SIZES)) for i in range(10)}
+        for key, body in bodies.items():
+            servers[4].client().put_object(Bucket="moved", Key=key, Body=body)
+        servers[3].kill()
+        for i in range(6):
+            bodies[f"after/{i}"] = body_of(rng, rng.choice(SIZES))
+            servers[i % 3].client().put_object(Bucket="moved", Key=f"after/{i}",
+                                               Body=bodies[f"after/{i}"])
+        wait_for(etcd, CLUSTER, lambda v: v["up"] == 4, 30, "n4 down")
+
+        refused = cluster_cli(etcd, CLUSTER, "remove-node", "n4")
+        assert refused.returncode == 1 and "holds a place in a set" in refused.stderr, refused
+        taken = cluster_cli(etcd, CLUSTER, "replace-node", "n4", "n2")
+        assert taken.returncode == 1 and "n2 already holds a place" in taken.stderr, taken
+        unknown = cluster_cli(etcd, CLUSTER, "replace-node", "n4", "n9")
+        assert unknown.returncode == 1 and "n9 is not a member" in unknown.stderr, unknown
+        alive = cluster_cli(etcd, CLUSTER, "replace-node", "n1", "n5")
+        assert alive.returncode == 1 and "n1 is up: stop it first" in alive.stderr, alive
+        replaced = cluster_cli(etcd, CLUSTER, "replace-node", "n4", "n5")
+        assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+        topology = cluster_cli(etcd, CLUSTER, "topology")
+        assert "n5 (up, rebuilding)" in topology.stdout and "n4" not in topology.stdout, topology
+        for server in servers[:3] + servers[4:]:
+            wait_log(server, '"rebuilding":[{"after_heal"')
+        # Everything reads while n5 is still empty, through every node that is up.
+        for i, (key, body) in enumerate(bodies.items()):
+            got = servers[(0, 1, 2, 4)[i % 4]].client().get_object(Bucket="moved", Key=key)
+            assert got["Body"].read() == body
+        healed = heal(etcd)
+        assert healed.returncode == 0, healed.stdout + healed.stderr
+        assert "node n5 holds every shard it should" in healed.stdout, healed.stdout
+        assert "rebuilding" not in cluster_cli(etcd, CLUSTER, "topology").stdout
+        assert not status(etcd, CLUSTER)["topology"].get("rebuilding")
+        # n5 holds its shards: with n1 and n2 down as well, n3 and n5 serve everything.
+        servers[0].kill()
+        servers[1].kill()
+        for key, body in bodies.items():
+            assert servers[2].client().get_object(Bucket="moved", Key=key)["Body"].read() == body
+        removed = cluster_cli(etcd, CLUSTER, "remove-node", "n4")
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+    finally:
+        made.kill_all()
+        etcd.kill()
+
+
 def data_files(server):
     found = []
     for d in server.data_dirs:

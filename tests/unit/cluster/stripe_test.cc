@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cluster/catalog.h"
+#include "cluster/cluster_store.h"
 #include "cluster/rpc.h"
 #include "cluster/stamp.h"
 
@@ -260,6 +261,66 @@ TEST(Catalog, TopologyAndBucketRecordsRoundTrip) {
     EXPECT_EQ(bb->generation, "00ff");
     EXPECT_EQ(bb->attributes, b.attributes);
     EXPECT_FALSE(decode_bucket_record(R"({"name":"b"})"));
+}
+
+TEST(Catalog, RebuildingNodesRoundTripAndMustHoldAPlace) {
+    auto t = default_topology({"n1", "n2", "n3", "n4"}, 1 << 20);
+    ASSERT_TRUE(t);
+    t->rebuilding.push_back({"n3", 7});
+    auto back = decode_topology(encode_topology(*t));
+    ASSERT_TRUE(back);
+    ASSERT_EQ(back->rebuilding.size(), 1u);
+    EXPECT_EQ(back->rebuilding[0].node, "n3");
+    EXPECT_EQ(back->rebuilding[0].after_heal, 7);
+    EXPECT_TRUE(back->is_rebuilding("n3"));
+    EXPECT_FALSE(back->is_rebuilding("n1"));
+    const std::string geometry =
+        R"({"k":2,"m":2,"block_bytes":1048576,"sets":[["a","b","c","d"]],)";
+    EXPECT_FALSE(decode_topology(geometry + R"("rebuilding":[{"node":"e","after_heal":1}]})"));
+    EXPECT_FALSE(decode_topology(geometry + R"("rebuilding":[{"node":"a"}]})"));
+    EXPECT_FALSE(decode_topology(
+        geometry + R"("rebuilding":[{"node":"a","after_heal":1},{"node":"a","after_heal":2}]})"));
+    EXPECT_TRUE(decode_topology(geometry + R"("rebuilding":[{"node":"a","after_heal":1}]})"));
+}
+
+// 2+2, W = 3, R = 2. Version 2 was acknowledged at nodes 1, 2 and 3; node 3 was then replaced by an
+// empty node; node 0 (which missed version 2) holds version 1; node 2 does not answer. Counting the
+// replacement's "absent" would pass version 2 over as a write that never reached W and serve version 1.
+TEST(DecideVersion, ARebuildingNodesAbsenceIsNotEvidence) {
+    key_place place;
+    place.k = 2;
+    place.m = 2;
+    place.nodes = {"a", "b", "c", "d"};
+    place.rebuilding = {false, false, false, false};
+    auto shard = [](std::uint64_t ms, unsigned index) {
+        shard_meta meta;
+        meta.version = stamp{ms << 16, 1};
+        meta.k = 2;
+        meta.m = 2;
+        meta.index = index;
+        meta.object.size_bytes = 10;
+        return meta;
+    };
+    std::vector<node_report> by_node(4);
+    by_node[0] = {node_report::state::present, {shard(1000, 0)}, {}};
+    by_node[1] = {node_report::state::present, {shard(2000, 1)}, {}};
+    by_node[2] = {node_report::state::failed, {}, {}};
+    by_node[3] = {node_report::state::absent, {}, {}};
+    // Without the mark: version 2 (1 holder + 1 unanswered < W) and then version 1 are passed over.
+    auto wrong = decide_version(place, by_node);
+    ASSERT_TRUE(wrong);
+    EXPECT_FALSE(wrong->found);
+    // With it: version 2 may have reached W, so the read is refused rather than answered 404.
+    place.rebuilding[3] = true;
+    auto right = decide_version(place, by_node);
+    ASSERT_FALSE(right);
+    EXPECT_EQ(right.code(), base::errc::service_unavailable);
+    // Once the replacement holds version 2, it is read from nodes 1 and 3.
+    by_node[3] = {node_report::state::present, {shard(2000, 3)}, {}};
+    auto healed = decide_version(place, by_node);
+    ASSERT_TRUE(healed);
+    EXPECT_TRUE(healed->found);
+    EXPECT_EQ(healed->meta.version, (stamp{std::uint64_t{2000} << 16, 1}));
 }
 
 }  // namespace
