@@ -8,7 +8,10 @@
 //
 // Clients write, read, delete and create-if-absent through random nodes while faults come: a node cut
 // off from the others (its connections reset, new ones refused) and back, connections reset at random
-// (a message lost: the rest of its stream with it), bit rot in one node's files. The checks:
+// (a message lost: the rest of its stream with it), bit rot in one node's files, or (in half of the
+// seeds, instead of bit rot) one node's drive replaced by an empty one while the clients run: the node
+// is marked rebuilding as `fjord cluster replace-node N N` marks it, and the mark is cleared once
+// healing has given it its shards. The checks:
 //  - no acknowledged write is lost, and every read returns the last acknowledged version of its key or
 //    one written after it whose outcome its client does not know, byte for byte;
 //  - of the conditional creates of one key (If-None-Match: * through different nodes at once), at most
@@ -74,32 +77,43 @@ public:
 // What one seed did, and what all seeds did together.
 struct tally {
     std::uint64_t acknowledged = 0, unknown = 0, reads = 0, cuts = 0, resets = 0, rot = 0,
-                  cas_rounds = 0, healed = 0;
+                  drives = 0, cas_rounds = 0, healed = 0;
 
     void add(const tally& o) {
         acknowledged += o.acknowledged, unknown += o.unknown, reads += o.reads, cuts += o.cuts;
-        resets += o.resets, rot += o.rot, cas_rounds += o.cas_rounds, healed += o.healed;
+        resets += o.resets, rot += o.rot, drives += o.drives, cas_rounds += o.cas_rounds;
+        healed += o.healed;
     }
     std::string describe(std::size_t nodes) const {
         char line[256];
-        std::snprintf(line, sizeof line,
-                      "%zu nodes: %llu acknowledged, %llu unknown, %llu reads checked, %llu "
-                      "cut-offs, %llu resets, %llu bits rotted, %llu conditional rounds, %llu "
-                      "keys healed",
-                      nodes, static_cast<unsigned long long>(acknowledged),
-                      static_cast<unsigned long long>(unknown),
-                      static_cast<unsigned long long>(reads), static_cast<unsigned long long>(cuts),
-                      static_cast<unsigned long long>(resets), static_cast<unsigned long long>(rot),
-                      static_cast<unsigned long long>(cas_rounds),
-                      static_cast<unsigned long long>(healed));
+        std::snprintf(
+            line, sizeof line,
+            "%zu nodes: %llu acknowledged, %llu unknown, %llu reads checked, %llu "
+            "cut-offs, %llu resets, %llu bits rotted, %llu drives replaced, %llu "
+            "conditional rounds, %llu keys healed",
+            nodes, static_cast<unsigned long long>(acknowledged),
+            static_cast<unsigned long long>(unknown), static_cast<unsigned long long>(reads),
+            static_cast<unsigned long long>(cuts), static_cast<unsigned long long>(resets),
+            static_cast<unsigned long long>(rot), static_cast<unsigned long long>(drives),
+            static_cast<unsigned long long>(cas_rounds), static_cast<unsigned long long>(healed));
         return line;
     }
 };
 
 struct simulation;
 
+// What a node served from before its drive was replaced: kept until the run ends, since coroutines of
+// connections it had may still hold it.
+struct retired_drive {
+    std::unique_ptr<store::sim_file_system> fs;
+    std::unique_ptr<store::engine> engine;
+    std::unique_ptr<cluster::shard_service> shards;
+    std::unique_ptr<cluster::node_handler> front;
+};
+
 struct node_side {
     std::string id;
+    unsigned index = 0;
     io::endpoint where;
     std::unique_ptr<store::sim_file_system> fs;
     std::unique_ptr<store::engine> engine;
@@ -112,6 +126,7 @@ struct node_side {
     base::metrics metrics{1};
     bool cut_off = false;
     std::vector<std::shared_ptr<sim_connection>> connections;  // to its data plane
+    std::vector<retired_drive> retired;
 };
 
 // A key's history as its one writer knows it (keys are owned by one client, as in the fault test).
@@ -141,6 +156,9 @@ struct simulation {
     bool clients_done = false, all_done = false;
     unsigned clients_running = 0;
     tally counts;
+    bool replaces_a_drive = false;     // this seed: a drive replaced, no bit rot
+    std::set<std::string> rebuilding;  // as the topology marks them
+    std::int64_t view_revision = 0;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
@@ -269,7 +287,7 @@ private:
 
 cluster::cluster_view view_of(simulation& sim) {
     cluster::cluster_view v;
-    v.revision = 1;
+    v.revision = ++sim.view_revision;
     v.epoch = static_cast<std::int64_t>(sim.nodes.size());
     std::vector<std::string> ids;
     for (auto& n : sim.nodes) {
@@ -281,25 +299,34 @@ cluster::cluster_view view_of(simulation& sim) {
         ids.push_back(n->id);
     }
     v.layout = *cluster::default_topology(ids, 64 * 1024);
+    for (const auto& id : sim.rebuilding) v.layout->rebuilding.push_back({id, 0});
     v.buckets[bucket] = cluster::bucket_record{bucket, 1, "0001", {}, 1};
     return v;
 }
 
-base::result<void> open_node(simulation& sim, unsigned i) {
-    auto n = std::make_unique<node_side>();
-    n->id = "n" + std::to_string(i + 1);
-    n->where = io::endpoint{"10.1.0." + std::to_string(i + 1), 9000};
-    n->fs = std::make_unique<store::sim_file_system>(sim.seed * 31 + i);
+// The node's drive: a file system and the engine on it (`generation` > 0: a replacement drive).
+base::result<void> open_drive(simulation& sim, node_side& n, unsigned generation) {
+    const unsigned i = n.index;
+    n.fs = std::make_unique<store::sim_file_system>(sim.seed * 31 + i + generation * 1009);
     store::engine_options eo;
     eo.data_dirs = {"/drive0"};
     eo.cores = 1;
     eo.buffers = io::buffer_pool_options{64 * 1024, 32};
     eo.journal_rotate_bytes = 64 * 1024;
-    eo.fs = n->fs.get();
-    eo.boot_nonce = sim.seed * 1000003 + i;
+    eo.fs = n.fs.get();
+    eo.boot_nonce = sim.seed * 1000003 + i + generation * 7919;
     auto opened = store::engine::open(eo);
     if (!opened) return opened.as_failure();
-    n->engine = std::move(*opened);
+    n.engine = std::move(*opened);
+    return {};
+}
+
+base::result<void> open_node(simulation& sim, unsigned i) {
+    auto n = std::make_unique<node_side>();
+    n->id = "n" + std::to_string(i + 1);
+    n->index = i;
+    n->where = io::endpoint{"10.1.0." + std::to_string(i + 1), 9000};
+    if (auto drive = open_drive(sim, *n, 0); !drive) return drive;
     cluster::cluster_store_options co;
     co.cluster = "sim";
     co.node_id = n->id;
@@ -325,6 +352,30 @@ void cut(simulation&, node_side& n, bool off) {
     if (!off) return;
     for (auto& c : n.connections) c->client_vanish();
     n.connections.clear();
+}
+
+void publish_view(simulation& sim) {
+    const cluster::cluster_view view = view_of(sim);
+    for (auto& n : sim.nodes) n->store->publish(view);
+}
+
+// The node's drive is swapped for an empty one (its coordinator, clock and address stay), and the
+// topology marks it rebuilding, as an operator's `fjord cluster replace-node N N` does.
+void replace_drive(simulation& sim, node_side& n) {
+    cut(sim, n, true);
+    n.retired.push_back(
+        {std::move(n.fs), std::move(n.engine), std::move(n.shards), std::move(n.front)});
+    if (auto drive = open_drive(sim, n, static_cast<unsigned>(n.retired.size())); !drive) {
+        sim.violation(n.id + ": the replacement drive did not open: " + drive.err().message);
+        return;
+    }
+    n.engine->attach_core(0, io::reactor::current().ring());
+    n.shards =
+        std::make_unique<cluster::shard_service>(*n.engine, root, "us-east-1", &n.store->clock());
+    n.front = std::make_unique<cluster::node_handler>(n.s3, *n.shards);
+    sim.rebuilding.insert(n.id);
+    publish_view(sim);
+    cut(sim, n, false);
 }
 
 // ---- the clients ----
@@ -502,6 +553,11 @@ io::task<void> faults(simulation& sim) {
                 n.connections[sim.draw(n.connections.size())]->client_vanish();
                 ++sim.counts.resets;
             }
+        } else if (kind == 6 && sim.replaces_a_drive) {
+            if (sim.counts.drives == 0) {  // one per seed; never node 1's (it rots in other seeds)
+                ++sim.counts.drives;
+                replace_drive(sim, *sim.nodes[1 + sim.draw(sim.nodes.size() - 1)]);
+            }
         } else if (kind == 6) {  // a data file in one of node 1's fan-out directories
             char dir[32];
             std::snprintf(dir, sizeof dir, "/drive0/objects/%02x",
@@ -534,6 +590,12 @@ io::task<void> settle(simulation& sim) {
         else
             ++sim.counts.healed;
     }
+    if (!sim.rebuilding.empty()) {  // every key at full width: the marks go
+        sim.rebuilding.clear();
+        publish_view(sim);
+        for (auto& n : sim.nodes)
+            while (!n->store->snapshot()->layout->rebuilding.empty()) co_await io::yield_now{};
+    }
     for (auto& [key, h] : sim.keys)
         for (auto& n : sim.nodes) {
             auto v = co_await read_key(sim, *n, key);
@@ -559,6 +621,7 @@ io::task<void> settle(simulation& sim) {
 io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
+    sim.replaces_a_drive = sim.chance(0.5);
     sim.clients_running = sim.options.clients + 1;
     for (unsigned c = 0; c < sim.options.clients; ++c) io::spawn(client(sim, c));
     io::spawn(cas_client(sim));
