@@ -28,6 +28,7 @@
 #include "bench/bench.h"
 #include "cli/commands.h"
 #include "cluster/cluster_store.h"
+#include "cluster/drive_identity.h"
 #include "cluster/healer.h"
 #include "cluster/membership.h"
 #include "cluster/shard_service.h"
@@ -803,10 +804,23 @@ std::unique_ptr<cluster::membership_agent> make_membership_agent(serve_config& c
 // the shards that coordinators send it, and the healer.
 struct cluster_node {
     std::unique_ptr<cluster::cluster_store> objects;
+    std::optional<cluster::drive_id> drive;  // of the first data directory (drive_identity.h)
     std::unique_ptr<cluster::shard_service> shards;
     std::unique_ptr<cluster::node_handler> front;
     std::unique_ptr<cluster::healer> healing;
     std::unique_ptr<cluster::membership_agent> membership;
+
+    // The id of the drive it serves from (a cluster node only); false after logging why it has none.
+    bool open_drive(const serve_config& cfg) {
+        if (!objects) return true;
+        auto id = cluster::load_or_make_drive_id(cfg.engine.data_dirs[0]);
+        if (!id) {
+            LOG_ERROR("cannot read or write this node's drive id: %s", id.err().message.c_str());
+            return false;
+        }
+        drive = *id;
+        return true;
+    }
 
     // The handler connections go to: the node's (data plane, then S3), or S3 alone.
     http::handler& attach(serve_config& cfg, store::engine& engine, s3::service& s3) {
@@ -814,6 +828,7 @@ struct cluster_node {
             const auth::credential_store& keys = cfg.service.credentials;
             shards = std::make_unique<cluster::shard_service>(
                 engine, *keys.find(keys.first_access_key()), cfg.service.region, &objects->clock());
+            if (drive) shards->hold_answers();  // until the drive is checked (start)
             front = std::make_unique<cluster::node_handler>(s3, *shards);
             healing = std::make_unique<cluster::healer>(*objects, engine, cfg.healing);
         }
@@ -825,10 +840,45 @@ struct cluster_node {
     }
     // What the S3 API serves: the cluster's objects, or this server's own.
     store::object_store& served(store::object_store& own) { return objects ? *objects : own; }
-    // Membership and healing run on core 0.
-    void start(unsigned core) {
+    // Membership, healing and the drive's check run on core 0.
+    void start(unsigned core, const serve_config& cfg) {
+        if (core == 0 && shards && drive) io::spawn(check_drive(cfg));
         if (core == 0 && membership) io::spawn(membership->run());
         if (core == 0 && healing) io::spawn(healing->run());
+    }
+
+    // The data plane answers for this node's shards once etcd knows its drive; a drive that is not the
+    // one the node had is marked rebuilding first, and every node sees the mark (at its next look at
+    // etcd) before this one answers.
+    io::task<void> check_drive(const serve_config& cfg) {
+        cluster::etcd_client etcd(cfg.membership.etcd);
+        const std::string& name = cfg.membership.cluster;
+        bool warned = false;
+        for (std::int64_t backoff_ms = 250; !io::reactor::current().stopping();
+             backoff_ms = std::min<std::int64_t>(backoff_ms * 2, 5000)) {
+            auto checked =
+                co_await cluster::check_drive(etcd, name, cfg.membership.node.node_id, *drive);
+            if (checked) {
+                if (*checked) {
+                    LOG_WARN(
+                        "cluster %s: this node's drive is not the one it had (empty, or another "
+                        "node's): marked rebuilding; run fjord cluster heal --wait to rebuild it",
+                        name.c_str());
+                    const std::int64_t refresh_ms =
+                        std::max<std::int64_t>(cfg.membership.lease_ttl_s * 1000 / 3, 200);
+                    co_await io::sleep_for(2 * refresh_ms + 200);
+                }
+                shards->release_answers();
+                co_return;
+            }
+            if (!warned)
+                LOG_WARN(
+                    "cluster %s: cannot check this node's drive with etcd (%s): its shards are "
+                    "not answered for until it can",
+                    name.c_str(), checked.err().message.c_str());
+            warned = true;
+            co_await io::sleep_for(backoff_ms);
+        }
     }
 };
 
@@ -856,6 +906,7 @@ int serve(int argc, char** argv) {
     std::unique_ptr<s3::access_log> access;
     if (!make_access_log(cfg, access_fd, access)) return 1;
     cluster_node node{make_cluster_store(cfg)};  // a cluster node's S3 API serves its objects
+    if (!node.open_drive(cfg)) return 1;
     store::object_store& objects = node.served(router);
     s3::service svc(objects, cfg.service, metrics, access.get());
     http::handler& front = node.attach(cfg, *engine, svc);
@@ -892,7 +943,7 @@ int serve(int argc, char** argv) {
         started.arrive_and_wait();
         io::spawn(servers[core]->run());
         start_housekeeping(core, engine.get(), objects, cfg);
-        node.start(core);
+        node.start(core, cfg);
     });
     pthread_kill(signal_thread.native_handle(), SIGUSR1);
     signal_thread.join();

@@ -273,6 +273,12 @@ io::task<void> shard_service::handle(http::exchange& ex) {
         co_return;
     }
     const std::string_view method = head.method_text;
+    if ((target->op == "meta" || target->op == "list") &&
+        _answers_held.load(std::memory_order_acquire)) {
+        co_await answer_error(ex, base::error{base::errc::service_unavailable,
+                                              "this node is checking its drive; ask again"});
+        co_return;
+    }
     if (target->op == "shard" && method == "PUT")
         co_await put_shard(ex, *target);
     else if (target->op == "shard" && method == "GET")

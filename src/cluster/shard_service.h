@@ -15,6 +15,7 @@
 // here, everything else to the S3 front end.
 //
 // Threading: one service shared by every core; each request runs on the core of its connection.
+#include <atomic>
 #include <string>
 
 #include "auth/sigv4.h"
@@ -45,6 +46,11 @@ public:
     shard_service(store::object_store& local, auth::credentials root, std::string region,
                   stamp_clock* clock = nullptr);
     io::task<void> handle(http::exchange& ex);
+    // While held, the node does not answer what it holds (records, listings: 503), only takes writes:
+    // from start-up until its drive is known to be the one it had, or it is marked rebuilding
+    // (drive_identity.h).
+    void hold_answers() { _answers_held.store(true, std::memory_order_release); }
+    void release_answers() { _answers_held.store(false, std::memory_order_release); }
 
 private:
     io::task<void> put_shard(http::exchange& ex, const rpc_target& target);
@@ -63,6 +69,7 @@ private:
     stamp_clock* _clock;
     auth::credential_store _root;
     auth::verify_options _verify;
+    std::atomic<bool> _answers_held{false};
 };
 
 class node_handler final : public http::handler {

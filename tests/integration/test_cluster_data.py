@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shutil
 import subprocess
 import threading
 import time
@@ -275,6 +276,42 @@ def test_a_dead_node_is_replaced_and_the_replacement_rebuilt(tmp_path):
     finally:
         made.kill_all()
         etcd.kill()
+
+
+def test_a_node_back_on_an_empty_drive_marks_itself_rebuilding(cluster):
+    """A restart on the same drive changes nothing. A restart on an empty drive (the same node id) is
+    noticed by the node itself: it marks itself rebuilding before it answers for its shards, healing
+    rebuilds it, and then it serves with two other nodes down."""
+    etcd, servers = cluster
+    make_bucket(servers, "wiped")
+    rng = random.Random(SEED + 6)
+    bodies = {f"k/{i}": body_of(rng, rng.choice(SIZES)) for i in range(10)}
+    for key, body in bodies.items():
+        servers[0].client().put_object(Bucket="wiped", Key=key, Body=body)
+    n4 = servers[3]
+    n4.kill()
+    n4.start()
+    wait_serving([n4])
+    assert "rebuilding" not in cluster_cli(etcd, CLUSTER, "topology").stdout
+    n4.kill()
+    for d in n4.data_dirs:  # the drive replaced: nothing of the old one is left
+        shutil.rmtree(d)
+        d.mkdir()
+    n4.start()
+    wait_log(n4, "marked rebuilding")
+    topology = cluster_cli(etcd, CLUSTER, "topology")
+    assert "n4 (up, rebuilding)" in topology.stdout, topology.stdout
+    for key, body in bodies.items():
+        assert servers[1].client().get_object(Bucket="wiped", Key=key)["Body"].read() == body
+    healed = heal(etcd)
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    assert "node n4 holds every shard it should" in healed.stdout, healed.stdout
+    for server in servers:
+        wait_log(server, '"m":2,"sets":[["n1","n2","n3","n4"]]')
+    servers[0].kill()
+    servers[1].kill()
+    for key, body in bodies.items():
+        assert servers[2].client().get_object(Bucket="wiped", Key=key)["Body"].read() == body
 
 
 def data_files(server):

@@ -2,11 +2,15 @@
 #include "cluster/stripe.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "cluster/catalog.h"
 #include "cluster/cluster_store.h"
+#include "cluster/drive_identity.h"
 #include "cluster/rpc.h"
 #include "cluster/stamp.h"
 
@@ -321,6 +325,32 @@ TEST(DecideVersion, ARebuildingNodesAbsenceIsNotEvidence) {
     ASSERT_TRUE(healed);
     EXPECT_TRUE(healed->found);
     EXPECT_EQ(healed->meta.version, (stamp{std::uint64_t{2000} << 16, 1}));
+}
+
+TEST(DriveId, MadeOnceKeptAndNeverGuessed) {
+    namespace fs = std::filesystem;
+    const fs::path dir =
+        fs::temp_directory_path() / ("fjord-drive-id-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto made = load_or_make_drive_id(dir.string());
+    ASSERT_TRUE(made);
+    EXPECT_FALSE(made->found);
+    EXPECT_EQ(made->id.size(), 32u);
+    auto again = load_or_make_drive_id(dir.string());
+    ASSERT_TRUE(again);
+    EXPECT_TRUE(again->found);
+    EXPECT_EQ(again->id, made->id);
+    std::ofstream(dir / "cluster-drive-id") << "not an id\n";
+    auto bad = load_or_make_drive_id(dir.string());
+    ASSERT_FALSE(bad);  // a damaged id is not replaced by a new one silently
+    EXPECT_EQ(bad.code(), base::errc::data_corrupted);
+    fs::remove_all(dir / "cluster-drive-id");
+    auto other = load_or_make_drive_id(dir.string());
+    ASSERT_TRUE(other);
+    EXPECT_FALSE(other->found);
+    EXPECT_NE(other->id, made->id);
+    fs::remove_all(dir);
 }
 
 }  // namespace
