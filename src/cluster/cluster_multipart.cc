@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "cluster/byte_pipe.h"
 #include "cluster/cluster_store.h"
+#include "cluster/memory_source.h"
 #include "cluster/stripe_writer.h"
 #include "io/wait_group.h"
 #include "store/codec.h"
@@ -90,21 +91,6 @@ public:
         co_return base::result<void>{};
     }
     std::string bytes;
-};
-
-class memory_source final : public store::byte_source {
-public:
-    explicit memory_source(std::string bytes) : _bytes(std::move(bytes)) {}
-    io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
-        const std::size_t n = std::min(max, _bytes.size() - _at);
-        std::memcpy(dst, _bytes.data() + _at, n);
-        _at += n;
-        co_return n;
-    }
-
-private:
-    std::string _bytes;
-    std::size_t _at = 0;
 };
 
 // A part's record as the front end sees it. Its data segment names the part's object: the part number
@@ -277,8 +263,7 @@ io::task<base::result<std::string>> cluster_store::create_upload(std::string buc
     u.object = std::move(metadata);
     auto where = place_in('u', bucket, key, upload_key(key, u.upload_id));
     if (!where) co_return where.as_failure();
-    const std::string bytes = encode_upload(u);
-    memory_source body(bytes);
+    memory_source body(encode_upload(u));
     store::record_finisher finish =
         [&u](const store::written_data&) -> base::result<store::object_record> {
         store::object_record r;
@@ -286,7 +271,7 @@ io::task<base::result<std::string>> cluster_store::create_upload(std::string buc
         r.modified_ms = u.initiated_ms;
         return r;
     };
-    auto written = co_await write_version(*where, &body, bytes.size(), finish, shard_kind::object,
+    auto written = co_await write_version(*where, &body, body.size(), finish, shard_kind::object,
                                           acceptance{}, _clock.next());
     if (!written) co_return written.as_failure();
     co_return u.upload_id;

@@ -5,6 +5,7 @@
 #include "base/checksum.h"
 #include "base/clock.h"
 #include "cluster/cluster_store.h"
+#include "cluster/memory_source.h"
 #include "cluster/stripe_writer.h"
 
 namespace fjord::cluster {
@@ -76,23 +77,6 @@ private:
     const stripe_layout& _layout;
     const erasure_code& _code;
     std::vector<std::uint8_t> _stripe;
-};
-
-// A body already in memory.
-class memory_source final : public store::byte_source {
-public:
-    explicit memory_source(std::string bytes) : _bytes(std::move(bytes)) {}
-    io::task<base::result<std::size_t>> read(std::byte* dst, std::size_t max) override {
-        const std::size_t n = std::min(max, _bytes.size() - _at);
-        std::memcpy(dst, _bytes.data() + _at, n);
-        _at += n;
-        co_return n;
-    }
-    std::uint64_t size() const { return _bytes.size(); }
-
-private:
-    std::string _bytes;
-    std::size_t _at = 0;
 };
 
 // A body of undeclared length, read whole (the stripes need the length first).
