@@ -12,6 +12,7 @@
 #include <string>
 
 #include "base/clock.h"
+#include "io/iovec.h"
 #include "io/ops.h"
 
 namespace fjord::client {
@@ -39,19 +40,6 @@ socklen_t make_address(const io::endpoint& where, sockaddr_storage& storage) {
     a4->sin_port = htons(where.port);
     if (inet_pton(AF_INET, where.host.c_str(), &a4->sin_addr) != 1) return 0;
     return sizeof(sockaddr_in);
-}
-
-// Drops the parts (or the prefix of a part) that `sent` bytes covered.
-std::span<iovec> advance(std::span<iovec> parts, std::size_t sent) {
-    while (!parts.empty() && sent >= parts.front().iov_len) {
-        sent -= parts.front().iov_len;
-        parts = parts.subspan(1);
-    }
-    if (sent > 0) {
-        parts.front().iov_base = static_cast<char*>(parts.front().iov_base) + sent;
-        parts.front().iov_len -= sent;
-    }
-    return parts;
 }
 
 }  // namespace
@@ -125,7 +113,7 @@ io::task<base::result<void>> connection::send_all(std::span<iovec> parts) {
             co_return rc == 0 ? base::fail(base::errc::closed, "send: connection closed")
                               : io_failure("send", rc);
         }
-        parts = advance(parts, static_cast<std::size_t>(rc));
+        parts = io::advance(parts, static_cast<std::size_t>(rc));
     }
     co_return base::result<void>{};
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "base/log.h"
 #include "base/token_bucket.h"
 #include "http/field_syntax.h"
+#include "io/iovec.h"
 #include "io/ops.h"
 #include "io/reactor.h"
 #include "io/socket.h"
@@ -35,7 +37,12 @@ public:
     // Sends everything or fails; with `rate`, also fails once the transfer falls below its floor.
     io::task<base::result<void>> send_bytes(const void* data, std::size_t len,
                                             base::rate_floor* rate = nullptr);
+    // The same for pieces sent in order without gathering them first; advances `parts` as it goes.
+    io::task<base::result<void>> send_gather(std::span<iovec> parts, base::rate_floor* rate);
     io::task<bool> drain_body(body_reader& body);
+    base::failure send_failed(int n, const base::rate_floor* rate);
+    std::int64_t send_wait_ms(const base::rate_floor* rate) const;
+    void count_sent(int n, base::rate_floor* rate);
     // Half-closes, then reads and discards until the client closes or a limit is reached.
     io::task<void> linger();
     // Requests until the connection closes; true when request bytes may still be on their way.
@@ -224,32 +231,63 @@ void connection_state::compact() {
     }
 }
 
+// The failure a send that moved nothing (n <= 0) ends the response with.
+base::failure connection_state::send_failed(int n, const base::rate_floor* rate) {
+    broken = true;
+    if (n == -ECANCELED) {
+        metrics.add(base::counter::send_timeouts);
+        bool too_slow = rate && rate->below(base::monotonic_now_ns());
+        LOG_DEBUG("cutting a response after %llu bytes: the client %s",
+                  static_cast<unsigned long long>(rate ? rate->bytes() : 0),
+                  too_slow ? "reads below the minimum body rate" : "stopped reading");
+        return base::fail(base::errc::timed_out, "send timed out");
+    }
+    return base::fail(base::errc::closed, n == 0 ? "connection closed" : strerror(-n));
+}
+
+std::int64_t connection_state::send_wait_ms(const base::rate_floor* rate) const {
+    return rate ? rate->wait_limit_ms(base::monotonic_now_ns(), limits.io_timeout_ms)
+                : limits.io_timeout_ms;
+}
+
+void connection_state::count_sent(int n, base::rate_floor* rate) {
+    metrics.add(base::counter::bytes_sent, static_cast<std::uint64_t>(n));
+    if (rate) rate->add(static_cast<std::uint64_t>(n));
+}
+
 io::task<base::result<void>> connection_state::send_bytes(const void* data, std::size_t len,
                                                           base::rate_floor* rate) {
     const char* p = static_cast<const char*>(data);
     while (len > 0) {
-        std::int64_t now_ns = base::monotonic_now_ns();
-        std::int64_t wait_ms =
-            rate ? rate->wait_limit_ms(now_ns, limits.io_timeout_ms) : limits.io_timeout_ms;
+        const std::int64_t wait_ms = send_wait_ms(rate);
         int n = -ECANCELED;
         if (wait_ms > 0)
             n = tls ? co_await tls_send(p, len, wait_ms) : co_await socket.send(p, len, wait_ms);
-        if (n <= 0) {
-            broken = true;
-            if (n == -ECANCELED) {
-                metrics.add(base::counter::send_timeouts);
-                bool too_slow = rate && rate->below(base::monotonic_now_ns());
-                LOG_DEBUG("cutting a response after %llu bytes: the client %s",
-                          static_cast<unsigned long long>(rate ? rate->bytes() : 0),
-                          too_slow ? "reads below the minimum body rate" : "stopped reading");
-                co_return base::fail(base::errc::timed_out, "send timed out");
-            }
-            co_return base::fail(base::errc::closed, n == 0 ? "connection closed" : strerror(-n));
-        }
-        metrics.add(base::counter::bytes_sent, static_cast<std::uint64_t>(n));
-        if (rate) rate->add(static_cast<std::uint64_t>(n));
+        if (n <= 0) co_return send_failed(n, rate);
+        count_sent(n, rate);
         p += n;
         len -= static_cast<std::size_t>(n);
+    }
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> connection_state::send_gather(std::span<iovec> parts,
+                                                           base::rate_floor* rate) {
+    if (tls) {  // the session copies into its records anyway
+        for (const iovec& part : parts)
+            FJORD_CO_TRY(co_await send_bytes(part.iov_base, part.iov_len, rate));
+        co_return base::result<void>{};
+    }
+    parts = io::advance(parts, 0);  // no empty piece first
+    while (!parts.empty()) {
+        const std::int64_t wait_ms = send_wait_ms(rate);
+        int n = -ECANCELED;
+        if (wait_ms > 0)
+            n = co_await socket.send_gather(parts.data(),
+                                            std::min<std::size_t>(parts.size(), IOV_MAX), wait_ms);
+        if (n <= 0) co_return send_failed(n, rate);
+        count_sent(n, rate);
+        parts = io::advance(parts, static_cast<std::size_t>(n));
     }
     co_return base::result<void>{};
 }
@@ -401,21 +439,40 @@ void exchange::start_response() {
     if (_body._failed) _close_after = true;
 }
 
-io::task<base::result<void>> exchange::send_head(int status, const header_list& headers,
-                                                 std::optional<std::uint64_t> content_length) {
+std::string exchange::begin_response(int status, const header_list& headers,
+                                     std::optional<std::uint64_t> content_length) {
     start_response();
     _status = status;
     if (!content_length) _close_after = true;
     if (!_body.finished() && _body._expect_continue && !_body._continue_sent) _close_after = true;
     bool close = _close_after || !_head.keep_alive || stopping();
     if (close) _close_after = true;
-    std::string text = format_response_head(status, headers, content_length, close);
+    return format_response_head(status, headers, content_length, close);
+}
+
+io::task<base::result<void>> exchange::send_head(int status, const header_list& headers,
+                                                 std::optional<std::uint64_t> content_length) {
+    std::string text = begin_response(status, headers, content_length);
     co_return co_await _conn.send_bytes(text.data(), text.size(), &_send_rate);
+}
+
+io::task<base::result<void>> exchange::send_head_with(int status, const header_list& headers,
+                                                      std::optional<std::uint64_t> content_length,
+                                                      std::span<const std::byte> first) {
+    std::string text = begin_response(status, headers, content_length);
+    iovec parts[2] = {{text.data(), text.size()},
+                      {const_cast<std::byte*>(first.data()), first.size()}};
+    co_return co_await _conn.send_gather(parts, &_send_rate);
 }
 
 io::task<base::result<void>> exchange::send_body(std::span<const std::byte> data) {
     FJORD_ASSERT(_head_sent);
     co_return co_await _conn.send_bytes(data.data(), data.size(), &_send_rate);
+}
+
+io::task<base::result<void>> exchange::send_body_gather(std::span<iovec> parts) {
+    FJORD_ASSERT(_head_sent);
+    co_return co_await _conn.send_gather(parts, &_send_rate);
 }
 
 io::task<base::result<void>> exchange::send_all(int status, const header_list& headers,

@@ -9,6 +9,8 @@
 // bodies in both directions must keep a minimum average rate (server_limits::min_body_rate), so a slow
 // client can hold neither a connection nor the pool buffers its request uses for long.
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -106,7 +108,15 @@ public:
     // it the response has no body framing and the connection closes after it.
     io::task<base::result<void>> send_head(int status, const header_list& headers,
                                            std::optional<std::uint64_t> content_length);
+    // send_head, then send_body(first), in one send: a small response's head and body in one segment.
+    io::task<base::result<void>> send_head_with(int status, const header_list& headers,
+                                                std::optional<std::uint64_t> content_length,
+                                                std::span<const std::byte> first);
     io::task<base::result<void>> send_body(std::span<const std::byte> data);
+    // Body bytes from several places, sent in order with no copy into one buffer first (a SENDMSG;
+    // over TLS, piece by piece). The iovecs are advanced as bytes go out; what they name must stay
+    // alive until this returns.
+    io::task<base::result<void>> send_body_gather(std::span<iovec> parts);
     // A complete small response in one send.
     io::task<base::result<void>> send_all(int status, const header_list& headers,
                                           std::string_view body);
@@ -129,6 +139,9 @@ private:
     friend class connection_state;
     exchange(connection_state& conn, const request_head& head);
     void start_response();
+    // Starts the response: the head's text, with the connection's close decision made.
+    std::string begin_response(int status, const header_list& headers,
+                               std::optional<std::uint64_t> content_length);
     connection_state& _conn;
     const request_head& _head;
     body_reader _body;

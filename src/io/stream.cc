@@ -10,18 +10,27 @@ namespace fjord::io {
 void stream::operation::await_suspend(std::coroutine_handle<> h) {
     _completion.waiter = h;
     if (_sim) {
-        if (_kind == op_kind::receive)
+        if (_kind == op_kind::receive) {
             _sim->start_receive(_buf, _len, _timeout_ms, &_completion);
-        else
+        } else if (_kind == op_kind::send) {
             _sim->start_send(_buf, _len, _timeout_ms, &_completion);
+        } else {
+            const iovec* first = static_cast<const iovec*>(_buf);
+            _sim->start_send(first->iov_base, first->iov_len, _timeout_ms, &_completion);
+        }
         return;
     }
     reactor& r = reactor::current();
     io_uring_sqe* sqe = r.get_sqe(_timeout_ms >= 0 ? 2 : 1);
-    if (_kind == op_kind::receive)
+    if (_kind == op_kind::receive) {
         io_uring_prep_recv(sqe, _fd, _buf, _len, 0);
-    else
+    } else if (_kind == op_kind::send) {
         io_uring_prep_send(sqe, _fd, _buf, _len, MSG_NOSIGNAL);
+    } else {
+        _message.msg_iov = static_cast<iovec*>(_buf);
+        _message.msg_iovlen = _len;
+        io_uring_prep_sendmsg(sqe, _fd, &_message, MSG_NOSIGNAL);
+    }
     io_uring_sqe_set_data(sqe, &_completion);
     if (_timeout_ms >= 0) {
         sqe->flags |= IOSQE_IO_LINK;

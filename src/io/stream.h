@@ -12,6 +12,7 @@
 
 #include <liburing.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <coroutine>
 #include <cstdint>
@@ -42,7 +43,7 @@ public:
 };
 
 class stream {
-    enum class op_kind { receive, send };
+    enum class op_kind { receive, send, send_gather };
 
 public:
     class operation {
@@ -73,6 +74,7 @@ public:
         std::int64_t _timeout_ms;
         completion _completion;
         __kernel_timespec _timeout{};
+        msghdr _message{};  // send_gather: names the caller's iovecs
     };
 
     static stream socket(int fd) { return stream(fd, nullptr); }
@@ -85,6 +87,12 @@ public:
     }
     operation send(const void* buf, std::size_t len, std::int64_t timeout_ms) const {
         return operation(*this, op_kind::send, const_cast<void*>(buf), len, timeout_ms);
+    }
+    // One send of the pieces `parts[0, count)` in order (one SENDMSG: no copy into a staging buffer);
+    // the iovecs must stay unchanged until it completes. It may move fewer bytes than they hold (a
+    // simulated stream moves at most the first piece's).
+    operation send_gather(const iovec* parts, std::size_t count, std::int64_t timeout_ms) const {
+        return operation(*this, op_kind::send_gather, const_cast<iovec*>(parts), count, timeout_ms);
     }
     // Makes the pending operation with record `c` complete with -ECANCELED.
     void cancel(completion* c) const;

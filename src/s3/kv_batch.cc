@@ -20,7 +20,7 @@ namespace wire = base::kv_wire;
 namespace {
 
 constexpr std::size_t crc_block_bytes = 1024 * 1024;  // as the KV tier's S3 PUT (the ETag's CRCs)
-constexpr std::size_t staging_bytes = 256 * 1024;     // small pieces of a response, sent together
+constexpr std::size_t staging_bytes = 64 * 1024;      // small pieces of a response, sent together
 constexpr std::size_t puts_in_flight = 8;
 constexpr std::size_t get_window_keys = 256;
 constexpr std::uint64_t get_window_bytes = 32 * 1024 * 1024;
@@ -41,19 +41,35 @@ io::task<base::result<void>> read_exact(http::body_reader& body, std::byte* dst,
     co_return base::result<void>{};
 }
 
-// Response bytes on their way out: small pieces are gathered in a staging buffer, a large value is
-// sent from where it lies (after what is staged).
+// Response bytes on their way out, sent in one SENDMSG per batch of pieces: small pieces (the per-block
+// results) are copied into a staging buffer, values are named where they lie, so a block's bytes are
+// copied once, by the kernel, on their way to the socket. A value handed to write() must stay alive
+// until the next flush(); send_window flushes before the blocks it names are let go.
 class batch_writer {
 public:
-    explicit batch_writer(http::exchange& ex) : _ex(ex) { _staged.reserve(staging_bytes); }
+    explicit batch_writer(http::exchange& ex) : _ex(ex) {
+        _staged.reserve(staging_bytes);  // never reallocated: pieces point into it
+        _pieces.reserve(max_pieces);
+    }
     io::task<base::result<void>> write(std::span<const std::byte> data) {
-        if (data.size() <= staging_bytes / 4) {
+        if (data.empty()) co_return base::result<void>{};
+        if (_pieces.size() == max_pieces || _pending + data.size() > flush_bytes)
+            FJORD_CO_TRY(co_await flush());
+        if (data.size() <= small_piece_bytes) {
             if (_staged.size() + data.size() > staging_bytes) FJORD_CO_TRY(co_await flush());
+            std::byte* at = _staged.data() + _staged.size();
             _staged.insert(_staged.end(), data.begin(), data.end());
-            co_return base::result<void>{};
+            // Consecutive small pieces are one iovec.
+            if (!_pieces.empty() &&
+                static_cast<std::byte*>(_pieces.back().iov_base) + _pieces.back().iov_len == at)
+                _pieces.back().iov_len += data.size();
+            else
+                _pieces.push_back({at, data.size()});
+        } else {
+            _pieces.push_back({const_cast<std::byte*>(data.data()), data.size()});
         }
-        FJORD_CO_TRY(co_await flush());
-        co_return co_await _ex.send_body(data);
+        _pending += data.size();
+        co_return base::result<void>{};
     }
     io::task<base::result<void>> zeros(std::uint64_t count) {
         static const std::vector<std::byte> zero(64 * 1024);
@@ -65,15 +81,22 @@ public:
         co_return base::result<void>{};
     }
     io::task<base::result<void>> flush() {
-        if (_staged.empty()) co_return base::result<void>{};
-        auto sent = co_await _ex.send_body(_staged);
+        if (_pieces.empty()) co_return base::result<void>{};
+        auto sent = co_await _ex.send_body_gather(_pieces);
+        _pieces.clear();
         _staged.clear();
+        _pending = 0;
         co_return sent;
     }
 
 private:
+    static constexpr std::size_t small_piece_bytes = 4096;
+    static constexpr std::size_t max_pieces = 64;
+    static constexpr std::uint64_t flush_bytes = 4 * 1024 * 1024;
     http::exchange& _ex;
     std::vector<std::byte> _staged;
+    std::vector<iovec> _pieces;
+    std::uint64_t _pending = 0;
 };
 
 std::array<std::byte, wire::header_bytes> response_header(wire::op o, std::uint32_t count,
@@ -217,7 +240,7 @@ io::task<base::result<void>> send_window(batch_writer& out,
         FJORD_CO_TRY(co_await out.write(result));
         FJORD_CO_TRY(same ? co_await out.write(block->value()) : co_await out.zeros(*sizes[i]));
     }
-    co_return base::result<void>{};
+    co_return co_await out.flush();  // before the caller lets `blocks` go
 }
 }  // namespace
 

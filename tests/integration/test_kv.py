@@ -188,6 +188,56 @@ def test_batch_round_trip_and_prefix_lookup(fjord_server, kv_bucket, rng):
     assert leading == 0 and values[0] is None and values[1:] == list(blocks.values())
 
 
+def test_batch_get_read_slowly_through_a_small_window_arrives_whole(fjord_server, kv_bucket, rng):
+    """The server sends a batch's results and blocks as gathered pieces; a reader with a tiny receive
+    window makes most sends partial, ending inside a block or a result header, and every byte must
+    still arrive in order."""
+    import socket
+
+    sizes = [1, 4096, 4097, 65536, 300_000, MiB, 3, 2 * MiB + 5, 65535, 7]
+    blocks = {f"slow/{i}": s3util.payload(rng, n) for i, n in enumerate(sizes)}
+    assert batch_put(fjord_server, kv_bucket, blocks) == [0] * len(blocks)
+    keys = []
+    for k in blocks:
+        keys += [k, "slow/missing"]
+    keys = keys * 3
+    body = frame("get", [(k, 0, 0) for k in keys])
+    path = s3util.object_path(kv_bucket)
+    signed = s3util.sign_headers(fjord_server.credentials, "POST", fjord_server.host, path,
+                                 [("fjord-batch", "get")])
+    head = f"POST {path}?fjord-batch=get HTTP/1.1\r\n" + "".join(
+        f"{n}: {v}\r\n" for n, v in signed.headers.items()) + \
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    host, port = fjord_server.host.rsplit(":", 1)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    sock.settimeout(30)
+    sock.sendall(head.encode() + body)
+    received = bytearray()
+    while True:
+        chunk = sock.recv(997)
+        if not chunk:
+            break
+        received += chunk
+    sock.close()
+    header_end = received.index(b"\r\n\r\n") + 4
+    assert received.startswith(b"HTTP/1.1 200"), bytes(received[:200])
+    content = bytes(received[header_end:])
+    count, leading = parse_header(content, "get")
+    assert count == len(keys) and leading == 1
+    at = 16
+    for key in keys:
+        status, crc, size = content[at], *struct.unpack_from("<IQ", content, at + 4)
+        value = content[at + 16:at + 16 + size]
+        at += 16 + size
+        if key == "slow/missing":
+            assert status != 0 and size == 0
+        else:
+            assert status == 0 and value == blocks[key] and s3util.crc32c(value) == crc
+    assert at == len(content)
+
+
 def test_batch_put_checks_each_block_crc(fjord_server, kv_bucket):
     good, bad = b"good block", b"bad block"
     body = frame("put", [("c/good", s3util.crc32c(good), len(good)),
