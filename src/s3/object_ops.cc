@@ -199,7 +199,8 @@ public:
         _length = length;
     }
     io::task<base::result<void>> write(std::span<const std::byte> data) override {
-        if (!_ex.head_sent()) FJORD_CO_TRY(co_await _ex.send_head(_status, _headers, _length));
+        if (!_ex.head_sent())
+            co_return co_await _ex.send_head_with(_status, _headers, _length, data);
         co_return co_await _ex.send_body(data);
     }
     io::task<base::result<void>> finish() {
