@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -10,25 +11,53 @@ namespace fjord::store {
 
 namespace {
 
-// Block memory is kept for reuse by the thread that frees it, up to cache_limit_bytes a thread: a
-// fresh allocation of megabytes is fresh pages, and faulting them in (and zeroing them, and charging
-// them to the cgroup) cost a 2 MiB read from NVMe more CPU than the read's CRC32C (perf). Sizes are
-// rounded up to 64 KiB, so one workload's blocks share a size.
+// Block memory is kept for reuse: a fresh allocation of megabytes is fresh pages, and faulting them in
+// (and zeroing them, and charging them to the cgroup) cost a 2 MiB read from NVMe more CPU than the
+// read's CRC32C (perf). Sizes are rounded up to 64 KiB, so one workload's blocks share a size.
+// Each thread keeps up to thread_limit_bytes without a lock; past that, freed memory goes to a shared
+// pool (shared_limit_bytes, under a mutex) that any thread takes from when its own is empty. Blocks
+// cross cores (read on the core that owns the key, let go on the connection's), so without the shared
+// pool one core would keep freeing into a full cache while the other kept allocating fresh pages.
 constexpr std::size_t size_step_bytes = 64 * 1024;
-constexpr std::size_t cache_limit_bytes = 64 * 1024 * 1024;
+constexpr std::size_t thread_limit_bytes = 32 * 1024 * 1024;
+constexpr std::size_t shared_limit_bytes = 128 * 1024 * 1024;
 
 struct block_memory_cache {
     std::map<std::size_t, std::vector<void*>> free_by_size;
     std::size_t cached_bytes = 0;
+    void* take(std::size_t bytes) {
+        auto it = free_by_size.find(bytes);
+        if (it == free_by_size.end() || it->second.empty()) return nullptr;
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_bytes -= bytes;
+        return p;
+    }
+    bool keep(void* p, std::size_t bytes, std::size_t limit) {
+        if (cached_bytes + bytes > limit) return false;
+        free_by_size[bytes].push_back(p);
+        cached_bytes += bytes;
+        return true;
+    }
     ~block_memory_cache() {
         for (auto& [size, list] : free_by_size)
             for (void* p : list) std::free(p);
     }
 };
 
-block_memory_cache& memory_cache() {
+block_memory_cache& thread_cache() {
     thread_local block_memory_cache cache;
     return cache;
+}
+
+struct shared_block_memory {
+    std::mutex lock;
+    block_memory_cache cache;
+};
+
+shared_block_memory& shared_cache() {
+    static shared_block_memory* shared = new shared_block_memory;  // outlives every thread's frees
+    return *shared;
 }
 
 std::size_t allocation_bytes(std::size_t record_bytes) {
@@ -36,13 +65,11 @@ std::size_t allocation_bytes(std::size_t record_bytes) {
 }
 
 void* take_memory(std::size_t bytes) {
-    auto& cache = memory_cache();
-    if (auto it = cache.free_by_size.find(bytes);
-        it != cache.free_by_size.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
-        cache.cached_bytes -= bytes;
-        return p;
+    if (void* p = thread_cache().take(bytes)) return p;
+    {
+        auto& shared = shared_cache();
+        std::lock_guard guard(shared.lock);
+        if (void* p = shared.cache.take(bytes)) return p;
     }
     void* p = std::aligned_alloc(4096, bytes);
     if (p == nullptr) throw std::bad_alloc();
@@ -50,13 +77,13 @@ void* take_memory(std::size_t bytes) {
 }
 
 void give_memory(void* p, std::size_t bytes) {
-    auto& cache = memory_cache();
-    if (cache.cached_bytes + bytes > cache_limit_bytes) {
-        std::free(p);
-        return;
+    if (thread_cache().keep(p, bytes, thread_limit_bytes)) return;
+    {
+        auto& shared = shared_cache();
+        std::lock_guard guard(shared.lock);
+        if (shared.cache.keep(p, bytes, shared_limit_bytes)) return;
     }
-    cache.free_by_size[bytes].push_back(p);
-    cache.cached_bytes += bytes;
+    std::free(p);
 }
 
 }  // namespace
