@@ -512,14 +512,18 @@ io::task<void> service::send_error(context& c, const base::error& err,
     const bool logged = err.code == base::errc::slow_down ||
                         (err.code == base::errc::data_corrupted && c.corruption_logged);
     if (status >= 500 && status != 501 && !logged) {
-        // The details (file names, errno text) are for the operator's log, not for the client.
         std::string method(c.ex.head().method_text);
         LOG_WARN("%s %s -> %d %s (request %s)", method.c_str(), c.req.resource.c_str(), status,
                  err.message.c_str(), c.request_id.c_str());
-        if (status == 500) shown.message = "We encountered an internal error. Please try again.";
-        if (err.code == base::errc::storage_full)
-            shown.message = "The server has no space left to store this object.";
     }
+    // The details (file names, errno text) are for the operator's log, not for the client, whether
+    // or not this request's failure was logged above or where it was found (corruption).
+    if (status == 500)
+        shown.message = err.code == base::errc::data_corrupted
+                            ? "The stored data is damaged or missing; it is not served."
+                            : "We encountered an internal error. Please try again.";
+    if (err.code == base::errc::storage_full)
+        shown.message = "The server has no space left to store this object.";
     headers.emplace_back("Content-Type", "application/xml");
     std::vector<std::pair<std::string, std::string>> details;
     if (err.code == base::errc::wrong_region || err.code == base::errc::wrong_region_presigned)
