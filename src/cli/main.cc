@@ -69,6 +69,9 @@ void print_usage() {
     std::fputs(
         "usage: fjord serve [options]\n"
         "  --data DIR            data directory (repeatable; default ./data)\n"
+        "  --accept-empty-drive DIR   format DIR, a --data directory other than the first, though the\n"
+        "                        others hold data: its drive replaced a lost one (without it, a set\n"
+        "                        in which some directories are not Fjord drives is refused)\n"
         "  --listen HOST:PORT    address to listen on (default 127.0.0.1:9000)\n"
         "  --tls-cert PATH       serve HTTPS (TLS 1.2 and 1.3) with this PEM certificate chain, leaf first;\n"
         "                        needs --tls-key; both are read again on SIGHUP (default: plain HTTP)\n"
@@ -197,6 +200,11 @@ const serve_option serve_options[] = {
     {"--data", kind::text,
      [](args& a, const char* t, u64) {
          a.data_dirs.push_back(t);
+         return true;
+     }},
+    {"--accept-empty-drive", kind::text,
+     [](args& a, const char* t, u64) {
+         a.cfg.engine.accept_empty_drives.push_back(t);
          return true;
      }},
     {"--listen", kind::text,
@@ -577,6 +585,16 @@ int finish_serve_config(serve_args& a) {
         return 2;
     }
     if (!a.data_dirs.empty()) cfg.engine.data_dirs = a.data_dirs;
+    for (const std::string& dir : cfg.engine.accept_empty_drives)
+        if (std::find(cfg.engine.data_dirs.begin() + 1, cfg.engine.data_dirs.end(), dir) ==
+            cfg.engine.data_dirs.end()) {
+            std::fprintf(stderr,
+                         "fjord serve: --accept-empty-drive %s names no --data directory after "
+                         "the first (the first holds the metadata and is never formatted over "
+                         "the others)\n",
+                         dir.c_str());
+            return 2;
+        }
     if (!a.domains.empty()) cfg.service.domains = a.domains;
     auto ep = io::parse_endpoint(a.listen);
     if (!ep) {

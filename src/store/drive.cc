@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -83,12 +84,57 @@ base::result<void> open_layout(file_system& fs, drive& d, bool metadata) {
         if (int rc = fs.fsync_path_blocking(dir); rc < 0) return io_failure("fsync " + dir, rc);
     return {};
 }
+
+// Fails when some of the directories hold a drive identity and others do not (drive_set::open).
+base::result<void> check_all_formatted_or_none(const std::vector<std::string>& paths,
+                                               file_system& fs,
+                                               const std::vector<std::string>& accept_empty) {
+    std::vector<std::size_t> formatted, empty;
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        int probe = fs.open_blocking(paths[i] + "/FJORD_DRIVE", O_RDONLY);
+        if (probe >= 0) {
+            fs.close_blocking(probe);
+            formatted.push_back(i);
+        } else if (probe == -ENOENT) {
+            empty.push_back(i);
+        } else {
+            return io_failure("open " + paths[i] + "/FJORD_DRIVE", probe);
+        }
+    }
+    if (formatted.empty() || empty.empty()) return {};
+    const std::string known = paths[formatted.front()];
+    const std::string of = " of " + std::to_string(paths.size());
+    for (std::size_t i : empty) {
+        if (i == 0)
+            return base::fail(
+                base::errc::invalid_argument,
+                paths[0] + " (drive 0" + of +
+                    ", which holds the metadata journal) is not a Fjord " + "drive while " + known +
+                    " is one: it is not mounted, or was replaced. " +
+                    "Starting would find every data file on the other drives unreferenced and " +
+                    "remove it; mount the drive and start again");
+        if (std::find(accept_empty.begin(), accept_empty.end(), paths[i]) == accept_empty.end())
+            return base::fail(
+                base::errc::invalid_argument,
+                paths[i] + " (drive " + std::to_string(i) + of + ") is not a Fjord drive while " +
+                    known + " is one: it is not mounted, or was replaced. Mount it and start " +
+                    "again; if the drive was replaced and the objects it held are lost, start once " +
+                    "with --accept-empty-drive " + paths[i]);
+        LOG_WARN(
+            "formatting %s as drive %zu%s in place of a lost one (--accept-empty-drive): "
+            "objects whose data it held read as damaged",
+            paths[i].c_str(), i, of.c_str());
+    }
+    return {};
+}
 }  // namespace
 
-base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, file_system& fs) {
+base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, file_system& fs,
+                                        const std::vector<std::string>& accept_empty) {
     if (paths.empty()) return base::fail(base::errc::invalid_argument, "no data directory given");
     if (paths.size() > 64)
         return base::fail(base::errc::invalid_argument, "at most 64 data directories");
+    FJORD_TRY(check_all_formatted_or_none(paths, fs, accept_empty));
     drive_set set;
     set._fs = &fs;
     for (std::size_t i = 0; i < paths.size(); ++i) {

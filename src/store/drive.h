@@ -58,10 +58,15 @@ private:
 class drive_set {
 public:
     // Opens (and on first use formats) the given directories. Fails if a directory belongs to a
-    // different position or a different drive count than on disk. Every later file operation on these
-    // drives goes through `fs`, which must outlive the set.
+    // different position or a different drive count than on disk, and when some of the directories
+    // are formatted and others are not: an unformatted one is a drive that is not mounted (or was
+    // replaced), and starting would format it, lose sight of what it held, and, were it the first
+    // (the metadata), remove every data file on the others as unreferenced. A replaced drive other
+    // than the first is accepted when its directory is in `accept_empty` (--accept-empty-drive).
+    // Every later file operation on these drives goes through `fs`, which must outlive the set.
     static base::result<drive_set> open(const std::vector<std::string>& paths,
-                                        file_system& fs = posix_file_system());
+                                        file_system& fs = posix_file_system(),
+                                        const std::vector<std::string>& accept_empty = {});
     drive_set() = default;
     drive_set(drive_set&&) noexcept;
     drive_set& operator=(drive_set&&) noexcept;

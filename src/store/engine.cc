@@ -131,8 +131,8 @@ engine::~engine() = default;
 base::result<std::unique_ptr<engine>> engine::open(engine_options options) {
     if (options.cores == 0 || options.cores > 256)
         return base::fail(base::errc::invalid_argument, "cores must be 1..256");
-    auto drives =
-        drive_set::open(options.data_dirs, options.fs ? *options.fs : posix_file_system());
+    auto drives = drive_set::open(options.data_dirs, options.fs ? *options.fs : posix_file_system(),
+                                  options.accept_empty_drives);
     if (!drives) return drives.as_failure();
     std::vector<int> roots;
     for (std::uint32_t d = 0; d < drives->size(); ++d) roots.push_back(drives->at(d).root_fd);

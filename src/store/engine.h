@@ -37,6 +37,9 @@ namespace fjord::store {
 
 struct engine_options {
     std::vector<std::string> data_dirs{"./data"};
+    // Data directories (other than the first) that may be formatted while the others are formatted
+    // already: drives that replaced lost ones (drive_set::open).
+    std::vector<std::string> accept_empty_drives;
     unsigned cores = 1;
     data_file_options data_files;
     write_scheduler_options writes;
