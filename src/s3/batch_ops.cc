@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/encoding.h"
+#include "base/log.h"
 #include "io/wait_group.h"
 #include "s3/service.h"
 #include "s3/service_internal.h"
@@ -113,6 +114,9 @@ io::task<void> delete_one(store::object_store* store, std::string bucket, delete
     if (!removed) {
         out->code = removed.code();
         out->message = s3_message(removed.err());
+        if (base::errc_http_status(out->code) >= 500)  // the client's message holds no detail
+            LOG_WARN("DeleteObjects s3://%s/%s: %s", bucket.c_str(), out->key.c_str(),
+                     removed.err().message.c_str());
     } else if (*removed && (*removed)->delete_marker) {
         out->marker_version = (*removed)->version_id;
     }

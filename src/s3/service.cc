@@ -404,7 +404,14 @@ std::string s3_message(const base::error& err) {
             return "You did not provide the number of bytes specified by the Content-Length HTTP header.";
         case base::errc::entity_too_large:
             return "Your proposed upload exceeds the maximum allowed object size.";
-        default: return err.message;
+        case base::errc::data_corrupted:
+            return "The stored data is damaged or missing; it is not served.";
+        case base::errc::storage_full: return "The server has no space left to store this object.";
+        default:
+            // A server-side failure's own text (file names, errno text) is for the log only.
+            if (base::errc_http_status(err.code) == 500)
+                return "We encountered an internal error. Please try again.";
+            return err.message;
     }
 }
 
@@ -516,14 +523,6 @@ io::task<void> service::send_error(context& c, const base::error& err,
         LOG_WARN("%s %s -> %d %s (request %s)", method.c_str(), c.req.resource.c_str(), status,
                  err.message.c_str(), c.request_id.c_str());
     }
-    // The details (file names, errno text) are for the operator's log, not for the client, whether
-    // or not this request's failure was logged above or where it was found (corruption).
-    if (status == 500)
-        shown.message = err.code == base::errc::data_corrupted
-                            ? "The stored data is damaged or missing; it is not served."
-                            : "We encountered an internal error. Please try again.";
-    if (err.code == base::errc::storage_full)
-        shown.message = "The server has no space left to store this object.";
     headers.emplace_back("Content-Type", "application/xml");
     std::vector<std::pair<std::string, std::string>> details;
     if (err.code == base::errc::wrong_region || err.code == base::errc::wrong_region_presigned)
