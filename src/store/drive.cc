@@ -102,6 +102,14 @@ base::result<void> check_all_formatted_or_none(const std::vector<std::string>& p
         }
     }
     if (formatted.empty() || empty.empty()) return {};
+    // Drives are formatted in order and the metadata's FORMAT file is written after all of them: a
+    // first start that stopped partway (a mistyped directory, a kill) left a set that never held data.
+    if (formatted.front() == 0) {
+        int meta = fs.open_blocking(paths[0] + "/meta/FORMAT", O_RDONLY);
+        if (meta == -ENOENT) return {};
+        if (meta < 0) return io_failure("open " + paths[0] + "/meta/FORMAT", meta);
+        fs.close_blocking(meta);
+    }
     const std::string known = paths[formatted.front()];
     const std::string of = " of " + std::to_string(paths.size());
     for (std::size_t i : empty) {
@@ -122,7 +130,9 @@ base::result<void> check_all_formatted_or_none(const std::vector<std::string>& p
                     "with --accept-empty-drive " + paths[i]);
         LOG_WARN(
             "formatting %s as drive %zu%s in place of a lost one (--accept-empty-drive): "
-            "objects whose data it held read as damaged",
+            "objects whose data it held read as damaged. Take the option off the command line "
+            "now: left there, it would format this directory again were its drive ever not "
+            "mounted",
             paths[i].c_str(), i, of.c_str());
     }
     return {};

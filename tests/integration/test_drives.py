@@ -145,3 +145,27 @@ def test_an_accepted_replacement_drive_serves_what_it_can_and_reports_the_rest(t
         assert s3.get_object(Bucket="half", Key="new")["Body"].read() == b"after"
     finally:
         server.stop()
+
+
+def test_a_first_start_that_failed_partway_can_be_started_again(tmp_dir):
+    """A first start that formats the first directory and then fails on the second (its parent does not
+    exist yet) leaves a set that never held data: once the operator fixes the path, it starts."""
+    work = tmp_dir / "partway"
+    work.mkdir()
+    first, second = work / "data0", work / "later" / "data1"
+    env = dict(os.environ, FJORD_ACCESS_KEY="partwayaccess", FJORD_SECRET_KEY="partway-secret-key")
+    cmd = [str(binary_path()), "serve", "--data", str(first), "--data", str(second),
+           "--listen", "127.0.0.1:0"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=env)
+    assert result.returncode != 0 and (first / "FJORD_DRIVE").exists()
+    (work / "later").mkdir()
+    server = FjordServer(work / "second-try", data_dirs=0)
+    server.data_dirs = [first, second]
+    server.start()
+    try:
+        s3 = make_client(server)
+        s3.create_bucket(Bucket="fresh")
+        s3.put_object(Bucket="fresh", Key="k", Body=b"v")
+        assert s3.get_object(Bucket="fresh", Key="k")["Body"].read() == b"v"
+    finally:
+        server.stop()
