@@ -273,9 +273,24 @@ io::task<base::result<void>> connection_state::send_bytes(const void* data, std:
 
 io::task<base::result<void>> connection_state::send_gather(std::span<iovec> parts,
                                                            base::rate_floor* rate) {
-    if (tls) {  // the session copies into its records anyway
-        for (const iovec& part : parts)
-            FJORD_CO_TRY(co_await send_bytes(part.iov_base, part.iov_len, rate));
+    if (tls) {
+        // The session copies into its records anyway: small pieces are gathered first, so that a
+        // batch of small blocks is not a record and a socket send each.
+        constexpr std::size_t gather_bytes = 64 * 1024;
+        std::vector<std::byte> gathered;
+        for (const iovec& part : parts) {
+            const auto* bytes = static_cast<const std::byte*>(part.iov_base);
+            if (gathered.size() + part.iov_len > gather_bytes && !gathered.empty()) {
+                FJORD_CO_TRY(co_await send_bytes(gathered.data(), gathered.size(), rate));
+                gathered.clear();
+            }
+            if (part.iov_len >= gather_bytes)
+                FJORD_CO_TRY(co_await send_bytes(bytes, part.iov_len, rate));
+            else
+                gathered.insert(gathered.end(), bytes, bytes + part.iov_len);
+        }
+        if (!gathered.empty())
+            FJORD_CO_TRY(co_await send_bytes(gathered.data(), gathered.size(), rate));
         co_return base::result<void>{};
     }
     parts = io::advance(parts, 0);  // no empty piece first

@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import time
 
@@ -320,3 +321,46 @@ def test_fjord_cli_over_https(tls_server, tls_bucket, tmp_dir):
     refused = fjord("ls", f"s3://{tls_bucket}/", ca=False)
     assert refused.returncode != 0
     assert "certificate verify failed" in refused.stderr, refused.stderr
+
+
+def test_kv_batch_over_https_arrives_whole(tls_server):
+    """A KV batch get over TLS: small blocks gathered into records, large ones sent as they lie, every
+    block back in order with its CRC32C."""
+    import s3util
+    from conftest import make_kv_bucket, unique_bucket_name
+    from test_kv import frame, parse_header
+
+    client = tls_server.client()
+    bucket = unique_bucket_name("tlskv")
+    make_kv_bucket(client, bucket, capacity_bytes=64 * MiB)
+    path = s3util.object_path(bucket)
+
+    def post(op: str, body: bytes) -> bytes:
+        signed = s3util.sign_headers(tls_server.credentials, "POST", tls_server.host, path,
+                                     [("fjord-batch", op)])
+        r = requests.post(f"{tls_server.endpoint}{path}?fjord-batch={op}", data=body,
+                          headers=signed.headers, verify=str(tls_server.tls.ca_path), timeout=30)
+        assert r.status_code == 200, r.text
+        return r.content
+
+    sizes = [1, 4096, 4097, 65535, 65536, 65537, 200_000, 3] * 3
+    blocks = {f"b/{i}": os.urandom(n) for i, n in enumerate(sizes)}
+    post("put", frame("put", [(k, s3util.crc32c(v), len(v)) for k, v in blocks.items()],
+                      blocks.values()))
+    keys = [k for key in blocks for k in (key, "b/missing")]
+    content = post("get", frame("get", [(k, 0, 0) for k in keys]))
+    count, _ = parse_header(content, "get")
+    assert count == len(keys)
+    at = 16
+    for key in keys:
+        status, crc, size = content[at], *struct.unpack_from("<IQ", content, at + 4)
+        value = content[at + 16:at + 16 + size]
+        at += 16 + size
+        if key == "b/missing":
+            assert status != 0
+        else:
+            assert status == 0 and value == blocks[key] and s3util.crc32c(value) == crc
+    assert at == len(content)
+    for key in blocks:
+        client.delete_object(Bucket=bucket, Key=key)
+    client.delete_bucket(Bucket=bucket)
