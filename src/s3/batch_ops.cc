@@ -114,7 +114,9 @@ io::task<void> delete_one(store::object_store* store, std::string bucket, delete
     if (!removed) {
         out->code = removed.code();
         out->message = s3_message(removed.err());
-        if (base::errc_http_status(out->code) >= 500)  // the client's message holds no detail
+        // The client's message holds no detail of these (s3_message): the log does.
+        if (base::errc_http_status(out->code) == 500 ||
+            out->code == base::errc::service_unavailable)
             LOG_WARN("DeleteObjects s3://%s/%s: %s", bucket.c_str(), out->key.c_str(),
                      removed.err().message.c_str());
     } else if (*removed && (*removed)->delete_marker) {

@@ -407,6 +407,9 @@ std::string s3_message(const base::error& err) {
         case base::errc::data_corrupted:
             return "The stored data is damaged or missing; it is not served.";
         case base::errc::storage_full: return "The server has no space left to store this object.";
+        case base::errc::service_unavailable:
+            // Cluster nodes say which node was down or what a peer answered: that is for the log.
+            return "The service cannot handle the request now. Please try again.";
         default:
             // A server-side failure's own text (file names, errno text) is for the log only.
             if (base::errc_http_status(err.code) == 500)

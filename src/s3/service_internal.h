@@ -118,7 +118,8 @@ struct body_plan {
 };
 
 // The S3 <Message> of an error: the store words its errors for logs, S3 has fixed messages for many codes.
-// A 500's is always a fixed text, so no server detail (a path, an errno text) reaches a client.
+// A 500's or a 503 ServiceUnavailable's is always a fixed text, so no server detail (a path, an errno
+// text, a peer's answer) reaches a client.
 std::string s3_message(const base::error& err);
 // The ETag of a body that was just stored: the MD5 when one was computed, else derived_etag.
 std::string body_etag(const payload_source& source, const store::written_data& written);
