@@ -56,20 +56,26 @@ def data_files(directory):
     return sorted(f for _, _, files in os.walk(directory / "objects") for f in files)
 
 
+def two_drives_with_objects(work, bucket):
+    """A stopped server on two data directories holding 40 objects in `bucket`; the server and bodies."""
+    server = FjordServer(work, data_dirs=2)
+    server.start()
+    try:
+        s3 = make_client(server)
+        s3.create_bucket(Bucket=bucket)
+        bodies = {f"k{i}": os.urandom(64 * 1024 + i) for i in range(40)}
+        for key, body in bodies.items():
+            s3.put_object(Bucket=bucket, Key=key, Body=body)
+    finally:
+        server.stop()
+    return server, bodies
+
+
 def test_a_set_with_an_unmounted_drive_is_refused_and_nothing_is_removed(tmp_dir):
     """A data directory that is no longer a Fjord drive while the others are (a drive not mounted, or
     replaced) stops the start with a clear error: formatting it would hide what it held, and when it is
     the first one (the metadata), would remove every data file on the others as unreferenced."""
-    server = FjordServer(tmp_dir / "unmounted", data_dirs=2)
-    server.start()
-    try:
-        s3 = make_client(server)
-        s3.create_bucket(Bucket="kept")
-        bodies = {f"k{i}": os.urandom(64 * 1024 + i) for i in range(40)}
-        for key, body in bodies.items():
-            s3.put_object(Bucket="kept", Key=key, Body=body)
-    finally:
-        server.stop()
+    server, bodies = two_drives_with_objects(tmp_dir / "unmounted", "kept")
     first, second = server.data_dirs
     on_second = data_files(second)
     assert on_second
@@ -109,16 +115,7 @@ def test_a_set_with_an_unmounted_drive_is_refused_and_nothing_is_removed(tmp_dir
 
 
 def test_an_accepted_replacement_drive_serves_what_it_can_and_reports_the_rest(tmp_dir):
-    server = FjordServer(tmp_dir / "replaced", data_dirs=2)
-    server.start()
-    try:
-        s3 = make_client(server)
-        s3.create_bucket(Bucket="half")
-        bodies = {f"k{i}": os.urandom(64 * 1024 + i) for i in range(40)}
-        for key, body in bodies.items():
-            s3.put_object(Bucket="half", Key=key, Body=body)
-    finally:
-        server.stop()
+    server, bodies = two_drives_with_objects(tmp_dir / "replaced", "half")
     second = server.data_dirs[1]
     lost = set(data_files(second))
     assert lost
