@@ -12,31 +12,43 @@
 
 namespace fjord::io {
 
-io_memory::io_memory(std::size_t bytes, bool huge_pages) {
-    _size = base::align_up(bytes, base::direct_io_alignment_bytes);
-    if (_size == 0) return;
+std::byte* map_io_pages(std::size_t bytes, bool huge_pages) {
+    const std::size_t size = base::align_up(bytes, base::direct_io_alignment_bytes);
+    if (size == 0) return nullptr;
     // Over-map by one huge page so that the data can start on a 2 MiB boundary, then give back the slack
     // on both sides: a huge page can only back a 2 MiB-aligned range.
-    const std::size_t mapped = _size + huge_page_bytes_per_page;
+    const std::size_t mapped = size + io_memory::huge_page_bytes_per_page;
     void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    FJORD_ASSERT(p != MAP_FAILED, "cannot map I/O buffer memory");
+    if (p == MAP_FAILED) return nullptr;
     auto start = reinterpret_cast<std::uintptr_t>(p);
-    auto aligned = (start + huge_page_bytes_per_page - 1) &
-                   ~static_cast<std::uintptr_t>(huge_page_bytes_per_page - 1);
-    _data = reinterpret_cast<std::byte*>(aligned);
-    std::size_t head = aligned - start, tail = mapped - head - _size;
+    auto aligned = (start + io_memory::huge_page_bytes_per_page - 1) &
+                   ~static_cast<std::uintptr_t>(io_memory::huge_page_bytes_per_page - 1);
+    auto* data = reinterpret_cast<std::byte*>(aligned);
+    std::size_t head = aligned - start, tail = mapped - head - size;
     FJORD_ASSERT(
-        (head == 0 || munmap(p, head) == 0) && (tail == 0 || munmap(_data + _size, tail) == 0),
+        (head == 0 || munmap(p, head) == 0) && (tail == 0 || munmap(data + size, tail) == 0),
         "cannot trim the I/O buffer mapping");
     // Best effort: EINVAL when the kernel has no transparent huge pages; the memory works either way. Told
     // not to, the range opts out, so that a kernel in "always" mode does not give it huge pages anyway.
-    if (_size >= huge_page_bytes_per_page)
-        (void)madvise(_data, _size, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-    // Allocate the pages now (what they are is then known at start, and the first I/Os do not fault);
+    if (size >= io_memory::huge_page_bytes_per_page)
+        (void)madvise(data, size, huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    // Allocate the pages now (what they are is then known at once, and the first I/Os do not fault);
     // kernels before 5.14 lack MADV_POPULATE_WRITE and fault them in on first use instead.
 #ifdef MADV_POPULATE_WRITE
-    (void)madvise(_data, _size, MADV_POPULATE_WRITE);
+    (void)madvise(data, size, MADV_POPULATE_WRITE);
 #endif
+    return data;
+}
+
+void unmap_io_pages(std::byte* data, std::size_t bytes) {
+    if (data) munmap(data, base::align_up(bytes, base::direct_io_alignment_bytes));
+}
+
+io_memory::io_memory(std::size_t bytes, bool huge_pages) {
+    _size = base::align_up(bytes, base::direct_io_alignment_bytes);
+    if (_size == 0) return;
+    _data = map_io_pages(_size, huge_pages);
+    FJORD_ASSERT(_data != nullptr, "cannot map I/O buffer memory");
 }
 
 io_memory& io_memory::operator=(io_memory&& other) noexcept {
@@ -51,7 +63,7 @@ io_memory& io_memory::operator=(io_memory&& other) noexcept {
 io_memory::~io_memory() { unmap(); }
 
 void io_memory::unmap() {
-    if (_data) munmap(_data, _size);
+    unmap_io_pages(_data, _size);
     _data = nullptr;
     _size = 0;
 }

@@ -49,4 +49,10 @@ private:
     std::size_t _size = 0;
 };
 
+// The mapping io_memory makes, for owners that keep raw pointers (store::block_buffer's memory): `bytes`
+// rounded up to 4 KiB, at a 2 MiB boundary, advised and populated as above. nullptr when the address
+// space is exhausted. unmap_io_pages takes the same `bytes`.
+std::byte* map_io_pages(std::size_t bytes, bool huge_pages);
+void unmap_io_pages(std::byte* data, std::size_t bytes);
+
 }  // namespace fjord::io

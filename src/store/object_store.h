@@ -65,11 +65,16 @@ struct kv_bucket_options {
 
 // A block's bytes in memory (the DRAM tier's copy, or a read just verified), immutable and shared by
 // its readers on any core (the reference count is atomic). The bytes sit after a 4 KiB header area in
-// one 4 KiB-aligned allocation, so the same memory is the O_DIRECT record the NVMe tier writes.
+// one 4 KiB-aligned allocation, so the same memory is the O_DIRECT record the NVMe tier writes; from
+// 2 MiB up, the allocation is 2 MiB-aligned on huge pages (object_store.cc says why).
 class block_buffer {
 public:
     static constexpr std::size_t header_bytes = 4096;
     static std::shared_ptr<block_buffer> allocate(std::size_t value_bytes);
+    // The size of record() for a value of value_bytes.
+    static constexpr std::size_t record_bytes_for(std::size_t value_bytes) {
+        return header_bytes + (value_bytes + 4095) / 4096 * 4096;
+    }
     ~block_buffer();
     block_buffer(const block_buffer&) = delete;
     block_buffer& operator=(const block_buffer&) = delete;
@@ -80,9 +85,11 @@ public:
     std::uint32_t value_crc = 0;  // CRC32C of value(), set by whoever filled it
 
 private:
-    block_buffer(std::byte* base, std::size_t value_bytes, std::size_t record_bytes)
-        : _base(base), _value_bytes(value_bytes), _record_bytes(record_bytes) {}
+    block_buffer(std::byte* base, bool mapped, std::size_t value_bytes, std::size_t record_bytes)
+        : _base(base), _mapped(mapped), _value_bytes(value_bytes), _record_bytes(record_bytes) {}
     std::byte* _base;
+    bool
+        _mapped;  // a mapping of its own (2 MiB and more, on huge pages) rather than a heap allocation
     std::size_t _value_bytes;
     std::size_t _record_bytes;
 };
