@@ -7,6 +7,8 @@
 // Every 4 KiB block written is distinct (--repeat-blocks: the same few buffers over and over, as before).
 // The buffers are on transparent huge pages, as the server's are (io/io_memory.h; --no-huge-pages: 4 KiB
 // pages), so that the limit is measured with the memory the server writes from.
+// With --random each pass takes the blocks in a shuffled order (a fixed seed): the limit for reads of
+// blocks picked at random, as a KV workload's are, where the device or its host cannot read ahead.
 // This runs on a plain thread with its own ring, not on a reactor: it measures the device, not Fjord's
 // runtime.
 
@@ -14,9 +16,12 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -39,6 +44,7 @@ struct disk_config {
     unsigned passes = 1;  // each direction reports its best pass (the device is shared and noisy)
     bool repeat_blocks = false;  // write the same `depth` buffers over and over (the old behaviour)
     bool huge_pages = true;  // buffers on transparent huge pages, as the server's (io/io_memory.h)
+    bool random = false;     // blocks in a shuffled order instead of one after another
     std::string json_path;
 };
 
@@ -47,12 +53,15 @@ struct phase_result {
     std::uint64_t bytes = 0;
 };
 
-// One sequential pass over the file: `depth` blocks in flight, each completion refilled with the next
-// offset. Returns the elapsed time, or a message.
+// One pass over the file: `depth` blocks in flight, each completion refilled with the next block (the
+// next offset, or the next of a shuffled order with --random). Returns the elapsed time, or a message.
 base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds,
                                      const disk_config& cfg, std::byte* memory, bool registered,
                                      bool write, std::uint64_t pass_stamp) {
     std::uint64_t blocks = cfg.size_bytes / cfg.block_bytes, next = 0, done = 0;
+    std::vector<std::uint64_t> order(blocks);
+    std::iota(order.begin(), order.end(), 0);
+    if (cfg.random) std::shuffle(order.begin(), order.end(), std::mt19937_64(pass_stamp));
     std::int64_t start_ns = base::monotonic_now_ns();
     auto submit_block = [&](unsigned slot) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring);
@@ -68,8 +77,8 @@ base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds
                     (pass_stamp << 48) | (next * (cfg.block_bytes / 4096) + o / 4096);
                 std::memcpy(buf + o, &stamp, sizeof stamp);
             }
-        int fd = fds[next % fds.size()];
-        std::uint64_t offset = next / fds.size() * cfg.block_bytes;
+        int fd = fds[order[next] % fds.size()];
+        std::uint64_t offset = order[next] / fds.size() * cfg.block_bytes;
         if (write && registered)
             io_uring_prep_write_fixed(sqe, fd, buf, len, offset, static_cast<int>(slot));
         else if (write)
@@ -111,7 +120,7 @@ base::result<phase_result> run_phase(io_uring& ring, const std::vector<int>& fds
 base::result<disk_config> parse_disk_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {"dir",    "size-mib", "block-kib", "depth",
                                                       "passes", "files",    "json"};
-    static constexpr std::string_view flags[] = {"repeat-blocks", "no-huge-pages"};
+    static constexpr std::string_view flags[] = {"repeat-blocks", "no-huge-pages", "random"};
     auto opts = cli::command_options::parse(argc, argv, with_value, flags);
     if (!opts) return opts.as_failure();
     disk_config cfg;
@@ -119,6 +128,7 @@ base::result<disk_config> parse_disk_args(int argc, char** argv) {
     cfg.json_path = opts->text("json");
     cfg.repeat_blocks = opts->has("repeat-blocks");
     cfg.huge_pages = !opts->has("no-huge-pages");
+    cfg.random = opts->has("random");
     if (cfg.dir.empty()) return base::fail(base::errc::invalid_argument, "--dir is required");
     auto size_mib = opts->number("size-mib", 1024), block_kib = opts->number("block-kib", 1024),
          depth = opts->number("depth", 32), passes = opts->number("passes", 1),
@@ -149,11 +159,12 @@ int report(const disk_config& cfg, const phase_result& w, const phase_result& r,
     double first_write_gib_s = cli::gib_per_s(first_write.bytes, first_write.seconds);
     std::printf(
         "disk %s: %llu MiB in %u file(s), %llu KiB blocks, depth %u, O_DIRECT, %s buffers (%zu KiB on huge "
-        "pages), %s data, best of %u pass(es)\n",
+        "pages), %s data, %s order, best of %u pass(es)\n",
         cfg.dir.c_str(), static_cast<unsigned long long>(cfg.size_bytes / base::MiB), cfg.files,
         static_cast<unsigned long long>(cfg.block_bytes / base::KiB), cfg.depth,
         registered ? "registered" : "unregistered", huge_page_bytes / base::KiB,
-        cfg.repeat_blocks ? "repeated" : "distinct", cfg.passes);
+        cfg.repeat_blocks ? "repeated" : "distinct", cfg.random ? "random" : "sequential",
+        cfg.passes);
     std::printf("  write: %.3f GiB/s (%.2f s, fdatasync included)\n", write_gib_s, w.seconds);
     std::printf("  read:  %.3f GiB/s (%.2f s)\n", read_gib_s, r.seconds);
     if (cfg.json_path.empty()) return 0;
@@ -161,13 +172,14 @@ int report(const disk_config& cfg, const phase_result& w, const phase_result& r,
     std::snprintf(
         json, sizeof json,
         "{\"bench\": \"disk\", \"dir\": %s, \"size_bytes\": %llu, \"block_bytes\": %llu, \"depth\": %u, \"files\": %u, \"passes\": %u, "
-        "\"distinct_blocks\": %s, \"huge_page_bytes\": %zu, "
+        "\"distinct_blocks\": %s, \"random_order\": %s, \"huge_page_bytes\": %zu, "
         "\"registered_buffers\": %s, \"write_gib_s\": %.4f, \"write_s\": %.4f, \"read_gib_s\": %.4f, "
         "\"read_s\": %.4f, \"first_pass_write_gib_s\": %.4f}",
         cli::json_string(cfg.dir).c_str(), static_cast<unsigned long long>(cfg.size_bytes),
         static_cast<unsigned long long>(cfg.block_bytes), cfg.depth, cfg.files, cfg.passes,
-        cfg.repeat_blocks ? "false" : "true", huge_page_bytes, registered ? "true" : "false",
-        write_gib_s, w.seconds, read_gib_s, r.seconds, first_write_gib_s);
+        cfg.repeat_blocks ? "false" : "true", cfg.random ? "true" : "false", huge_page_bytes,
+        registered ? "true" : "false", write_gib_s, w.seconds, read_gib_s, r.seconds,
+        first_write_gib_s);
     return cli::write_json_file(cfg.json_path, json) ? 0 : 1;
 }
 
