@@ -118,6 +118,7 @@ void print_usage() {
         "  --lifecycle-day-seconds N   the length of a lifecycle day, for tests (default 86400)\n"
         "  --kv-dram-mib N       DRAM tier of the KV buckets, all cores together (default 1024)\n"
         "  --kv-capacity-mib N   NVMe space of a KV bucket made without a capacity (default 16384)\n"
+        "  --kv-read-queue-mib N NVMe reads of the KV tier in flight per core; more wait in order (default 8)\n"
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
         "  --access-log PATH     one JSON line per request to PATH (appended), or - for stderr (default: off)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
@@ -459,6 +460,12 @@ const serve_option serve_options[] = {
          return true;
      },
      0, 1024 * 1024},
+    {"--kv-read-queue-mib", kind::number,
+     [](args& a, const char*, u64 n) {
+         a.cfg.kv.read_queue_bytes = n * base::MiB;
+         return true;
+     },
+     1, 1024},
     {"--kv-capacity-mib", kind::number,
      [](args& a, const char*, u64 n) {
          a.cfg.kv.default_capacity_bytes = n * base::MiB;

@@ -434,18 +434,28 @@ io::task<base::result<void>> shard_log::append(const std::string& key, store::bl
 io::task<base::result<std::shared_ptr<store::block_buffer>>> shard_log::read_record(
     std::uint64_t seq, std::uint64_t offset, const std::string& key, std::uint64_t value_bytes,
     std::uint32_t value_crc) {
+    // Waits its turn for the drive first (FIFO), then finds the segment: it may have been reclaimed
+    // meanwhile. The memory is taken once admitted, so that queued reads hold none.
+    const std::size_t record_bytes = store::block_buffer::record_bytes_for(value_bytes);
+    std::optional<io::semaphore::permit> admitted;
+    if (_options.read_budget != nullptr) {
+        co_await _options.read_budget->acquire(record_bytes);
+        admitted.emplace(*_options.read_budget, record_bytes);
+    }
     segment* s = find_segment(seq);
     if (s == nullptr || s->fd < 0)
         co_return base::fail(base::errc::not_found, "the block's segment was reclaimed");
+    const std::uint64_t nonce = s->nonce;
     auto bytes = store::block_buffer::allocate(value_bytes);
     auto record = bytes->record();
     ++s->readers;
     int rc = co_await _options.fs->read(s->fd, record.data(), static_cast<unsigned>(record.size()),
                                         offset);
     --s->readers;
+    admitted.reset();  // the drive is free for the next read; the checks below are CPU only
     if (rc < 0) co_return io_failure("read KV segment", rc);
     auto h = static_cast<std::size_t>(rc) == record.size()
-                 ? decode_header(record.subspan(0, record_header_bytes), s->nonce)
+                 ? decode_header(record.subspan(0, record_header_bytes), nonce)
                  : std::nullopt;
     if (!h || h->key != key || h->value_bytes != value_bytes || h->flags != 0 ||
         h->value_crc != value_crc || base::crc32c(bytes->value()) != value_crc)

@@ -29,6 +29,7 @@
 
 #include "base/result.h"
 #include "io/task.h"
+#include "io/semaphore.h"
 #include "kv/dram_cache.h"
 #include "store/file_system.h"
 #include "store/object_store.h"
@@ -55,6 +56,9 @@ struct shard_options {
     store::kv_write_ack ack = store::kv_write_ack::nvme;
     std::int64_t ttl_ms = 0;  // 0: none
     store::file_system* fs = nullptr;
+    // Bytes of NVMe reads in flight on this core, shared by its shards (kv/README.md says why); null:
+    // no bound.
+    io::semaphore* read_budget = nullptr;
 };
 
 struct shard_stats {

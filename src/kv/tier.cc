@@ -223,6 +223,8 @@ tier::tier(tier_options options) : _options(std::move(options)) {
     for (unsigned c = 0; c < _options.cores; ++c) {
         auto state = std::make_unique<core_state>();
         state->dram = std::make_unique<dram_cache>(_options.dram_bytes / _options.cores);
+        if (_options.read_queue_bytes > 0)
+            state->reads = std::make_unique<io::semaphore>(_options.read_queue_bytes);
         _cores.push_back(std::move(state));
     }
 }
@@ -250,6 +252,7 @@ base::result<void> tier::attach_bucket(unsigned core, std::shared_ptr<const buck
         o.ack = config->options.ack;
         o.ttl_ms = config->options.ttl_seconds * 1000;
         o.fs = _options.fs;
+        o.read_budget = _cores[core]->reads.get();
         auto opened = shard_log::open_blocking(o, _cores[core]->dram.get());
         if (!opened) return opened.as_failure();
         view.shards[s] = std::move(*opened);

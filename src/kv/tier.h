@@ -32,7 +32,9 @@ struct tier_options {
     // NVMe space of a KV bucket made without a capacity.
     std::uint64_t default_capacity_bytes = 16ULL << 30;
     std::uint64_t max_segment_bytes = 64ULL << 20;  // blocks are at most half of a segment
-    store::file_system* fs = nullptr;               // posix_file_system() when null
+    // Bytes of NVMe reads in flight per core (shard_options::read_budget); 0: no bound.
+    std::uint64_t read_queue_bytes = 8ULL << 20;
+    store::file_system* fs = nullptr;  // posix_file_system() when null
 };
 
 struct tier_stats {
@@ -124,6 +126,7 @@ private:
     };
     struct core_state {
         std::unique_ptr<dram_cache> dram;
+        std::unique_ptr<io::semaphore> reads;  // null when read_queue_bytes is 0
         std::map<std::string, bucket_view> buckets;
     };
     explicit tier(tier_options options);

@@ -11,6 +11,7 @@
 #include "io/buffer_pool.h"
 #include "io/cross_core.h"
 #include "io/ops.h"
+#include "io/semaphore.h"
 #include "io/task.h"
 
 namespace fjord::io {
@@ -109,6 +110,31 @@ TEST(reactor, buffer_pool_waiters_are_served_in_order) {
         spawn(user(&pool, &order, 'c', &group));
     });
     EXPECT_EQ(order, "abc");
+}
+
+// Weighted units: a request waits while fewer are free, waiters are served strictly in order (a small
+// one does not pass a large one), and one asking for more than the capacity takes all of it.
+TEST(reactor, semaphore_weights_are_served_in_order) {
+    reactor_group group(1);
+    std::string order;
+    group.run([&](unsigned) {
+        static semaphore budget(8);
+        auto user = [](semaphore* s, std::string* log, char name, std::size_t units,
+                       reactor_group* g) -> task<void> {
+            co_await s->acquire(units);
+            semaphore::permit held(*s, units);
+            log->push_back(name);
+            co_await sleep_for(2);
+            log->push_back(static_cast<char>(name - 'a' + 'A'));
+            if (name == 'e') g->stop();
+        };
+        spawn(user(&budget, &order, 'a', 5, &group));    // runs at once (3 left)
+        spawn(user(&budget, &order, 'b', 4, &group));    // waits for a
+        spawn(user(&budget, &order, 'c', 1, &group));    // would fit now, but waits behind b
+        spawn(user(&budget, &order, 'd', 100, &group));  // takes all 8: waits for b and c
+        spawn(user(&budget, &order, 'e', 1, &group));    // after d
+    });
+    EXPECT_EQ(order, "aAbcBCdDeE");
 }
 
 TEST(reactor, recv_times_out_with_linked_timeout) {

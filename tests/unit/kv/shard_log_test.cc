@@ -14,6 +14,7 @@
 
 #include "base/checksum.h"
 #include "io/reactor.h"
+#include "io/semaphore.h"
 #include "io/task.h"
 #include "io/wait_group.h"
 #include "kv/record.h"
@@ -319,6 +320,41 @@ TEST(ShardLog, DramTierKeepsToItsBudget) {
         }
     });
     EXPECT_GT(dram.evictions(), 30u);
+}
+
+io::task<void> read_and_mark(shard_log* log, std::string key, bool* done) {
+    auto r = co_await log->read(std::move(key));
+    EXPECT_TRUE(r) << (r ? "" : r.err().message);
+    *done = true;
+}
+
+// NVMe reads take their record's bytes from the core's read budget before they go to the drive: while
+// the budget is held, a read waits; once it is free, the read runs. A block larger than the whole budget
+// is read alone rather than never, and every read gives its bytes back.
+TEST(ShardLog, NvmeReadsWaitForTheReadBudget) {
+    temp_dir dir;
+    auto o = options_for(dir.path(), 16 * MiB, 4 * MiB);
+    constexpr std::size_t budget_bytes = 256 * 1024;
+    io::semaphore budget(budget_bytes);
+    o.read_budget = &budget;
+    dram_cache dram(0);  // no DRAM tier: every read goes to the drive
+    auto log = open_log(o, &dram);
+    run([&]() -> io::task<void> {
+        EXPECT_TRUE(co_await log->write("small", block_of(100'000, 1), meta("m"), {}));
+        EXPECT_TRUE(co_await log->write("big", block_of(1 * MiB, 2), meta("m"), {}));
+        co_await budget.acquire(budget_bytes);
+        bool done = false;
+        io::spawn(read_and_mark(log.get(), "small", &done));
+        for (int i = 0; i < 20; ++i) co_await io::sleep_for(1);
+        EXPECT_FALSE(done) << "a read waits while the budget is taken";
+        budget.release(budget_bytes);
+        for (int i = 0; i < 10'000 && !done; ++i) co_await io::sleep_for(1);
+        EXPECT_TRUE(done);
+        auto big = co_await log->read("big");
+        EXPECT_TRUE(big) << "a block larger than the budget is still read";
+        if (big) EXPECT_EQ(big->first->value().size(), 1 * MiB);
+        EXPECT_EQ(budget.available(), budget_bytes);
+    });
 }
 
 TEST(ShardLog, DramAcknowledgedWritesReachNvme) {
