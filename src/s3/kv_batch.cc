@@ -23,7 +23,7 @@ constexpr std::size_t crc_block_bytes = 1024 * 1024;  // as the KV tier's S3 PUT
 constexpr std::size_t staging_bytes = 64 * 1024;      // small pieces of a response, sent together
 constexpr std::size_t puts_in_flight = 8;
 constexpr std::size_t get_window_keys = 256;
-constexpr std::uint64_t get_window_bytes = 32 * 1024 * 1024;
+constexpr std::uint64_t get_window_bytes = 16 * 1024 * 1024;
 
 auto malformed(std::string what) {
     return base::error{base::errc::invalid_request, "malformed KV batch: " + std::move(what)};
@@ -242,6 +242,32 @@ io::task<base::result<void>> send_window(batch_writer& out,
     }
     co_return co_await out.flush();  // before the caller lets `blocks` go
 }
+// Keys [from, to) of a batch get, and those of them present (in order): at most get_window_keys keys and
+// about get_window_bytes. Empty (from == to) past the last key.
+struct window {
+    std::size_t from = 0;
+    std::size_t to = 0;
+    std::vector<std::string> wanted;
+};
+
+window next_window(const std::vector<std::string>& keys,
+                   const std::vector<std::optional<std::uint64_t>>& sizes, std::size_t from) {
+    window w{from, from, {}};
+    std::uint64_t bytes = 0;
+    while (w.to < keys.size() && w.to - from < get_window_keys &&
+           (w.to == from || bytes + sizes[w.to].value_or(0) <= get_window_bytes)) {
+        bytes += sizes[w.to].value_or(0);
+        if (sizes[w.to]) w.wanted.push_back(keys[w.to]);
+        ++w.to;
+    }
+    return w;
+}
+
+io::task<void> fetch_window(store::block_store* blocks, std::string bucket,
+                            std::vector<std::string> wanted,
+                            base::result<std::vector<store::block_ref>>* out) {
+    *out = co_await blocks->read_blocks(std::move(bucket), std::move(wanted));
+}
 }  // namespace
 
 io::task<void> service::kv_batch_get(context& c, store::block_store& blocks_store,
@@ -256,32 +282,33 @@ io::task<void> service::kv_batch_get(context& c, store::block_store& blocks_stor
     auto header =
         response_header(wire::op::get, static_cast<std::uint32_t>(keys.size()), leading(sizes));
     if (!co_await out.write(header)) co_return;
-    // Windows of consecutive keys: each window's blocks are fetched in one message per owner core,
-    // then sent; a window holds at most get_window_keys keys and about get_window_bytes.
-    for (std::size_t from = 0; from < keys.size();) {
-        std::size_t to = from;
-        std::uint64_t bytes = 0;
-        std::vector<std::string> wanted;
-        while (to < keys.size() && to - from < get_window_keys &&
-               (to == from || bytes + sizes[to].value_or(0) <= get_window_bytes)) {
-            bytes += sizes[to].value_or(0);
-            if (sizes[to]) wanted.push_back(keys[to]);
-            ++to;
-        }
-        std::vector<store::block_ref> blocks;
-        if (!wanted.empty()) {
-            auto got = co_await blocks_store.read_blocks(c.req.bucket, std::move(wanted));
-            if (!got) {  // the head is sent: only closing the connection can say it
-                c.ex.close_after();
-                co_return;
-            }
-            blocks = std::move(*got);
-        }
-        if (!co_await send_window(out, sizes, blocks, from, to)) {
+    // Windows of consecutive keys: each window's blocks are fetched in one message per owner core, and
+    // the next window is fetched while this one is sent, so the drive and the socket work at once. Two
+    // windows of at most get_window_bytes each are the memory a request holds.
+    window current = next_window(keys, sizes, 0);
+    base::result<std::vector<store::block_ref>> blocks = std::vector<store::block_ref>{};
+    if (!current.wanted.empty())
+        blocks = co_await blocks_store.read_blocks(c.req.bucket, std::move(current.wanted));
+    for (;;) {
+        if (!blocks) {  // the head is sent: only closing the connection can say it
             c.ex.close_after();
             co_return;
         }
-        from = to;
+        window following = next_window(keys, sizes, current.to);
+        base::result<std::vector<store::block_ref>> prefetched = std::vector<store::block_ref>{};
+        io::wait_group prefetch(1);
+        if (!following.wanted.empty())
+            co_await prefetch.spawn(fetch_window(&blocks_store, c.req.bucket,
+                                                 std::move(following.wanted), &prefetched));
+        auto sent = co_await send_window(out, sizes, *blocks, current.from, current.to);
+        co_await prefetch.wait();  // `prefetched` is written until then
+        if (!sent) {
+            c.ex.close_after();
+            co_return;
+        }
+        if (following.from == following.to) break;
+        current = std::move(following);
+        blocks = std::move(prefetched);
     }
     (void)co_await out.flush();
 }

@@ -194,6 +194,26 @@ def test_batch_round_trip_and_prefix_lookup(fjord_server, kv_bucket, rng):
     assert leading == 0 and values[0] is None and values[1:] == list(blocks.values())
 
 
+def test_batch_get_over_many_windows_arrives_in_order(fjord_server, kv_bucket, rng):
+    """A batch get is sent in windows of keys and bytes, the next window read while one is sent: a batch
+    of more keys (over 256) and more bytes (about 60 MiB) than one window holds, with misses between
+    blocks, arrives whole and in the order asked."""
+    sizes = [MiB + 3] * 30 + [3 * MiB] * 10 + [100] * 200
+    rng.shuffle(sizes)
+    blocks = {f"win/{i}": s3util.payload(rng, n) for i, n in enumerate(sizes)}
+    items = list(blocks.items())
+    for start in range(0, len(items), 40):
+        part = dict(items[start:start + 40])
+        assert batch_put(fjord_server, kv_bucket, part) == [0] * len(part)
+    keys = []
+    for i, k in enumerate(blocks):
+        keys += [k, "win/missing"] if i % 3 == 0 else [k]
+    values, leading = batch_get(fjord_server, kv_bucket, keys)
+    assert leading == 1
+    assert len(values) == len(keys) > 256
+    assert values == [blocks.get(k) for k in keys]
+
+
 def test_batch_get_read_slowly_through_a_small_window_arrives_whole(fjord_server, kv_bucket, rng):
     """The server sends a batch's results and blocks as gathered pieces; a reader with a tiny receive
     window makes most sends partial, ending inside a block or a result header, and every byte must
