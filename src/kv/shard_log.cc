@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "base/assert.h"
 #include "base/checksum.h"
@@ -385,10 +386,13 @@ io::task<void> shard_log::release_segment(std::uint64_t seq) {
         co_return;
     }
     std::string path = _options.directory + "/" + segment_file_name(s->seq, s->nonce);
-    co_await _options.fs->close(s->fd);
-    s->fd = -1;
+    // fd -1 first: a read that looks the segment up while it closes finds it gone, not a closed fd.
+    const int fd = std::exchange(s->fd, -1);
+    co_await _options.fs->close(fd);
     if (int rc = co_await _options.fs->unlinkat(AT_FDCWD, path); rc < 0)
         LOG_WARN("cannot remove KV segment %s: %s", path.c_str(), std::strerror(-rc));
+    FJORD_ASSERT(s->readers == 0 && s->writes_in_flight == 0,
+                 "a released KV segment gained a user");
     auto it = std::find_if(_retired.begin(), _retired.end(),
                            [seq](const auto& r) { return r->seq == seq; });
     _retired.erase(it);
@@ -434,21 +438,22 @@ io::task<base::result<void>> shard_log::append(const std::string& key, store::bl
 io::task<base::result<std::shared_ptr<store::block_buffer>>> shard_log::read_record(
     std::uint64_t seq, std::uint64_t offset, const std::string& key, std::uint64_t value_bytes,
     std::uint32_t value_crc) {
-    // Waits its turn for the drive first (FIFO), then finds the segment: it may have been reclaimed
-    // meanwhile. The memory is taken once admitted, so that queued reads hold none.
+    segment* s = find_segment(seq);
+    if (s == nullptr || s->fd < 0)
+        co_return base::fail(base::errc::not_found, "the block's segment was reclaimed");
+    // Counted as the segment's reader before it waits its turn for the drive (FIFO), so that the
+    // segment is not released while the read is queued. The memory is taken once admitted, so that
+    // queued reads hold none.
+    ++s->readers;
     const std::size_t record_bytes = store::block_buffer::record_bytes_for(value_bytes);
     std::optional<io::semaphore::permit> admitted;
     if (_options.read_budget != nullptr) {
         co_await _options.read_budget->acquire(record_bytes);
         admitted.emplace(*_options.read_budget, record_bytes);
     }
-    segment* s = find_segment(seq);
-    if (s == nullptr || s->fd < 0)
-        co_return base::fail(base::errc::not_found, "the block's segment was reclaimed");
-    const std::uint64_t nonce = s->nonce;
-    auto bytes = store::block_buffer::allocate(value_bytes);
+    auto bytes = store::block_buffer::allocate(value_bytes);  // (bad_alloc ends the process)
     auto record = bytes->record();
-    ++s->readers;
+    const std::uint64_t nonce = s->nonce;
     int rc = co_await _options.fs->read(s->fd, record.data(), static_cast<unsigned>(record.size()),
                                         offset);
     --s->readers;

@@ -357,6 +357,44 @@ TEST(ShardLog, NvmeReadsWaitForTheReadBudget) {
     });
 }
 
+io::task<void> write_many(shard_log* log, int count, bool* done) {
+    for (int i = 0; i < count; ++i) {
+        auto w =
+            co_await log->write("fill" + std::to_string(i), block_of(200'000, i), meta("m"), {});
+        EXPECT_TRUE(w && *w) << i;
+    }
+    *done = true;
+}
+
+// A read queued for the drive keeps its segment: the segment is reclaimed (its key written again
+// elsewhere, then enough writes to roll past the capacity), but not released before the read ran, and
+// the read answers with the block it looked up, not "no such key".
+TEST(ShardLog, AQueuedReadKeepsItsSegmentUntilItRan) {
+    temp_dir dir;
+    auto o = options_for(dir.path(), 8 * MiB, 1 * MiB);
+    constexpr std::size_t budget_bytes = 1 * MiB;
+    io::semaphore budget(budget_bytes);
+    o.read_budget = &budget;
+    dram_cache dram(0);
+    auto log = open_log(o, &dram);
+    run([&]() -> io::task<void> {
+        EXPECT_TRUE(co_await log->write("k", block_of(100'000, 1), meta("old"), {}));
+        co_await budget.acquire(budget_bytes);
+        bool read_done = false, writes_done = false;
+        io::spawn(read_and_mark(log.get(), "k", &read_done));
+        co_await io::sleep_for(2);
+        EXPECT_TRUE(co_await log->write("k", block_of(100'000, 2), meta("new"), {}));
+        io::spawn(write_many(log.get(), 60, &writes_done));
+        for (int i = 0; i < 50; ++i) co_await io::sleep_for(1);
+        EXPECT_FALSE(read_done);
+        EXPECT_FALSE(writes_done) << "the reclaim waits for the queued read";
+        budget.release(budget_bytes);
+        for (int i = 0; i < 20'000 && !(read_done && writes_done); ++i) co_await io::sleep_for(1);
+        EXPECT_TRUE(read_done && writes_done);
+        EXPECT_GT(log->stats().reclaimed_segments, 0u);
+    });
+}
+
 TEST(ShardLog, DramAcknowledgedWritesReachNvme) {
     temp_dir dir;
     auto o = options_for(dir.path(), 16 * MiB, 4 * MiB);
