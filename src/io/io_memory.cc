@@ -25,9 +25,15 @@ std::byte* map_io_pages(std::size_t bytes, bool huge_pages) {
                    ~static_cast<std::uintptr_t>(io_memory::huge_page_bytes_per_page - 1);
     auto* data = reinterpret_cast<std::byte*>(aligned);
     std::size_t head = aligned - start, tail = mapped - head - size;
-    FJORD_ASSERT(
-        (head == 0 || munmap(p, head) == 0) && (tail == 0 || munmap(data + size, tail) == 0),
-        "cannot trim the I/O buffer mapping");
+    // Trimming splits the mapping, which fails (ENOMEM) at vm.max_map_count: then none of it is kept.
+    if (head != 0 && munmap(p, head) != 0) {
+        (void)munmap(p, mapped);
+        return nullptr;
+    }
+    if (tail != 0 && munmap(data + size, tail) != 0) {
+        (void)munmap(data, size + tail);
+        return nullptr;
+    }
     // Best effort: EINVAL when the kernel has no transparent huge pages; the memory works either way. Told
     // not to, the range opts out, so that a kernel in "always" mode does not give it huge pages anyway.
     if (size >= io_memory::huge_page_bytes_per_page)

@@ -30,7 +30,9 @@ namespace {
 // reads from NVMe went from 0.40-0.43 to 0.54-0.58 of the raw disk read in alternating runs
 // (docs/benchmarks.md, "KV reads from NVMe: huge pages and a read queue"). Each mapping is a kernel
 // VMA, and a process may have vm.max_map_count of them (65,530 by default), so at most mapped_limit
-// are made; past that, blocks are ordinary allocations again.
+// are made; past that, or when a mapping fails, blocks are ordinary allocations again. Mappings are made
+// only when the caches are empty (the working set grows); with the kernel's THP defrag at "madvise", the
+// first touch of one may compact memory on the reactor thread.
 constexpr std::size_t size_step_bytes = 64 * 1024;
 constexpr std::size_t thread_limit_bytes = 32 * 1024 * 1024;
 constexpr std::size_t shared_limit_bytes = 128 * 1024 * 1024;
