@@ -346,7 +346,8 @@ io::task<void> shard_log::reclaim_oldest() {
         std::shared_ptr<store::block_buffer> bytes = e.dram;
         if (!bytes) {
             auto got =
-                co_await read_record(e.segment_seq, e.offset, key, e.value_bytes, e.value_crc);
+                co_await read_record(e.segment_seq, e.offset, key, e.value_bytes, e.value_crc,
+                                     /*queued=*/false);
             if (got) bytes = std::move(*got);
         }
         it = _index.find(key);
@@ -437,7 +438,7 @@ io::task<base::result<void>> shard_log::append(const std::string& key, store::bl
 
 io::task<base::result<std::shared_ptr<store::block_buffer>>> shard_log::read_record(
     std::uint64_t seq, std::uint64_t offset, const std::string& key, std::uint64_t value_bytes,
-    std::uint32_t value_crc) {
+    std::uint32_t value_crc, bool queued) {
     segment* s = find_segment(seq);
     if (s == nullptr || s->fd < 0)
         co_return base::fail(base::errc::not_found, "the block's segment was reclaimed");
@@ -447,7 +448,7 @@ io::task<base::result<std::shared_ptr<store::block_buffer>>> shard_log::read_rec
     ++s->readers;
     const std::size_t record_bytes = store::block_buffer::record_bytes_for(value_bytes);
     std::optional<io::semaphore::permit> admitted;
-    if (_options.read_budget != nullptr) {
+    if (queued && _options.read_budget != nullptr) {
         co_await _options.read_budget->acquire(record_bytes);
         admitted.emplace(*_options.read_budget, record_bytes);
     }

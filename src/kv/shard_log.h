@@ -133,9 +133,11 @@ private:
                                         const store::object_record& meta, std::int64_t created_ms,
                                         std::uint32_t flags, std::uint64_t& seq_out,
                                         std::uint64_t& offset_out, bool may_roll = true);
+    // queued: waits its turn in the core's read queue (client reads); the reclaim's moves do not, as
+    // writers wait for them.
     io::task<base::result<std::shared_ptr<store::block_buffer>>> read_record(
         std::uint64_t seq, std::uint64_t offset, const std::string& key, std::uint64_t value_bytes,
-        std::uint32_t value_crc);
+        std::uint32_t value_crc, bool queued = true);
     io::task<void> write_back(std::shared_ptr<shard_log> keep, std::string key,
                               std::shared_ptr<store::block_buffer> bytes, store::object_record meta,
                               std::int64_t created_ms);

@@ -395,6 +395,33 @@ TEST(ShardLog, AQueuedReadKeepsItsSegmentUntilItRan) {
     });
 }
 
+// The reclaim's moves of blocks read since written skip the read queue: writers wait for the reclaim, so
+// a queue full of client reads must not hold them up.
+TEST(ShardLog, ReclaimMovesDoNotWaitInTheReadQueue) {
+    temp_dir dir;
+    auto o = options_for(dir.path(), 8 * MiB, 1 * MiB);
+    constexpr std::size_t budget_bytes = 1 * MiB;
+    io::semaphore budget(budget_bytes);
+    o.read_budget = &budget;
+    dram_cache dram(0);  // the move must read the block from the drive
+    auto log = open_log(o, &dram);
+    run([&]() -> io::task<void> {
+        EXPECT_TRUE(co_await log->write("hot", block_of(100'000, 1), meta("m"), {}));
+        EXPECT_TRUE(co_await log->read("hot"));  // read since written: moved, not evicted
+        co_await budget.acquire(budget_bytes);   // client reads hold the whole queue
+        bool writes_done = false;
+        io::spawn(write_many(log.get(), 40, &writes_done));
+        for (int i = 0; i < 10'000 && !writes_done; ++i) co_await io::sleep_for(1);
+        EXPECT_TRUE(writes_done) << "writes waited for the read queue";
+        budget.release(budget_bytes);
+        for (int i = 0; i < 20'000 && !writes_done; ++i) co_await io::sleep_for(1);
+        EXPECT_GT(log->stats().reinserted_blocks, 0u);
+        auto hot = co_await log->read("hot");
+        EXPECT_TRUE(hot);
+        if (hot) EXPECT_EQ(hot->first->value().size(), 100'000u);
+    });
+}
+
 TEST(ShardLog, DramAcknowledgedWritesReachNvme) {
     temp_dir dir;
     auto o = options_for(dir.path(), 16 * MiB, 4 * MiB);
