@@ -134,7 +134,9 @@ private:
                                         std::uint32_t flags, std::uint64_t& seq_out,
                                         std::uint64_t& offset_out, bool may_roll = true);
     // queued: waits its turn in the core's read queue (client reads); the reclaim's moves do not, as
-    // writers wait for them.
+    // writers wait for them. A queued read counts as its segment's reader while it waits, so the
+    // reclaim of that segment (and the writers behind it) waits for the reads queued ahead of it:
+    // bounded by the queue, and what keeps the shard within its capacity.
     io::task<base::result<std::shared_ptr<store::block_buffer>>> read_record(
         std::uint64_t seq, std::uint64_t offset, const std::string& key, std::uint64_t value_bytes,
         std::uint32_t value_crc, bool queued = true);
