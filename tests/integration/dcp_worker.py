@@ -159,7 +159,10 @@ def main() -> int:
         out["error"] = f"{type(e).__name__}: {e}"
     finally:
         print(json.dumps(out), flush=True)
-        client.close()
+        try:
+            client.close()
+        except BaseException as e:  # noqa: BLE001 - the exit below must still happen
+            print(f"client.close: {e!r}", file=sys.stderr)
         # A rank that failed leaves without tearing the process group down. DCP's failed collectives can
         # leave gloo work pending, and destroying the group (or the interpreter's exit destroying it)
         # with work pending aborts the process ("terminate called without an active exception"): a
