@@ -378,14 +378,29 @@ io::task<void> shard_log::release_segment(std::uint64_t seq) {
     segment* s = find_segment(seq);
     FJORD_ASSERT(s != nullptr);
     // Readers and writes in flight finish first; both are short and bounded by the connections.
-    for (int waited_ms = 0; (s->readers > 0 || s->writes_in_flight > 0) && waited_ms < 600'000;
+    for (std::int64_t waited_ms = 0;
+         (s->readers > 0 || s->writes_in_flight > 0) && waited_ms < _options.release_wait_ms;
          ++waited_ms)
         co_await io::sleep_for(1);
     if (s->readers > 0 || s->writes_in_flight > 0) {
-        LOG_ERROR("KV segment %016llx in %s still in use after 10 minutes: left open",
-                  static_cast<unsigned long long>(seq), _options.directory.c_str());
+        LOG_ERROR("KV segment %016llx in %s still in use after %lld ms: its last user removes it",
+                  static_cast<unsigned long long>(seq), _options.directory.c_str(),
+                  static_cast<long long>(_options.release_wait_ms));
+        s->left_open = true;
         co_return;
     }
+    co_await close_retired(shared_from_this(), seq);
+}
+
+void shard_log::user_done(segment& s) {
+    if (!s.left_open || s.readers > 0 || s.writes_in_flight > 0) return;
+    s.left_open = false;
+    io::spawn(close_retired(shared_from_this(), s.seq));  // takes the fd before it returns
+}
+
+io::task<void> shard_log::close_retired(std::shared_ptr<shard_log> keep, std::uint64_t seq) {
+    segment* s = find_segment(seq);
+    FJORD_ASSERT(s != nullptr && s->readers == 0 && s->writes_in_flight == 0);
     std::string path = _options.directory + "/" + segment_file_name(s->seq, s->nonce);
     // fd -1 first: a read that looks the segment up while it closes finds it gone, not a closed fd.
     const int fd = std::exchange(s->fd, -1);
@@ -427,10 +442,11 @@ io::task<base::result<void>> shard_log::append(const std::string& key, store::bl
     int rc = co_await _options.fs->write(s->fd, record.data(), static_cast<unsigned>(record.size()),
                                          at->second);
     --s->writes_in_flight;
+    const bool written = static_cast<std::size_t>(rc) == record.size();
+    if (written) s->keys.push_back(key);
+    user_done(*s);
     if (rc < 0) co_return io_failure("write KV segment", rc);
-    if (static_cast<std::size_t>(rc) != record.size())
-        co_return base::fail(base::errc::io_error, "short write to a KV segment");
-    s->keys.push_back(key);
+    if (!written) co_return base::fail(base::errc::io_error, "short write to a KV segment");
     seq_out = at->first;
     offset_out = at->second;
     co_return base::result<void>{};
@@ -458,6 +474,7 @@ io::task<base::result<std::shared_ptr<store::block_buffer>>> shard_log::read_rec
     int rc = co_await _options.fs->read(s->fd, record.data(), static_cast<unsigned>(record.size()),
                                         offset);
     --s->readers;
+    user_done(*s);
     admitted.reset();  // the drive is free for the next read; the checks below are CPU only
     if (rc < 0) co_return io_failure("read KV segment", rc);
     auto h = static_cast<std::size_t>(rc) == record.size()

@@ -59,6 +59,9 @@ struct shard_options {
     // Bytes of NVMe reads in flight on this core, shared by its shards (kv/README.md says why); null:
     // no bound.
     io::semaphore* read_budget = nullptr;
+    // How long a reclaim waits for a segment's readers and writes before it goes on and leaves the
+    // segment to them: the last of them closes and removes it.
+    std::int64_t release_wait_ms = 600'000;
 };
 
 struct shard_stats {
@@ -103,6 +106,7 @@ private:
         std::uint64_t used_bytes = 0;  // appends reserved so far
         unsigned writes_in_flight = 0;
         unsigned readers = 0;
+        bool left_open = false;         // reclaimed while in use: its last user releases it
         std::uint64_t records = 0;      // found by recovery, tombstones included
         std::vector<std::string> keys;  // written here (some may have moved on since)
     };
@@ -148,6 +152,10 @@ private:
     void index(const std::string& key, cache_entry e);
     void drop(std::unordered_map<std::string, cache_entry>::iterator it);
     io::task<void> release_segment(std::uint64_t seq);
+    // Closes and removes a retired segment that has no users; the last user of a segment left open
+    // starts it.
+    io::task<void> close_retired(std::shared_ptr<shard_log> keep, std::uint64_t seq);
+    void user_done(segment& s);
 
     shard_options _options;
     dram_cache* _dram;

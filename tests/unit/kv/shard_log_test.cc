@@ -328,17 +328,31 @@ io::task<void> read_and_mark(shard_log* log, std::string key, bool* done) {
     *done = true;
 }
 
+// A log whose NVMe reads wait in a read queue of `budget_bytes`, with no DRAM tier: every read goes to
+// the drive.
+struct queued_log {
+    temp_dir dir;
+    io::semaphore budget;
+    dram_cache dram{0};
+    shard_options options;
+    std::shared_ptr<shard_log> log;
+    queued_log(std::uint64_t capacity, std::uint64_t segment, std::size_t budget_bytes,
+               std::int64_t release_wait_ms = 600'000)
+        : budget(budget_bytes), options(options_for(dir.path(), capacity, segment)) {
+        options.read_budget = &budget;
+        options.release_wait_ms = release_wait_ms;
+        log = open_log(options, &dram);
+    }
+};
+
 // NVMe reads take their record's bytes from the core's read budget before they go to the drive: while
 // the budget is held, a read waits; once it is free, the read runs. A block larger than the whole budget
 // is read alone rather than never, and every read gives its bytes back.
 TEST(ShardLog, NvmeReadsWaitForTheReadBudget) {
-    temp_dir dir;
-    auto o = options_for(dir.path(), 16 * MiB, 4 * MiB);
     constexpr std::size_t budget_bytes = 256 * 1024;
-    io::semaphore budget(budget_bytes);
-    o.read_budget = &budget;
-    dram_cache dram(0);  // no DRAM tier: every read goes to the drive
-    auto log = open_log(o, &dram);
+    queued_log q(16 * MiB, 4 * MiB, budget_bytes);
+    auto& log = q.log;
+    auto& budget = q.budget;
     run([&]() -> io::task<void> {
         EXPECT_TRUE(co_await log->write("small", block_of(100'000, 1), meta("m"), {}));
         EXPECT_TRUE(co_await log->write("big", block_of(1 * MiB, 2), meta("m"), {}));
@@ -370,13 +384,10 @@ io::task<void> write_many(shard_log* log, int count, bool* done) {
 // elsewhere, then enough writes to roll past the capacity), but not released before the read ran, and
 // the read answers with the block it looked up, not "no such key".
 TEST(ShardLog, AQueuedReadKeepsItsSegmentUntilItRan) {
-    temp_dir dir;
-    auto o = options_for(dir.path(), 8 * MiB, 1 * MiB);
     constexpr std::size_t budget_bytes = 1 * MiB;
-    io::semaphore budget(budget_bytes);
-    o.read_budget = &budget;
-    dram_cache dram(0);
-    auto log = open_log(o, &dram);
+    queued_log q(8 * MiB, 1 * MiB, budget_bytes);
+    auto& log = q.log;
+    auto& budget = q.budget;
     run([&]() -> io::task<void> {
         EXPECT_TRUE(co_await log->write("k", block_of(100'000, 1), meta("old"), {}));
         co_await budget.acquire(budget_bytes);
@@ -398,13 +409,10 @@ TEST(ShardLog, AQueuedReadKeepsItsSegmentUntilItRan) {
 // The reclaim's moves of blocks read since written skip the read queue: writers wait for the reclaim, so
 // a queue full of client reads must not hold them up.
 TEST(ShardLog, ReclaimMovesDoNotWaitInTheReadQueue) {
-    temp_dir dir;
-    auto o = options_for(dir.path(), 8 * MiB, 1 * MiB);
     constexpr std::size_t budget_bytes = 1 * MiB;
-    io::semaphore budget(budget_bytes);
-    o.read_budget = &budget;
-    dram_cache dram(0);  // the move must read the block from the drive
-    auto log = open_log(o, &dram);
+    queued_log q(8 * MiB, 1 * MiB, budget_bytes);  // no DRAM: the move reads from the drive
+    auto& log = q.log;
+    auto& budget = q.budget;
     run([&]() -> io::task<void> {
         EXPECT_TRUE(co_await log->write("hot", block_of(100'000, 1), meta("m"), {}));
         EXPECT_TRUE(co_await log->read("hot"));  // read since written: moved, not evicted
@@ -419,6 +427,35 @@ TEST(ShardLog, ReclaimMovesDoNotWaitInTheReadQueue) {
         auto hot = co_await log->read("hot");
         EXPECT_TRUE(hot);
         if (hot) EXPECT_EQ(hot->first->value().size(), 100'000u);
+    });
+}
+
+// A segment still in use when the reclaim gives up waiting for it is left open, and the reclaim goes on
+// (writers do not wait for it); the segment's last user then closes and removes it.
+TEST(ShardLog, ASegmentLeftOpenIsRemovedByItsLastReader) {
+    constexpr std::size_t budget_bytes = 1 * MiB;
+    queued_log q(8 * MiB, 1 * MiB, budget_bytes, /*release_wait_ms=*/20);
+    auto& log = q.log;
+    run([&]() -> io::task<void> {
+        EXPECT_TRUE(co_await log->write("k", block_of(100'000, 1), meta("old"), {}));
+        const std::string first_segment = oldest_segment(q.options.directory);
+        co_await q.budget.acquire(budget_bytes);
+        bool read_done = false, writes_done = false;
+        io::spawn(read_and_mark(log.get(), "k", &read_done));  // queued: holds the segment
+        co_await io::sleep_for(2);
+        io::spawn(write_many(log.get(), 60, &writes_done));  // rolls past the first segment
+        for (int i = 0; i < 20'000 && !writes_done; ++i) co_await io::sleep_for(1);
+        EXPECT_TRUE(writes_done) << "the reclaim gave up waiting and went on";
+        EXPECT_FALSE(read_done);
+        EXPECT_GT(log->stats().reclaimed_segments, 0u);
+        EXPECT_TRUE(std::filesystem::exists(first_segment)) << "left open for its reader";
+        q.budget.release(budget_bytes);
+        for (int i = 0; i < 10'000 && !read_done; ++i) co_await io::sleep_for(1);
+        EXPECT_TRUE(read_done);
+        for (int i = 0; i < 10'000 && std::filesystem::exists(first_segment); ++i)
+            co_await io::sleep_for(1);
+        EXPECT_FALSE(std::filesystem::exists(first_segment)) << "removed by its last reader";
+        EXPECT_LE(log->stats().disk_bytes, 9 * MiB);
     });
 }
 
