@@ -2,12 +2,15 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "base/assert.h"
+#include "base/log.h"
 #include "base/units.h"
 
 namespace fjord::io {
@@ -26,14 +29,15 @@ std::byte* map_io_pages(std::size_t bytes, bool huge_pages) {
     auto* data = reinterpret_cast<std::byte*>(aligned);
     std::size_t head = aligned - start, tail = mapped - head - size;
     // Trimming splits the mapping, which fails (ENOMEM) at vm.max_map_count: then none of it is kept.
-    if (head != 0 && munmap(p, head) != 0) {
-        (void)munmap(p, mapped);
+    // Unmapping a whole mapping splits nothing, so the fallback should not fail; if it does, say so.
+    auto give_back = [](void* whole, std::size_t whole_bytes) -> std::byte* {
+        if (munmap(whole, whole_bytes) != 0)
+            LOG_ERROR("cannot unmap %zu bytes of I/O memory: %s", whole_bytes,
+                      std::strerror(errno));
         return nullptr;
-    }
-    if (tail != 0 && munmap(data + size, tail) != 0) {
-        (void)munmap(data, size + tail);
-        return nullptr;
-    }
+    };
+    if (head != 0 && munmap(p, head) != 0) return give_back(p, mapped);
+    if (tail != 0 && munmap(data + size, tail) != 0) return give_back(data, size + tail);
     // Best effort: EINVAL when the kernel has no transparent huge pages; the memory works either way. Told
     // not to, the range opts out, so that a kernel in "always" mode does not give it huge pages anyway.
     if (size >= io_memory::huge_page_bytes_per_page)
