@@ -4,7 +4,7 @@
 # files it validates, *_v.py) pass. The suite is installed into build/conformance-venv at run time and
 # never kept in this repository.
 #
-#   scripts/conformance.sh [--object-ownership ObjectWriter] [extra pytest arguments]
+#   scripts/conformance.sh [--object-ownership VALUE] [extra pytest arguments]
 #
 # Fjord arguments before the pytest ones: --object-ownership VALUE is passed to the server. The report
 # is build/conformance/report.log. Not part of `make test`: it takes about six minutes and the suite

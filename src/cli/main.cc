@@ -122,8 +122,8 @@ void print_usage() {
         "  --metrics-public      serve GET /metrics without authentication (default: SigV4 required)\n"
         "  --access-log PATH     one JSON line per request to PATH (appended), or - for stderr (default: off)\n"
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
-        "  --object-ownership O  Object Ownership of buckets created without one: BucketOwnerEnforced\n"
-        "                        (ACLs disabled, S3's default), BucketOwnerPreferred or ObjectWriter\n",
+        "  --object-ownership O  of buckets made without one: ObjectWriter (default; ACLs on, private until\n"
+        "                        granted), BucketOwnerPreferred, BucketOwnerEnforced (ACLs off; S3's default)\n",
         stderr);
     print_cluster_usage();
     std::fputs(

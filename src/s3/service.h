@@ -55,10 +55,11 @@ struct service_options {
     // GET /metrics without authentication (for a Prometheus scraper on a trusted network). Off: /metrics
     // needs a SigV4 signature like every S3 request.
     bool metrics_public = false;
-    // The Object Ownership of a bucket whose CreateBucket names none (acl.h): S3's default,
-    // BucketOwnerEnforced (ACLs disabled), unless the operator chooses otherwise for tools written
-    // before S3 changed it.
-    object_ownership default_ownership = object_ownership::enforced;
+    // The Object Ownership of a bucket whose CreateBucket names none (acl.h): ObjectWriter, ACLs
+    // enabled and private until granted, as every S3 bucket was until April 2023 and as the S3 tools
+    // and suites written before then expect; BucketOwnerEnforced (S3's default since) when the
+    // operator chooses it (docs/security.md, "ACLs").
+    object_ownership default_ownership = object_ownership::writer;
 };
 
 // A routed request: which bucket and key it names (decoded) and its query parameters (decoded).

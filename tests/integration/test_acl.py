@@ -1,18 +1,27 @@
-"""ACLs as S3 answers a BucketOwnerEnforced bucket (its default): reading an ACL shows the owner with
-FULL_CONTROL; writes and Put*Acl that would grant anything beyond the owner are refused
+"""ACLs as S3 answers a BucketOwnerEnforced bucket (S3's default since 2023; Fjord's buckets are
+ObjectWriter unless they name it or the server is told to, test_acl_grants.py): reading an ACL shows the
+owner with FULL_CONTROL; writes and Put*Acl that would grant anything beyond the owner are refused
 (AccessControlListNotSupported; InvalidBucketAclWithObjectOwnership at CreateBucket) and change nothing;
 owner-only ACLs (private, bucket-owner-full-control) are accepted. boto3 and the aws CLI."""
 
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import unique_bucket_name
+from conftest import empty_and_delete_bucket, unique_bucket_name
 
 
 def error_of(call):
     with pytest.raises(ClientError) as e:
         call()
     return e.value.response["Error"]["Code"], e.value.response["ResponseMetadata"]["HTTPStatusCode"]
+
+
+@pytest.fixture
+def bucket(s3, bucket_name):
+    """A fresh BucketOwnerEnforced bucket, emptied and deleted afterwards."""
+    s3.create_bucket(Bucket=bucket_name, ObjectOwnership="BucketOwnerEnforced")
+    yield bucket_name
+    empty_and_delete_bucket(s3, bucket_name)
 
 
 def owner_only(acl, owner):
@@ -48,7 +57,8 @@ def test_acls_granting_others_are_refused_and_change_nothing(s3, bucket):
     assert error_of(lambda: s3.copy_object(Bucket=bucket, Key="dst", CopySource={"Bucket": bucket, "Key": "src"},
                                            ACL="public-read")) == ("AccessControlListNotSupported", 400)
     name = unique_bucket_name("public")
-    assert error_of(lambda: s3.create_bucket(Bucket=name, ACL="public-read")) == \
+    assert error_of(lambda: s3.create_bucket(Bucket=name, ACL="public-read",
+                                             ObjectOwnership="BucketOwnerEnforced")) == \
         ("InvalidBucketAclWithObjectOwnership", 400)
     assert error_of(lambda: s3.head_bucket(Bucket=name))[1] == 404
     owner_only(s3.get_bucket_acl(Bucket=bucket), s3.list_buckets()["Owner"]["ID"])
@@ -60,7 +70,7 @@ def test_owner_only_acls_are_accepted(s3, bucket):
     s3.put_bucket_acl(Bucket=bucket, ACL="private")
     s3.put_object_acl(Bucket=bucket, Key="a", ACL="bucket-owner-full-control")
     name = unique_bucket_name("private")
-    s3.create_bucket(Bucket=name, ACL="private")
+    s3.create_bucket(Bucket=name, ACL="private", ObjectOwnership="BucketOwnerEnforced")
     s3.delete_bucket(Bucket=name)
 
 

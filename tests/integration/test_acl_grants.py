@@ -1,8 +1,8 @@
-"""ACLs on buckets whose Object Ownership enables them (ObjectWriter, BucketOwnerPreferred), as S3 has
-them: Get/Put/DeleteBucketOwnershipControls, canned ACLs and grants on buckets and objects, who each
-reaches (anonymous, other users, the authenticated group), a policy's Deny over an ACL's Allow, object
-ownership by the writer, and every refusal. boto3, the aws CLI, s3cmd and rclone. (BucketOwnerEnforced,
-the default: test_acl.py.)"""
+"""ACLs on buckets whose Object Ownership enables them (ObjectWriter, the default, and
+BucketOwnerPreferred), as S3 has them: Get/Put/DeleteBucketOwnershipControls, canned ACLs and grants on
+buckets and objects, who each reaches (anonymous, other users, the authenticated group), a policy's Deny
+over an ACL's Allow, object ownership by the writer, and every refusal. boto3, the aws CLI, s3cmd and
+rclone. (BucketOwnerEnforced: test_acl.py.)"""
 
 import json
 
@@ -72,6 +72,31 @@ def test_ownership_controls_round_trip(s3):
         s3.delete_bucket(Bucket=name)
     assert error_of(lambda: s3.create_bucket(Bucket=unique_bucket_name("bad"),
                                              ObjectOwnership="Whoever"))[0] == "InvalidArgument"
+
+
+def test_new_buckets_have_private_acls_unless_the_server_enforces_bucket_ownership(server, make_server):
+    s3 = server.client()
+    s3.create_bucket(Bucket="plain")
+    rules = s3.get_bucket_ownership_controls(Bucket="plain")["OwnershipControls"]["Rules"]
+    assert rules == [{"ObjectOwnership": "ObjectWriter"}]
+    owner = s3.list_buckets()["Owner"]["ID"]
+    assert grants_of(s3.get_bucket_acl(Bucket="plain")) == {(owner, "FULL_CONTROL")}
+    s3.put_object(Bucket="plain", Key="k", Body=b"x")
+    assert grants_of(s3.get_object_acl(Bucket="plain", Key="k")) == {(owner, "FULL_CONTROL")}
+    # ACLs enabled is not open: nobody else reads or lists until granted
+    assert anonymous(server, "GET", "/plain/k").status_code == 403
+    assert anonymous(server, "GET", "/plain?list-type=2").status_code == 403
+    alice = client_of(server, ALICE)
+    assert error_of(lambda: alice.get_object(Bucket="plain", Key="k"))[1] == 403
+    s3.put_object(Bucket="plain", Key="open", Body=b"open", ACL="public-read")
+    assert anonymous(server, "GET", "/plain/open").content == b"open"
+
+    enforcing = make_server(["--object-ownership", "BucketOwnerEnforced"]).client()
+    enforcing.create_bucket(Bucket="plain")
+    rules = enforcing.get_bucket_ownership_controls(Bucket="plain")["OwnershipControls"]["Rules"]
+    assert rules == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    assert error_of(lambda: enforcing.put_object(Bucket="plain", Key="k", Body=b"x", ACL="public-read")) == \
+        ("AccessControlListNotSupported", 400)
 
 
 def test_a_public_read_bucket_and_object_are_read_anonymously_and_nothing_more(server):
