@@ -147,7 +147,8 @@ struct serve_config {
     bool default_credentials = false;
     std::string access_log_path;  // empty: no access log; "-": stderr
     bool request_burst_given = false;
-    std::string tls_cert_path;  // both empty: plain HTTP
+    bool ownership_given = false;  // --object-ownership
+    std::string tls_cert_path;     // both empty: plain HTTP
     std::string tls_key_path;
     // Cluster membership (--etcd); empty etcd_url: the embedded single-node server, no etcd.
     std::string etcd_url;
@@ -287,6 +288,7 @@ const serve_option serve_options[] = {
      [](args& a, const char* t, u64) {
          auto ownership = s3::parse_ownership(t);
          if (ownership) a.cfg.service.default_ownership = *ownership;
+         a.cfg.ownership_given = true;
          return ownership.has_value();
      }},
     {"--etag-md5", kind::flag,
@@ -566,6 +568,9 @@ int finish_cluster_config(serve_config& cfg) {
                          (ipv6 ? "[" + reach.host + "]" : reach.host) + ":" +
                          std::to_string(reach.port);
     m.node.cores = cfg.engine.cores;
+    // A cluster cannot change an object's ACL in place yet (docs/cluster.md): its buckets keep ACLs
+    // disabled unless the operator asks otherwise.
+    if (!cfg.ownership_given) cfg.service.default_ownership = s3::object_ownership::enforced;
     return 0;
 }
 

@@ -3,9 +3,10 @@
 // Access control lists (docs/security.md, "ACLs"): the model S3 has, and how a bucket's Object Ownership
 // setting turns them on or off.
 //
-// A bucket's Object Ownership (its "ownership" attribute) is BucketOwnerEnforced unless it was created with
-// x-amz-object-ownership or changed by PutBucketOwnershipControls, as S3 does for new buckets: ACLs are then
-// disabled (every object is the bucket owner's, only owner-only ACLs are accepted, none is consulted).
+// A bucket's Object Ownership (its "ownership" attribute) is what its CreateBucket named (in
+// x-amz-object-ownership, else the server's default, service_options::default_ownership) or what
+// PutBucketOwnershipControls set; a bucket with no attribute is BucketOwnerEnforced: ACLs are then disabled
+// (every object is the bucket owner's, only owner-only ACLs are accepted, none is consulted).
 // With ObjectWriter or BucketOwnerPreferred, ACLs are enabled: the bucket's ACL is a bucket attribute, each
 // object's is in its record (empty: the bucket owner's, with FULL_CONTROL only), and both grant access
 // beside the owner's and the bucket policy's (service::check_access).

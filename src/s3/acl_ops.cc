@@ -1,7 +1,8 @@
 // Access control lists and Object Ownership (acl.h): Get/Put Bucket/Object Acl, the ACL an object write
 // or CreateBucket names, and Get/Put/DeleteBucketOwnershipControls.
 //
-// A BucketOwnerEnforced bucket (the default) answers as S3 does: reading an ACL shows the bucket owner
+// A BucketOwnerEnforced bucket (S3's default; Fjord's with --object-ownership BucketOwnerEnforced, in a
+// cluster, and for KV buckets) answers as S3 does: reading an ACL shows the bucket owner
 // with FULL_CONTROL; an ACL that grants anyone else is refused (AccessControlListNotSupported, or
 // InvalidBucketAclWithObjectOwnership at CreateBucket), one that grants the owner alone is accepted and
 // changes nothing. ObjectWriter and BucketOwnerPreferred buckets keep the ACLs they are given.
@@ -131,6 +132,8 @@ base::result<void> service::resolve_write_acl(context& c, const http::request_he
         if (!ownership)
             return base::fail(base::errc::invalid_argument,
                               "Invalid x-amz-object-ownership header: " + std::string(named));
+        // KV buckets keep no ACLs (create_owned_bucket): BucketOwnerEnforced whatever was asked.
+        if (head.value_of("x-fjord-bucket-type") == "kv") ownership = object_ownership::enforced;
         // A bucket that exists is answered as such first (rclone sends its upload ACL with the
         // CreateBucket it makes before each upload, and takes BucketAlreadyOwnedByYou as success)
         if (!names_acl(head) || _store.bucket_exists(c.req.bucket)) return {};

@@ -373,9 +373,9 @@ def creds(fjord_server) -> s3util.Credentials:
 _BUCKET_COUNTER = itertools.count()
 
 
-def make_kv_bucket(s3, bucket: str, **options):
+def make_kv_bucket(s3, bucket: str, acl=None, **options):
     """CreateBucket of a KV bucket (docs/kv.md) through a boto3 client: x-fjord-bucket-type: kv, and
-    each option as x-fjord-kv-<name> (capacity_bytes, ttl_seconds, write_ack)."""
+    each option as x-fjord-kv-<name> (capacity_bytes, ttl_seconds, write_ack); `acl`: a canned ACL."""
     headers = {"x-fjord-bucket-type": "kv"}
     for name, value in options.items():
         headers["x-fjord-kv-" + name.replace("_", "-")] = str(value)
@@ -386,7 +386,7 @@ def make_kv_bucket(s3, bucket: str, **options):
 
     s3.meta.events.register_first("before-sign.s3.CreateBucket", add)
     try:
-        s3.create_bucket(Bucket=bucket)
+        s3.create_bucket(Bucket=bucket, **({"ACL": acl} if acl else {}))
     finally:
         s3.meta.events.unregister("before-sign.s3.CreateBucket", add)
 

@@ -10,7 +10,7 @@ import pytest
 import requests
 from botocore.exceptions import ClientError
 
-from conftest import make_client, unique_bucket_name
+from conftest import make_client, make_kv_bucket, unique_bucket_name
 from test_users import ALICE, BOB, add_user, client_of
 
 CAROL = ("CAROLACCESSKEY0001", "carol-secret-key-001")
@@ -90,6 +90,13 @@ def test_new_buckets_have_private_acls_unless_the_server_enforces_bucket_ownersh
     assert error_of(lambda: alice.get_object(Bucket="plain", Key="k"))[1] == 403
     s3.put_object(Bucket="plain", Key="open", Body=b"open", ACL="public-read")
     assert anonymous(server, "GET", "/plain/open").content == b"open"
+
+    # KV buckets keep no ACLs, whatever the default
+    assert error_of(lambda: make_kv_bucket(s3, "kvpub", acl="public-read")) == \
+        ("InvalidBucketAclWithObjectOwnership", 400)
+    make_kv_bucket(s3, "kvplain", acl="private")
+    rules = s3.get_bucket_ownership_controls(Bucket="kvplain")["OwnershipControls"]["Rules"]
+    assert rules == [{"ObjectOwnership": "BucketOwnerEnforced"}]
 
     enforcing = make_server(["--object-ownership", "BucketOwnerEnforced"]).client()
     enforcing.create_bucket(Bucket="plain")
