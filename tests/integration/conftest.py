@@ -373,9 +373,10 @@ def creds(fjord_server) -> s3util.Credentials:
 _BUCKET_COUNTER = itertools.count()
 
 
-def make_kv_bucket(s3, bucket: str, acl=None, **options):
+def make_kv_bucket(s3, bucket: str, acl=None, ownership=None, **options):
     """CreateBucket of a KV bucket (docs/kv.md) through a boto3 client: x-fjord-bucket-type: kv, and
-    each option as x-fjord-kv-<name> (capacity_bytes, ttl_seconds, write_ack); `acl`: a canned ACL."""
+    each option as x-fjord-kv-<name> (capacity_bytes, ttl_seconds, write_ack); `acl`: a canned ACL,
+    `ownership`: an Object Ownership."""
     headers = {"x-fjord-bucket-type": "kv"}
     for name, value in options.items():
         headers["x-fjord-kv-" + name.replace("_", "-")] = str(value)
@@ -386,7 +387,8 @@ def make_kv_bucket(s3, bucket: str, acl=None, **options):
 
     s3.meta.events.register_first("before-sign.s3.CreateBucket", add)
     try:
-        s3.create_bucket(Bucket=bucket, **({"ACL": acl} if acl else {}))
+        named = {"ACL": acl, "ObjectOwnership": ownership}
+        s3.create_bucket(Bucket=bucket, **{k: v for k, v in named.items() if v})
     finally:
         s3.meta.events.unregister("before-sign.s3.CreateBucket", add)
 

@@ -94,6 +94,8 @@ def test_new_buckets_have_private_acls_unless_the_server_enforces_bucket_ownersh
     # KV buckets keep no ACLs, whatever the default
     assert error_of(lambda: make_kv_bucket(s3, "kvpub", acl="public-read")) == \
         ("InvalidBucketAclWithObjectOwnership", 400)
+    assert error_of(lambda: make_kv_bucket(s3, "kvpub", acl="public-read", ownership="ObjectWriter")) == \
+        ("InvalidBucketAclWithObjectOwnership", 400)
     make_kv_bucket(s3, "kvplain", acl="private")
     rules = s3.get_bucket_ownership_controls(Bucket="kvplain")["OwnershipControls"]["Rules"]
     assert rules == [{"ObjectOwnership": "BucketOwnerEnforced"}]
