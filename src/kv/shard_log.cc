@@ -406,7 +406,8 @@ io::task<void> shard_log::close_retired(std::shared_ptr<shard_log> keep, std::ui
     // fd -1 first: a read that looks the segment up while it closes finds it gone, not a closed fd.
     const int fd = std::exchange(s->fd, -1);
     co_await _options.fs->close(fd);
-    // ENOENT: the bucket was removed (its directory with it) while a reader held the segment open.
+    // ENOENT: gone already, as when the bucket was removed (its directory with it) while a reader held
+    // the segment open; nothing is left to remove.
     if (int rc = co_await _options.fs->unlinkat(AT_FDCWD, path); rc < 0 && rc != -ENOENT)
         LOG_WARN("cannot remove KV segment %s: %s", path.c_str(), std::strerror(-rc));
     FJORD_ASSERT(s->readers == 0 && s->writes_in_flight == 0,

@@ -59,8 +59,8 @@ struct shard_options {
     // Bytes of NVMe reads in flight on this core, shared by its shards (kv/README.md says why); null:
     // no bound.
     io::semaphore* read_budget = nullptr;
-    // How long a reclaim waits for a segment's readers and writes before it goes on and leaves the
-    // segment to them: the last of them closes and removes it.
+    // How long a reclaim waits for a segment's readers and writes (counted in 1 ms sleeps, so at
+    // least this long) before it goes on and leaves the segment to them: the last closes and removes it.
     std::int64_t release_wait_ms = 600'000;
 };
 

@@ -96,7 +96,7 @@ def test_new_buckets_have_private_acls_unless_the_server_enforces_bucket_ownersh
         ("InvalidBucketAclWithObjectOwnership", 400)
     assert error_of(lambda: make_kv_bucket(s3, "kvpub", acl="public-read", ownership="ObjectWriter")) == \
         ("InvalidBucketAclWithObjectOwnership", 400)
-    make_kv_bucket(s3, "kvplain", acl="private")
+    make_kv_bucket(s3, "kvplain", acl="private", capacity_bytes=64 << 20)
     rules = s3.get_bucket_ownership_controls(Bucket="kvplain")["OwnershipControls"]["Rules"]
     assert rules == [{"ObjectOwnership": "BucketOwnerEnforced"}]
 
