@@ -76,6 +76,7 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
     auto reports = co_await read_records(place, {place.key}, true);
     std::vector<node_report> by_node;
     for (auto& node : reports) by_node.push_back(std::move(node[0]));
+    refresh_marks(place);
     auto d = decide_version(place, by_node);
     if (!d) co_return d.as_failure();
     const std::int64_t now_ms = base::unix_now_ms();

@@ -180,10 +180,15 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
         (void)co_await fan->wait_for(
             nodes.size(), _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms);
         // Every set must have answered with a read quorum, or a key's newest version may be missed.
-        // A rebuilding node's page is merged but is not an answer (decide_version).
+        // A rebuilding node's page is merged but is not an answer (decide_version), by the marks
+        // known now: a node marked while the pages came counts as rebuilding.
+        const auto marks = snapshot();
+        auto rebuilding = [&](const std::string& node) {
+            return marks->layout && marks->layout->is_rebuilding(node);
+        };
         std::vector<unsigned> answered(snap->layout->sets.size(), 0);
         for (std::size_t i = 0; i < nodes.size(); ++i)
-            if (fan->pages[i] && !snap->layout->is_rebuilding(nodes[i]))
+            if (fan->pages[i] && !rebuilding(nodes[i]))
                 for (std::size_t s : sets_of[nodes[i]]) ++answered[s];
         unsigned unanswered = 0;
         for (unsigned a : answered) {

@@ -234,6 +234,7 @@ io::task<base::result<store::upload_record>> cluster_store::load_upload(
                 keys.begin() +
                     static_cast<std::ptrdiff_t>(std::min(keys.size(), from + records_per_read)));
             auto reports = co_await read_records(*parts_place, batch);
+            refresh_marks(*parts_place);
             for (std::size_t j = 0; j < batch.size(); ++j) {
                 std::vector<node_report> by_node;
                 for (auto& node : reports) by_node.push_back(std::move(node[j]));

@@ -263,9 +263,15 @@ io::task<base::result<read_decision>> cluster_store::quorum_read(key_place place
         auto reports = co_await read_records(place, {place.key}, insist);
         std::vector<node_report> by_node;
         for (auto& node : reports) by_node.push_back(std::move(node[0]));
+        refresh_marks(place);
         decision = decide_version(place, by_node);
         if (decision || decision.code() != base::errc::service_unavailable) break;
     }
+    if (decision)
+        LOG_DEBUG("read %s/%s: version %s, %zu sound holders, %zu of %u nodes answered",
+                  place.bucket.c_str(), place.key.c_str(),
+                  decision->holders > 0 ? decision->meta.version.text().c_str() : "none",
+                  decision->holders, decision->answered, place.width());
     if (decision && decision->holders > 0) _clock.observe(decision->meta.version);
     // Below full width, or with versions to trim or leftovers to withdraw (which hold back conditional
     // writes): for the healer.
@@ -437,6 +443,32 @@ io::task<base::result<void>> stripe_reader::read(std::uint64_t s,
                                 bl);
 }
 
+namespace {
+
+// The holders of one version as every node of the set reports them now: a read that ran out of shards
+// (the decision heard only a quorum, and a shard it chose failed) goes on from these.
+io::task<base::result<read_decision>> holders_now(cluster_store& store, const key_place& place,
+                                                  const read_decision& decision) {
+    auto reports = co_await store.read_records(place, {place.key}, true);
+    read_decision d = decision;
+    d.holders = 0;
+    d.shards.assign(place.width(), std::nullopt);
+    for (unsigned i = 0; i < place.width(); ++i)
+        for (const shard_meta& meta : reports[i][0].versions)
+            if (meta.version == decision.meta.version && meta.index == i && meta.k == place.k &&
+                meta.m == place.m && !meta.damaged) {
+                d.shards[i] = meta;
+                ++d.holders;
+            }
+    if (d.holders < place.k)
+        co_return base::fail(
+            base::errc::service_unavailable,
+            "fewer than " + std::to_string(place.k) + " shards of the object can be read now");
+    co_return d;
+}
+
+}  // namespace
+
 // Streams [first, first + length) of the decided version into `sink`, stripe by stripe.
 io::task<base::result<void>> cluster_store::read_range(const key_place& place,
                                                        const read_decision& decision,
@@ -445,11 +477,21 @@ io::task<base::result<void>> cluster_store::read_range(const key_place& place,
     const stripe_layout layout = decision.meta.layout();
     const std::uint64_t per = layout.stripe_data_bytes();
     const std::uint64_t s0 = first / per, s1 = (first + length - 1) / per;
-    stripe_reader reader(*this, place, decision, s0, s1);
+    std::optional<stripe_reader> reader;
+    reader.emplace(*this, place, decision, s0, s1);
+    std::optional<read_decision> asked_again;  // once, when the decision's shards ran out
     for (std::uint64_t s = s0; s <= s1; ++s) {
-        auto read = co_await reader.read(s);
+        auto read = co_await reader->read(s);
+        if (!read && read.code() == base::errc::service_unavailable && !asked_again) {
+            queue_heal(place);
+            auto again = co_await holders_now(*this, place, decision);
+            if (!again) co_return again.as_failure();
+            asked_again = std::move(*again);
+            reader.emplace(*this, place, *asked_again, s, s1);
+            read = co_await reader->read(s);
+        }
         if (!read) {
-            if (reader.saw_damage()) queue_heal(place);
+            if (reader->saw_damage()) queue_heal(place);
             co_return read;
         }
         const std::uint32_t bl = layout.block_of(s);
@@ -458,11 +500,12 @@ io::task<base::result<void>> cluster_store::read_range(const key_place& place,
             const std::uint64_t from = std::max(at, first);
             const std::uint64_t to = std::min({at + bl, first + length, layout.object_bytes});
             if (from < to)
-                FJORD_CO_TRY(co_await sink.write(std::span(
-                    reinterpret_cast<const std::byte*>(reader.block(j) + (from - at)), to - from)));
+                FJORD_CO_TRY(co_await sink.write(
+                    std::span(reinterpret_cast<const std::byte*>(reader->block(j) + (from - at)),
+                              to - from)));
         }
     }
-    if (reader.saw_damage()) queue_heal(place);
+    if (reader->saw_damage()) queue_heal(place);
     co_return base::result<void>{};
 }
 

@@ -140,12 +140,17 @@ base::result<key_place> cluster_store::place(const std::string& bucket,
     const std::uint64_t h = object_hash(bucket, key);
     const erasure_set& set = snap.sets[choose_set(h, snap.sets)];
     p.nodes.resize(p.width());
-    p.rebuilding.assign(p.width(), false);
-    for (unsigned i = 0; i < p.width(); ++i) {
+    for (unsigned i = 0; i < p.width(); ++i)
         p.nodes[i] = set.drives[shard_drive(h, i, p.width())].node_id;
-        p.rebuilding[i] = snap.layout->is_rebuilding(p.nodes[i]);
-    }
+    refresh_marks(p);
     return p;
+}
+
+void cluster_store::refresh_marks(key_place& place) const {
+    const cluster_snapshot& snap = *local().snapshot;
+    place.rebuilding.assign(place.width(), false);
+    for (unsigned i = 0; i < place.width() && snap.layout; ++i)
+        place.rebuilding[i] = snap.layout->is_rebuilding(place.nodes[i]);
 }
 
 // ---- heal queue ----

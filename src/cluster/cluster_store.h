@@ -227,6 +227,9 @@ public:
     // Copies the decided version onto the set's nodes that lack it (rebuilding their shards from k
     // others); true when every node of the set then holds it.
     io::task<base::result<bool>> heal_key(key_place place);
+    // Takes the rebuilding marks of the place's nodes from this core's newest snapshot: a node marked
+    // while a read was going must not count as an answer (decide_version).
+    void refresh_marks(key_place& place) const;
     // Objects written below full width since start, waiting for the healer (core 0's queue).
     struct heal_item {
         std::string bucket;
