@@ -29,6 +29,12 @@ private:
     unsigned _width;
 };
 
+// When a version's write ended, by its writer's clock: healing ages a write's leftovers from it (a
+// long upload's stamp is as old as its first byte).
+std::int64_t written_ms(const shard_meta& v) {
+    return std::max(v.version.unix_ms(), v.object.modified_ms);
+}
+
 // The nodes of the set that lack the decided version (`targets`), after withdrawing what failed
 // writes left there long enough ago; `unreachable` when a node could not be judged now.
 io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_place& place,
@@ -48,8 +54,7 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
         bool settled = true;
         for (const shard_meta& v : r.versions) {
             if (d.holders > 0 && v.version <= decided) continue;
-            const std::int64_t written_ms = std::max(v.version.unix_ms(), v.object.modified_ms);
-            if (now_ms - written_ms < self->options().leftover_age_ms) {
+            if (now_ms - written_ms(v) < self->options().leftover_age_ms) {
                 settled = false;
                 continue;
             }
@@ -87,6 +92,17 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
               place.bucket.c_str(), place.key.c_str(), place.space, decided.text().c_str(),
               d->holders, place.width(), targets.size(), unreachable ? ", a node not settled" : "");
     if (d->holders == 0) co_return !unreachable;
+    // Readable but on fewer than W nodes, and young: a write that failed (or is still going) whose
+    // writer may yet withdraw it. Copied to the rest now, with the versions before it trimmed, it
+    // could be withdrawn from its first nodes after, leaving neither it nor its predecessor readable.
+    // It waits for the leftover age, by which its writer has decided it (cluster_write.cc).
+    const std::size_t held = d->holders + static_cast<std::size_t>(std::count(
+                                              d->damaged.begin(), d->damaged.end(), true));
+    if (held < place.write_quorum() && now_ms - written_ms(d->meta) < _options.leftover_age_ms) {
+        LOG_DEBUG("heal %s/%s: version %s is on %zu nodes and young: left to its writer for now",
+                  place.bucket.c_str(), place.key.c_str(), decided.text().c_str(), held);
+        co_return false;
+    }
     if (d->meta.kind == shard_kind::deleted && d->full_width && !unreachable &&
         now_ms - decided.unix_ms() > _options.tombstone_age_ms) {
         // Every node has had the deletion for long: the tombstones go too, and what they hid.

@@ -80,8 +80,9 @@ struct cluster_store_options {
     // Objects written below full width, remembered for the healer (on core 0); past it, the scanner
     // finds them.
     std::size_t heal_queue_limit = 100'000;
-    // A version on fewer than k nodes (a write that failed, or one still going) is left alone this
-    // long, then withdrawn by healing.
+    // A version on fewer than W nodes (a write that failed, or one still going) is left alone this
+    // long after its last byte, then withdrawn by healing (or, readable, healed). Its writer decides
+    // it (acknowledges it, or withdraws it) within half of this (docs/cluster.md, "Versions").
     std::int64_t leftover_age_ms = 60'000;
     // Tombstones on every node of the set are removed once this old (a write slower than this that
     // arrives after could bring back what was deleted).
@@ -266,8 +267,9 @@ private:
         const key_place& place, store::byte_source* body, std::uint64_t size_bytes,
         const store::record_finisher& finish, shard_kind kind, acceptance accept, stamp version,
         std::string upload_id = {}, std::vector<manifest_part> parts = {});
+    // `withdraw_by`: until when (Unix ms) its nodes take the write's withdrawal; 0: too late.
     base::failure write_failed(const key_place& place, const std::vector<upload>& ups,
-                               acceptance accept, stamp version);
+                               acceptance accept, stamp version, std::int64_t withdraw_by);
     io::task<base::result<std::optional<stamp>>> current_for_condition(
         const key_place& place, const store::write_conditions& conditions);
     // How a write is accepted and its new version: after the quorum read its conditions need.

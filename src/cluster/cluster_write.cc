@@ -4,6 +4,7 @@
 
 #include "base/checksum.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "cluster/cluster_store.h"
 #include "cluster/memory_source.h"
 #include "cluster/stripe_writer.h"
@@ -146,7 +147,13 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
     if (!streamed) co_return streamed.as_failure();
     const std::vector<upload>& ups = streamed->uploads;
     const std::size_t stored = count_in(ups, upload::state::stored);
-    if (stored >= place.write_quorum()) {
+    LOG_DEBUG("write %s/%s version %s (%c): %zu of %u nodes stored it", place.bucket.c_str(),
+              place.key.c_str(), version.text().c_str(), static_cast<char>(kind), stored, n);
+    // The write is decided, acknowledged or withdrawn, within half the leftover age of its last byte;
+    // healing takes up a version below its quorum only after the whole age.
+    const std::int64_t decide_by = streamed->meta.object.modified_ms + _options.leftover_age_ms / 2;
+    const bool in_time = base::unix_now_ms() < decide_by;
+    if (stored >= place.write_quorum() && in_time) {
         // Acknowledged: the versions before it go from the nodes that have it (the others keep theirs
         // until healing brings this one there).
         std::vector<std::string> holders;
@@ -156,19 +163,25 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
         if (stored < n) queue_heal(place);
         co_return streamed->meta.object;
     }
-    co_return write_failed(place, ups, accept, version);
+    co_return write_failed(place, ups, accept, version, in_time ? decide_by : 0);
 }
 
-// A write that did not reach its quorum: withdrawn from the nodes that stored it; the answer says why.
+// A write not acknowledged: withdrawn from the nodes that may hold it when it cannot have reached its
+// quorum; the answer says why.
 base::failure cluster_store::write_failed(const key_place& place, const std::vector<upload>& ups,
-                                          acceptance accept, stamp version) {
+                                          acceptance accept, stamp version,
+                                          std::int64_t withdraw_by) {
     const std::size_t stored = count_in(ups, upload::state::stored);
     std::vector<std::string> holders;
     for (const auto& u : ups)
         if (u.kind == upload::state::stored || u.maybe_stored) holders.push_back(u.node);
     const bool anywhere = !holders.empty();
-    if (anywhere)
-        io::spawn(withdraw(this, place.shard_bucket, place.key, std::move(holders), version));
+    // On W nodes or more (some answers lost), it may be what a reader saw and what healing is copying
+    // to the rest (and trimming older versions after): withdrawn from some of them, it could leave
+    // neither it nor the version before it readable. Healing decides it.
+    if (anywhere && holders.size() < place.write_quorum() && withdraw_by > 0)
+        io::spawn(withdraw(this, place.shard_bucket, place.key, std::move(holders), version,
+                           withdraw_by));
     if (count_in(ups, upload::state::refused) > 0) {
         for (const auto& u : ups)  // a retry is then ordered after what refused this one
             if (auto held = stamp::parse(u.held)) _clock.observe(*held);
@@ -180,6 +193,9 @@ base::failure cluster_store::write_failed(const key_place& place, const std::vec
         return base::fail(base::errc::slow_down,
                           "a newer write to the key crossed this one: try again");
     }
+    if (stored >= place.write_quorum())
+        return base::fail(base::errc::service_unavailable,
+                          "the nodes stored the write too late for it to be acknowledged");
     return base::fail(base::errc::service_unavailable,
                       "only " + std::to_string(stored) + " of " + std::to_string(place.width()) +
                           " nodes of the set stored the write (" +

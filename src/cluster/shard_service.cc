@@ -439,6 +439,14 @@ io::task<void> shard_service::remove_shard(http::exchange& ex, const rpc_target&
         co_await answer_error(ex, base::error{base::errc::invalid_argument, "a stamp to remove"});
         co_return;
     }
+    // A writer's withdrawal arriving late (held up in the network): healing may since have taken the
+    // version up, and removing it here could leave neither it nor the version before it readable.
+    if (auto before = query_number(ex.head().query, "before");
+        before && base::unix_now_ms() >= static_cast<std::int64_t>(*before)) {
+        co_await answer_error(
+            ex, base::error{base::errc::precondition_failed, "too late to withdraw the version"});
+        co_return;
+    }
     auto removed = co_await _local.remove_version(target.bucket, target.key, wanted->text());
     if (removed || absent_code(removed.code()))
         co_await answer_ok(ex, {});

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/checksum.h"
+#include "base/log.h"
 #include "io/wait_group.h"
 
 namespace fjord::cluster {
@@ -69,6 +70,11 @@ io::task<void> finish_upload(cluster_store* store, upload* u, std::string frame)
         u->kind = upload::state::failed;
         u->failure = answer_error(*answer);
     }
+}
+
+// For the debug log: a peer's status, or why none came.
+std::string answer_text(const base::result<peer_answer>& a) {
+    return a ? std::to_string(a->status) : a.err().message;
 }
 
 void abort_all(std::vector<upload>& ups) {
@@ -178,13 +184,17 @@ io::task<base::result<streamed_version>> stream_version(
 }
 
 io::task<void> withdraw(cluster_store* store, std::string shard_bucket, std::string key,
-                        std::vector<std::string> nodes, stamp version) {
+                        std::vector<std::string> nodes, stamp version, std::int64_t before_ms) {
+    std::string query = "stamp=" + version.text();
+    if (before_ms > 0) query += "&before=" + std::to_string(before_ms);
     for (const auto& node : nodes) {
         peer_pool* pool = store->pool_for(node);
         if (!pool) continue;
         auto link = co_await pool->acquire();
-        (void)co_await link->call("DELETE", rpc_path("shard", shard_bucket, key),
-                                  "stamp=" + version.text(), {}, "");
+        auto answer =
+            co_await link->call("DELETE", rpc_path("shard", shard_bucket, key), query, {}, "");
+        LOG_DEBUG("withdraw %s/%s version %s from %s: %s", shard_bucket.c_str(), key.c_str(),
+                  version.text().c_str(), node.c_str(), answer_text(answer).c_str());
     }
 }
 
@@ -194,8 +204,10 @@ io::task<void> trim(cluster_store* store, std::string shard_bucket, std::string 
         peer_pool* pool = store->usable(node) ? store->pool_for(node) : nullptr;
         if (!pool) continue;
         auto link = co_await pool->acquire();
-        (void)co_await link->call("POST", rpc_path("trim", shard_bucket, key),
-                                  "below=" + below.text(), {}, "");
+        auto answer = co_await link->call("POST", rpc_path("trim", shard_bucket, key),
+                                          "below=" + below.text(), {}, "");
+        LOG_DEBUG("trim %s/%s below %s on %s: %s", shard_bucket.c_str(), key.c_str(),
+                  below.text().c_str(), node.c_str(), answer_text(answer).c_str());
     }
 }
 

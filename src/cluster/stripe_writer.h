@@ -54,9 +54,10 @@ io::task<base::result<streamed_version>> stream_version(
     const std::function<base::result<void>(shard_meta&)>& complete);
 
 // Removes a version from these nodes where they still hold it (best effort: a write that did not reach
-// its quorum, a failed write's leftovers).
+// its quorum, a failed write's leftovers). `before_ms` > 0: a node takes the withdrawal only until
+// then by its clock (a writer's, which healing must not cross).
 io::task<void> withdraw(cluster_store* store, std::string shard_bucket, std::string key,
-                        std::vector<std::string> nodes, stamp version);
+                        std::vector<std::string> nodes, stamp version, std::int64_t before_ms = 0);
 
 // Removes the versions older than `below` from these nodes (best effort: the scanner finds what this
 // misses): `below` is acknowledged, or healed to full width, and stands.

@@ -19,7 +19,12 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N] [--verbose]
+// Scenarios (--scenario 1|2|3|4, the last two with --nodes 6) drive one interleaving instead: a failed
+// write's withdrawal held up in the network while healing takes the write up (held_withdrawal), or a
+// write's commits held past the leftover age (late_commits).
+//
+// Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
+//                    [--scenario 1|2|3|4] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -60,6 +65,7 @@ struct run_options {
     unsigned keys_per_client = 3;
     std::uint64_t first_seed = 1, seeds = 1;
     bool verbose = false;
+    unsigned scenario = 0;  // 0: the random workload; 1 to 4: an interleaving (held_withdrawal)
 };
 
 // The S3 side of a node is not under test here: requests outside the data plane get 404.
@@ -77,25 +83,26 @@ public:
 // What one seed did, and what all seeds did together.
 struct tally {
     std::uint64_t acknowledged = 0, unknown = 0, reads = 0, cuts = 0, resets = 0, rot = 0,
-                  drives = 0, cas_rounds = 0, healed = 0;
+                  drives = 0, cas_rounds = 0, healed = 0, heals_during = 0, lost_answers = 0;
 
     void add(const tally& o) {
         acknowledged += o.acknowledged, unknown += o.unknown, reads += o.reads, cuts += o.cuts;
         resets += o.resets, rot += o.rot, drives += o.drives, cas_rounds += o.cas_rounds;
-        healed += o.healed;
+        healed += o.healed, heals_during += o.heals_during, lost_answers += o.lost_answers;
     }
     std::string describe(std::size_t nodes) const {
-        char line[256];
+        char line[320];
         std::snprintf(
             line, sizeof line,
             "%zu nodes: %llu acknowledged, %llu unknown, %llu reads checked, %llu "
-            "cut-offs, %llu resets, %llu bits rotted, %llu drives replaced, %llu "
-            "conditional rounds, %llu keys healed",
+            "cut-offs, %llu resets, %llu answers lost, %llu bits rotted, %llu drives replaced, %llu "
+            "conditional rounds, %llu heals meanwhile, %llu keys healed",
             nodes, static_cast<unsigned long long>(acknowledged),
             static_cast<unsigned long long>(unknown), static_cast<unsigned long long>(reads),
             static_cast<unsigned long long>(cuts), static_cast<unsigned long long>(resets),
-            static_cast<unsigned long long>(rot), static_cast<unsigned long long>(drives),
-            static_cast<unsigned long long>(cas_rounds), static_cast<unsigned long long>(healed));
+            static_cast<unsigned long long>(lost_answers), static_cast<unsigned long long>(rot),
+            static_cast<unsigned long long>(drives), static_cast<unsigned long long>(cas_rounds),
+            static_cast<unsigned long long>(heals_during), static_cast<unsigned long long>(healed));
         return line;
     }
 };
@@ -121,12 +128,45 @@ struct node_side {
     std::unique_ptr<cluster::shard_service> shards;
     no_s3 s3;
     std::unique_ptr<cluster::node_handler> front;
+    std::unique_ptr<http::handler> gate;  // in front of `front` (node_gate)
     http::server_limits limits;
     http::connection_stats stats;
     base::metrics metrics{1};
     bool cut_off = false;
     std::vector<std::shared_ptr<sim_connection>> connections;  // to its data plane
     std::vector<retired_drive> retired;
+};
+
+// A node as the network reaches it: its data plane, except that a shard upload the scenario names is
+// taken whole and answered 500 with nothing stored (a node that fails the commit).
+class node_gate final : public http::handler {
+public:
+    node_gate(std::string& fail_upload_at, node_side& n) : _fail_upload_at(fail_upload_at), _n(n) {}
+    io::task<void> handle(http::exchange& ex) override {
+        if (_fail_upload_at != _n.id || ex.head().method_text != "PUT" ||
+            !ex.head().path.starts_with("/_fjord/cluster/v1/shard/")) {
+            co_await _n.front->handle(ex);
+            co_return;
+        }
+        _fail_upload_at.clear();
+        char sink[16 * 1024];
+        for (;;) {
+            auto n = co_await ex.body().read(reinterpret_cast<std::byte*>(sink), sizeof sink);
+            if (!n || *n == 0) break;
+        }
+        (void)co_await ex.send_all(500, {}, "the commit failed");
+    }
+    io::task<void> refuse(http::exchange& ex, const base::error& err,
+                          std::int64_t retry_after_ms) override {
+        return _n.front->refuse(ex, err, retry_after_ms);
+    }
+    std::string protocol_error_response(const base::error& err, std::string_view remote) override {
+        return _n.front->protocol_error_response(err, remote);
+    }
+
+private:
+    std::string& _fail_upload_at;
+    node_side& _n;
 };
 
 // A key's history as its one writer knows it (keys are owned by one client, as in the fault test).
@@ -153,7 +193,12 @@ struct simulation {
     std::map<std::string, key_history> keys;
     std::string failure;
     std::string last_error;  // of the last read refused
-    bool clients_done = false, all_done = false;
+    bool clients_done = false, all_done = false, healer_running = true;
+    // Scenarios: withdrawals held in the network until released; the next answer to a shard upload
+    // from this node lost; the next shard upload to this node failed (node_gate).
+    bool hold_withdrawals = false;
+    std::string lose_upload_answer_of, fail_upload_at;
+    std::set<std::string> hold_commits_to;  // the ends of shard uploads to these nodes held
     unsigned clients_running = 0;
     tally counts;
     bool replaces_a_drive = false;     // this seed: a drive replaced, no bit rot
@@ -205,18 +250,29 @@ public:
 
     io::task<base::result<void>> connect() override {
         close();
+        _in_upload = false;
         node_side* target = _sim.node_at(_to);
         if (!target || target->cut_off || _from->cut_off)
             co_return base::fail(base::errc::io_error, "connect: connection refused");
         _conn = _sim.net.connect(_sim.chance(0.2) ? 4096 : 256 * 1024);
         target->connections.push_back(_conn);
         sim_connection* c = _conn.get();
-        io::spawn(http::serve_connection(io::stream::simulated(c), *target->front, target->limits,
+        io::spawn(http::serve_connection(io::stream::simulated(c), *target->gate, target->limits,
                                          target->stats, target->metrics.for_core(0)));
         co_return base::result<void>{};
     }
 
     io::task<base::result<void>> send_all(std::span<iovec> parts) override {
+        if (!parts.empty()) {
+            const std::string_view start(static_cast<const char*>(parts[0].iov_base),
+                                         std::min<std::size_t>(parts[0].iov_len, 64));
+            if (start.starts_with("DELETE /_fjord/cluster/v1/shard/"))
+                while (_sim.hold_withdrawals) co_await io::yield_now{};
+            if (start.starts_with("PUT /_fjord/cluster/v1/shard/")) _in_upload = true;
+            node_side* target = _sim.node_at(_to);
+            if (_in_upload && start == "0\r\n\r\n" && target)  // an upload's end: the commit
+                while (_sim.hold_commits_to.count(target->id) > 0) co_await io::yield_now{};
+        }
         const std::int64_t deadline = base::monotonic_now_ns() + _timeout_ms * 1'000'000;
         for (const iovec& p : parts) {
             std::string_view left(static_cast<const char*>(p.iov_base), p.iov_len);
@@ -235,6 +291,18 @@ public:
         for (;;) {
             if (!_conn) co_return base::fail(base::errc::closed, "not connected");
             std::string got = _conn->client_read(max);
+            // An answer lost on its way back: the node did what was asked, the asker cannot know.
+            node_side* target = _sim.node_at(_to);
+            const bool lose_this = _in_upload && target && _sim.lose_upload_answer_of == target->id;
+            if (!got.empty()) _in_upload = false;
+            if (!got.empty() && lose_this) _sim.lose_upload_answer_of.clear();
+            if (!got.empty() && (lose_this || (_sim.options.scenario == 0 && !_sim.clients_done &&
+                                               _sim.chance(0.01)))) {
+                ++_sim.counts.lost_answers;
+                _conn->client_vanish();
+                close();
+                co_return base::fail(base::errc::io_error, "receive: connection reset");
+            }
             if (!got.empty()) {
                 std::memcpy(dst, got.data(), got.size());
                 co_return got.size();
@@ -281,6 +349,7 @@ private:
     io::endpoint _to;
     std::shared_ptr<sim_connection> _conn;
     std::int64_t _timeout_ms = 10'000;
+    bool _in_upload = false;  // a shard upload was sent and its answer has not come
 };
 
 // ---- the nodes ----
@@ -343,6 +412,7 @@ base::result<void> open_node(simulation& sim, unsigned i) {
     n->shards =
         std::make_unique<cluster::shard_service>(*n->engine, root, "us-east-1", &n->store->clock());
     n->front = std::make_unique<cluster::node_handler>(n->s3, *n->shards);
+    n->gate = std::make_unique<node_gate>(sim.fail_upload_at, *n);
     sim.nodes.push_back(std::move(n));
     return {};
 }
@@ -446,6 +516,32 @@ void check_read(simulation& sim, const std::string& key, std::int64_t v, const s
                       " but the last acknowledged was " + std::to_string(h.acked));
 }
 
+// A PUT of value v through n, its outcome kept in the key's history; true when acknowledged.
+io::task<bool> put_value(simulation& sim, node_side& n, std::string key, std::int64_t v) {
+    key_history& h = sim.keys[key];
+    h.unknown.insert(v);
+    string_source body(value_bytes(v));
+    store::put_request r{bucket, key, value_bytes(v).size(), 1 << 20, {}};
+    auto put = co_await n.store->put(r, body, finisher(v));
+    if (put) {
+        LOG_DEBUG("sim: %s = %lld acknowledged", key.c_str(), static_cast<long long>(v));
+        h.acked = v, h.unknown.clear();
+        ++sim.counts.acknowledged;
+        co_return true;
+    }
+    if (outcome_unknown(put.err())) {
+        ++sim.counts.unknown;
+        co_return false;
+    }
+    h.unknown.erase(v);
+    sim.violation(key + ": a PUT failed with " + put.err().message);
+    co_return false;
+}
+
+io::task<void> heal_now(node_side& n, cluster::key_place place) {
+    (void)co_await n.store->heal_key(std::move(place));
+}
+
 io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_value) {
     const std::string key =
         "c" + std::to_string(client) + "/k" + std::to_string(sim.draw(sim.options.keys_per_client));
@@ -454,18 +550,15 @@ io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_
     const double roll = std::uniform_real_distribution<double>(0, 1)(sim.rng);
     if (roll < 0.5) {
         const std::int64_t v = ++next_value;
-        h.unknown.insert(v);
-        string_source body(value_bytes(v));
-        store::put_request r{bucket, key, value_bytes(v).size(), 1 << 20, {}};
-        auto put = co_await n.store->put(r, body, finisher(v));
-        if (put) {
-            h.acked = v, h.unknown.clear();
-            ++sim.counts.acknowledged;
-        } else if (outcome_unknown(put.err())) {
-            ++sim.counts.unknown;
-        } else {
-            h.unknown.erase(v);
-            sim.violation(key + ": a PUT failed with " + put.err().message);
+        if (!co_await put_value(sim, n, key, v) && h.unknown.count(v) > 0) {
+            // Healing may take the key up at once (a read through another node queued it), while
+            // the failed write's coordinator withdraws what it sent; and the client reads it back.
+            if (auto place = n.store->place(bucket, key); place && sim.chance(0.5)) {
+                ++sim.counts.heals_during;
+                io::spawn(heal_now(*sim.nodes[sim.draw(sim.nodes.size())], *place));
+            }
+            if (auto back = co_await read_key(sim, *sim.nodes[sim.draw(sim.nodes.size())], key))
+                check_read(sim, key, *back, "a node after a failed PUT");
         }
     } else if (roll < 0.85) {
         auto v = co_await read_key(sim, n, key);
@@ -569,6 +662,31 @@ io::task<void> faults(simulation& sim) {
     }
 }
 
+// Healing while the clients run, as the nodes' healers do: each node heals the keys its reads and
+// writes queued (below full width, versions to trim, a failed write's leftovers), and now and then a
+// random key, as the scanner does.
+io::task<void> healing(simulation& sim) {
+    while (!sim.clients_done) {
+        for (auto& n : sim.nodes)
+            for (const auto& item : n->store->take_heal_queue(4)) {
+                auto place = n->store->place_in(item.space, item.bucket, item.object_key, item.key);
+                if (!place) continue;
+                ++sim.counts.heals_during;
+                (void)co_await n->store->heal_key(*place);
+            }
+        if (sim.chance(0.2) && !sim.keys.empty()) {
+            auto it = sim.keys.begin();
+            std::advance(it, static_cast<std::ptrdiff_t>(sim.draw(sim.keys.size())));
+            auto place = sim.nodes[0]->store->place(bucket, it->first);
+            ++sim.counts.heals_during;
+            (void)co_await sim.nodes[sim.draw(sim.nodes.size())]->store->heal_key(*place);
+        }
+        const std::int64_t until = base::monotonic_now_ns() + (1 + sim.draw(10)) * 1'000'000;
+        while (base::monotonic_now_ns() < until && !sim.clients_done) co_await io::yield_now{};
+    }
+    sim.healer_running = false;
+}
+
 // Afterwards: every node back, every key healed, then read through every node and with the last m
 // nodes cut off.
 io::task<void> settle(simulation& sim) {
@@ -618,16 +736,114 @@ io::task<void> settle(simulation& sim) {
     }
 }
 
+// The simulated time `ms` from now (what waits for it yields until then).
+std::int64_t after_ms(std::int64_t ms) { return base::monotonic_now_ns() + ms * 1'000'000; }
+
+// A write that fails while healing takes it up, its coordinator's withdrawal held up in the network
+// (docs/cluster.md, "Versions"). Scenario 1: node 3 cut off and node 2's answer lost, so the write
+// reached W = 3 of 4 nodes though its coordinator counts 2; healing copies it to node 3 at once and
+// trims the acknowledged version before it; a withdrawal from its first nodes would leave it on node 3
+// alone. Scenario 2: node 3 cut off and node 2 failing the commit, so the write is on 2 nodes; healing
+// waits for the leftover age, then copies it to the rest; the withdrawal comes too late and is
+// refused. Scenario 3 (6 nodes, 4+2, W = 5): node 6 cut off and node 2 failing the commit, so the
+// write is on 4 nodes, readable; healing leaves it to its writer, whose withdrawal comes in time
+// (copied to nodes 2 and 6 with the version before trimmed, the withdrawal would leave 2 shards).
+// Scenario 4 (6 nodes): the write's commits to nodes 2, 4 and 5 held past the leftover age, node 6
+// cut off: healing withdraws it from nodes 1 and 3 as a write that cannot have reached its quorum;
+// when the held commits land it is on 3 nodes, and its writer must not acknowledge it (and trim the
+// version before) though it counts 5 stored.
+io::task<void> put_and_mark(simulation& sim, node_side& n, std::string key, std::int64_t v,
+                            bool& done) {
+    (void)co_await put_value(sim, n, std::move(key), v);
+    done = true;
+}
+
+io::task<void> late_commits(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n4 = *sim.nodes[3], &n6 = *sim.nodes[5];
+    const std::string key = "late";
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation("the first PUT was not acknowledged");
+        co_return;
+    }
+    cut(sim, n6, true);
+    sim.hold_commits_to = {"n2", "n4", "n5"};
+    bool written = false;
+    io::spawn(put_and_mark(sim, n1, key, 2, written));
+    for (auto t = after_ms(1'200); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    cut(sim, n6, false);
+    auto place = n4.store->place(bucket, key);
+    (void)co_await n4.store->heal_key(*place);  // withdraws the write from nodes 1 and 3
+    sim.hold_commits_to.clear();
+    while (!written) co_await io::yield_now{};
+    co_await settle(sim);
+}
+
+io::task<void> held_withdrawal(simulation& sim) {
+    const unsigned scenario = sim.options.scenario;
+    node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1], &n4 = *sim.nodes[3];
+    node_side& away = *sim.nodes[scenario == 3 ? 5 : 2];
+    const std::string key = "held";
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation("the first PUT was not acknowledged");
+        co_return;
+    }
+    cut(sim, away, true);
+    (scenario == 1 ? sim.lose_upload_answer_of : sim.fail_upload_at) = n2.id;
+    sim.hold_withdrawals = true;
+    if (co_await put_value(sim, n1, key, 2))
+        sim.violation("a PUT was acknowledged with one node cut off and another failing");
+    cut(sim, away, false);
+    if (scenario == 2)  // past the leftover age
+        for (auto t = after_ms(1'200); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    auto place = n4.store->place(bucket, key);
+    if (scenario == 3) {
+        auto healed = co_await n4.store->heal_key(*place);
+        if (healed && *healed) sim.violation("healing took up a young write below its quorum");
+        sim.hold_withdrawals = false;
+        co_await settle(sim);
+        co_return;
+    }
+    bool healed = false;
+    for (int attempt = 0; attempt < 10 && !healed; ++attempt) {
+        auto done = co_await n4.store->heal_key(*place);
+        healed = done && *done;
+        for (auto t = after_ms(healed ? 0 : 300); base::monotonic_now_ns() < t;)
+            co_await io::yield_now{};
+    }
+    if (!healed) sim.violation("the failed write was not healed to full width");
+    sim.hold_withdrawals = false;
+    for (auto t = after_ms(500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    auto reports = co_await n4.store->read_records(*place, {key}, true);
+    std::vector<cluster::node_report> by_node;
+    for (auto& node : reports) by_node.push_back(std::move(node[0]));
+    auto d = cluster::decide_version(*place, by_node);
+    if (!d || !d->found || !d->full_width || d->meta.object.etag != "v2")
+        sim.violation("after the held withdrawal, the failed write is not on every node");
+    co_await settle(sim);
+}
+
 io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
+    if (sim.options.scenario == 4) {
+        co_await late_commits(sim);
+        sim.all_done = true;
+        co_return;
+    }
+    if (sim.options.scenario != 0) {
+        co_await held_withdrawal(sim);
+        sim.all_done = true;
+        co_return;
+    }
     sim.replaces_a_drive = sim.chance(0.5);
     sim.clients_running = sim.options.clients + 1;
     for (unsigned c = 0; c < sim.options.clients; ++c) io::spawn(client(sim, c));
     io::spawn(cas_client(sim));
     io::spawn(faults(sim));
+    io::spawn(healing(sim));
     while (sim.clients_running > 0) co_await io::yield_now{};
     sim.clients_done = true;
+    while (sim.healer_running) co_await io::yield_now{};
     if (sim.failure.empty()) co_await settle(sim);
     sim.all_done = true;
 }
@@ -676,7 +892,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--verbose]\n");
+                 "[--requests N] [--scenario 1|2|3|4] [--verbose]\n");
     return 64;
 }
 
@@ -690,8 +906,10 @@ int main(int argc, char** argv) {
     if (!parse_seed_args(argc, argv, args,
                          {{"nodes", &options.nodes},
                           {"clients", &options.clients},
-                          {"requests", &options.requests}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0)
+                          {"requests", &options.requests},
+                          {"scenario", &options.scenario}}) ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 4 ||
+        (options.scenario >= 3 && options.nodes != 6))
         return usage();
     options.first_seed = args.first_seed;
     options.seeds = args.seeds;
