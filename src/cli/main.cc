@@ -60,8 +60,8 @@ void print_cluster_usage() {
         "  --heal-scan-interval-s N   how often a node scans its shards for objects below full\n"
         "                        width and damaged shards (default 600)\n"
         "  --heal-keys-per-second N   keys a scan looks at a second (default 2000)\n"
-        "  --heal-leftover-age-s N    age at which healing withdraws what a failed write left on\n"
-        "                        fewer than k nodes (default 60)\n",
+        "  --heal-leftover-age-s N    age at which healing decides a write left on fewer than W\n"
+        "                        nodes; its writer decides within half of it (default 60)\n",
         stderr);
 }
 
@@ -810,6 +810,13 @@ std::unique_ptr<cluster::cluster_store> make_cluster_store(const serve_config& c
     o.peers.credentials = *keys.find(keys.first_access_key());
     o.peers.region = cfg.service.region;
     o.leftover_age_ms = cfg.leftover_age_ms;
+    const std::int64_t waits_ms = o.peers.io_timeout_ms + o.peers.connect_timeout_ms;
+    if (o.leftover_age_ms / 2 <= waits_ms)
+        LOG_WARN(
+            "--heal-leftover-age-s: a write is decided within half of it (%lld ms), no more than "
+            "the data plane's time limits (%lld ms): a write that waits on a hung node answers "
+            "503 though its quorum stored it",
+            static_cast<long long>(o.leftover_age_ms / 2), static_cast<long long>(waits_ms));
     return std::make_unique<cluster::cluster_store>(std::move(o));
 }
 

@@ -42,6 +42,14 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
                                              const read_decision& d, bool& unreachable) {
     const std::int64_t now_ms = base::unix_now_ms();
     const stamp decided = d.holders > 0 ? d.meta.version : stamp{};
+    // A leftover is withdrawn only on every node's word: a version this read passed over because a
+    // node did not answer may be readable to another heal, which takes it up and trims the versions
+    // before it. With every node heard, it has fewer than k sound shards (decide_version), which no
+    // read can use, and after the leftover age no write adds any (a late commit is refused).
+    const bool every_node_answered =
+        std::all_of(by_node.begin(), by_node.end(), [](const node_report& r) {
+            return r.kind == node_report::state::present || r.kind == node_report::state::absent;
+        });
     std::vector<unsigned> targets;
     for (unsigned i = 0; i < place.width(); ++i) {
         const node_report& r = by_node[i];
@@ -54,7 +62,7 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
         bool settled = true;
         for (const shard_meta& v : r.versions) {
             if (d.holders > 0 && v.version <= decided) continue;
-            if (now_ms - written_ms(v) < self->options().leftover_age_ms) {
+            if (!every_node_answered || now_ms - written_ms(v) < self->options().leftover_age_ms) {
                 settled = false;
                 continue;
             }

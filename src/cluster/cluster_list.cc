@@ -180,11 +180,12 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
         (void)co_await fan->wait_for(
             nodes.size(), _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms);
         // Every set must have answered with a read quorum, or a key's newest version may be missed.
-        // A rebuilding node's page is merged but is not an answer (decide_version), by the marks
-        // known now: a node marked while the pages came counts as rebuilding.
+        // A rebuilding node's page is merged but is not an answer (decide_version), marked when the
+        // listing began or now (refresh_marks).
         const auto marks = snapshot();
         auto rebuilding = [&](const std::string& node) {
-            return marks->layout && marks->layout->is_rebuilding(node);
+            return snap->layout->is_rebuilding(node) ||
+                   (marks->layout && marks->layout->is_rebuilding(node));
         };
         std::vector<unsigned> answered(snap->layout->sets.size(), 0);
         for (std::size_t i = 0; i < nodes.size(); ++i)

@@ -367,18 +367,52 @@ io::task<base::result<store::object_record>> cluster_store::complete_upload(
         co_await write_version(*where, nullptr, record->size_bytes, finish, shard_kind::manifest,
                                version->first, version->second, upload_id, parts);
     if (!written) co_return written.as_failure();
-    // The upload is done: its record and the part attempts not chosen go.
+    purge_completed(bucket, key, upload_id, attempts, parts);
+    co_return written;
+}
+
+void cluster_store::purge_completed(const std::string& bucket, const std::string& key,
+                                    const std::string& upload_id,
+                                    const std::vector<std::string>& attempts,
+                                    const std::vector<manifest_part>& chosen) {
     if (auto u = place_in('u', bucket, key, upload_key(key, upload_id))) io::spawn(purge(*u));
     for (const std::string& attempt_key : attempts) {
         const auto attempt = attempt_of(attempt_key);
-        const bool chosen =
-            attempt && std::any_of(parts.begin(), parts.end(), [&attempt](const manifest_part& p) {
+        const bool kept =
+            attempt &&
+            std::any_of(chosen.begin(), chosen.end(), [&attempt](const manifest_part& p) {
                 return p.number == attempt->number && p.version == attempt->version;
             });
-        if (chosen) continue;
+        if (kept) continue;
         if (auto p = place_in('p', bucket, key, attempt_key)) io::spawn(purge(*p));
     }
-    co_return written;
+}
+
+// A completion that answered 503 may have left its manifest on W nodes (answers lost) or more: healing
+// then takes it up, and it needs its parts. Until the manifest is decided either way, an abort waits.
+io::task<base::result<bool>> cluster_store::completed_meanwhile(
+    const std::string& bucket, const std::string& key, const std::string& upload_id,
+    std::vector<manifest_part>& chosen) {
+    auto where = place(bucket, key);
+    if (!where) co_return where.as_failure();
+    auto reports = co_await read_records(*where, {key}, true);
+    std::vector<node_report> by_node;
+    bool anywhere = false;
+    for (auto& node : reports) {
+        for (const shard_meta& v : node[0].versions)
+            if (v.kind == shard_kind::manifest && v.upload_id == upload_id) anywhere = true;
+        by_node.push_back(std::move(node[0]));
+    }
+    if (!anywhere) co_return false;
+    refresh_marks(*where);
+    auto d = decide_version(*where, by_node);
+    if (d && d->found && d->meta.kind == shard_kind::manifest && d->meta.upload_id == upload_id &&
+        d->holders >= where->write_quorum()) {
+        chosen = d->meta.parts;
+        co_return true;
+    }
+    co_return base::fail(base::errc::slow_down,
+                         "a completion of the upload is not decided yet: try again");
 }
 
 io::task<base::result<void>> cluster_store::abort_upload(std::string bucket, std::string key,
@@ -386,6 +420,13 @@ io::task<base::result<void>> cluster_store::abort_upload(std::string bucket, std
     std::vector<std::string> attempts;
     auto upload = co_await load_upload(bucket, key, upload_id, true, &attempts);
     if (!upload) co_return upload.as_failure();
+    std::vector<manifest_part> chosen;
+    auto completed = co_await completed_meanwhile(bucket, key, upload_id, chosen);
+    if (!completed) co_return completed.as_failure();
+    if (*completed) {  // as the completion would have, had its answer come back
+        purge_completed(bucket, key, upload_id, attempts, chosen);
+        co_return base::fail(base::errc::no_such_upload, "the upload was completed");
+    }
     auto u = place_in('u', bucket, key, upload_key(key, upload_id));
     if (!u) co_return u.as_failure();
     co_await purge(*u);

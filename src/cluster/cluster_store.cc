@@ -142,15 +142,16 @@ base::result<key_place> cluster_store::place(const std::string& bucket,
     p.nodes.resize(p.width());
     for (unsigned i = 0; i < p.width(); ++i)
         p.nodes[i] = set.drives[shard_drive(h, i, p.width())].node_id;
+    p.rebuilding.assign(p.width(), false);
     refresh_marks(p);
     return p;
 }
 
 void cluster_store::refresh_marks(key_place& place) const {
     const cluster_snapshot& snap = *local().snapshot;
-    place.rebuilding.assign(place.width(), false);
+    place.rebuilding.resize(place.width(), false);
     for (unsigned i = 0; i < place.width() && snap.layout; ++i)
-        place.rebuilding[i] = snap.layout->is_rebuilding(place.nodes[i]);
+        if (snap.layout->is_rebuilding(place.nodes[i])) place.rebuilding[i] = true;
 }
 
 // ---- heal queue ----

@@ -228,8 +228,9 @@ public:
     // Copies the decided version onto the set's nodes that lack it (rebuilding their shards from k
     // others); true when every node of the set then holds it.
     io::task<base::result<bool>> heal_key(key_place place);
-    // Takes the rebuilding marks of the place's nodes from this core's newest snapshot: a node marked
-    // while a read was going must not count as an answer (decide_version).
+    // Adds the rebuilding marks of the place's nodes in this core's newest snapshot to those it had: a
+    // node marked while a read was going, or unmarked meanwhile (its "absent" may predate its healing),
+    // does not count as an answer (decide_version).
     void refresh_marks(key_place& place) const;
     // Objects written below full width since start, waiting for the healer (core 0's queue).
     struct heal_item {
@@ -289,6 +290,16 @@ private:
     io::task<base::result<std::optional<std::string>>> read_small(key_place place);
     // Removes every version of a key from its set's nodes (best effort; the scanner finds leftovers).
     io::task<void> purge(key_place place);
+    // A completed upload's record and the part attempts its manifest did not choose go (spawned).
+    void purge_completed(const std::string& bucket, const std::string& key,
+                         const std::string& upload_id, const std::vector<std::string>& attempts,
+                         const std::vector<manifest_part>& chosen);
+    // Whether an unacknowledged completion of the upload may still stand (its manifest is on some
+    // node): failed while it is undecided; true when it stands (the upload is complete).
+    io::task<base::result<bool>> completed_meanwhile(const std::string& bucket,
+                                                     const std::string& key,
+                                                     const std::string& upload_id,
+                                                     std::vector<manifest_part>& chosen);
     // An upload's record, with its parts when asked (the newest attempt of each number); the keys of
     // every attempt of every part into `attempts` when given.
     io::task<base::result<store::upload_record>> load_upload(

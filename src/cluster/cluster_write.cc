@@ -143,7 +143,7 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
     for (unsigned i = 0; i < n; ++i) all[i] = i;
     auto streamed =
         co_await stream_version(*this, place, std::move(all), meta, accept, feed ? &*feed : nullptr,
-                                place.write_quorum(), complete);
+                                place.write_quorum(), complete, _options.leftover_age_ms / 2);
     if (!streamed) co_return streamed.as_failure();
     const std::vector<upload>& ups = streamed->uploads;
     const std::size_t stored = count_in(ups, upload::state::stored);
@@ -182,6 +182,8 @@ base::failure cluster_store::write_failed(const key_place& place, const std::vec
     if (anywhere && holders.size() < place.write_quorum() && withdraw_by > 0)
         io::spawn(withdraw(this, place.shard_bucket, place.key, std::move(holders), version,
                            withdraw_by));
+    else if (anywhere)
+        queue_heal(place);
     if (count_in(ups, upload::state::refused) > 0) {
         for (const auto& u : ups)  // a retry is then ordered after what refused this one
             if (auto held = stamp::parse(u.held)) _clock.observe(*held);

@@ -219,6 +219,8 @@ io::task<void> healer::scan_keys(std::string bucket, char space, std::vector<std
             ++_scan_keys;
             auto place = place_of(set_keys[j]);
             if (!place) co_return;
+            for (unsigned i = 0; i < place->width(); ++i)  // marked when the read began, or now
+                if (first->rebuilding[i]) place->rebuilding[i] = true;
             std::vector<node_report> by_node;
             for (auto& node : reports) by_node.push_back(std::move(node[j]));
             auto d = decide_version(*place, by_node);

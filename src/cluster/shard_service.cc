@@ -335,8 +335,15 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
                                            ? head->version.text()
                                            : head->accept.bound.text() + "~";
     frame_source source(ex.body(), *head);
-    auto finish = [&source](const store::written_data&) -> base::result<store::object_record> {
+    // A write's shard commits only within its deadline: past it, healing may have withdrawn the
+    // version from the other nodes as one that never reached its quorum (docs/cluster.md, "Versions").
+    const auto commit_within = base::parse_u64(h.value_of("x-fjord-commit-within"));
+    auto finish =
+        [&source, commit_within](const store::written_data&) -> base::result<store::object_record> {
         const shard_meta& meta = source.meta();
+        if (commit_within && base::unix_now_ms() >= meta.object.modified_ms +
+                                                        static_cast<std::int64_t>(*commit_within))
+            return base::fail(base::errc::timed_out, "the write's shard came too late to commit");
         store::object_record record;
         record.etag = shard_etag(meta);
         record.modified_ms = meta.object.modified_ms;

@@ -89,7 +89,8 @@ void abort_all(std::vector<upload>& ups) {
 // leaves fewer than `needed` open.
 io::task<void> open_uploads(cluster_store& store, const key_place& place,
                             const std::vector<unsigned>& targets, const shard_meta& meta,
-                            acceptance accept, std::size_t needed, std::vector<upload>& ups) {
+                            acceptance accept, std::size_t needed, std::int64_t commit_within_ms,
+                            std::vector<upload>& ups) {
     for (int round = 0; round < 2; ++round) {
         if (round == 1 && count_in(ups, upload::state::open) >= needed) break;
         io::wait_group opening(std::max<std::size_t>(1, targets.size()));
@@ -101,9 +102,12 @@ io::task<void> open_uploads(cluster_store& store, const key_place& place,
             upload_head head{
                 meta.version,           meta.kind, place.k, place.m, targets[t], meta.block_bytes,
                 meta.object.size_bytes, accept};
+            header_list headers = upload_headers(head);
+            if (commit_within_ms > 0)
+                headers.emplace_back("x-fjord-commit-within", std::to_string(commit_within_ms));
             co_await opening.spawn(open_upload(&store, &ups[t],
                                                rpc_path("shard", place.shard_bucket, place.key),
-                                               upload_headers(head), round == 1));
+                                               std::move(headers), round == 1));
         }
         co_await opening.wait();
     }
@@ -130,12 +134,12 @@ std::string first_failure(const std::vector<upload>& ups) {
 io::task<base::result<streamed_version>> stream_version(
     cluster_store& store, const key_place& place, std::vector<unsigned> targets, shard_meta meta,
     acceptance accept, stripe_feed* feed, std::size_t needed,
-    const std::function<base::result<void>(shard_meta&)>& complete) {
+    const std::function<base::result<void>(shard_meta&)>& complete, std::int64_t commit_within_ms) {
     const stripe_layout layout = meta.layout();
     streamed_version out;
     std::vector<upload>& ups = out.uploads;
     ups.resize(targets.size());
-    co_await open_uploads(store, place, targets, meta, accept, needed, ups);
+    co_await open_uploads(store, place, targets, meta, accept, needed, commit_within_ms, ups);
     auto short_of = [&]() -> base::failure {
         const std::size_t going = count_in(ups, upload::state::open);
         std::string why = first_failure(ups);

@@ -48,10 +48,13 @@ struct streamed_version {
 // uploads, sends every stripe from `feed` (none for a version without bytes), then lets `complete` fill
 // in the record (a write's front end builds it once the body is in) and ends each upload with it. Fails,
 // committing nothing anywhere (the uploads are broken off), once fewer than `needed` uploads go on.
+// `commit_within_ms` > 0 (a write's): a node commits its shard only within that of the record's
+// modification time (x-fjord-commit-within; docs/cluster.md, "Versions").
 io::task<base::result<streamed_version>> stream_version(
     cluster_store& store, const key_place& place, std::vector<unsigned> targets, shard_meta meta,
     acceptance accept, stripe_feed* feed, std::size_t needed,
-    const std::function<base::result<void>(shard_meta&)>& complete);
+    const std::function<base::result<void>(shard_meta&)>& complete,
+    std::int64_t commit_within_ms = 0);
 
 // Removes a version from these nodes where they still hold it (best effort: a write that did not reach
 // its quorum, a failed write's leftovers). `before_ms` > 0: a node takes the withdrawal only until

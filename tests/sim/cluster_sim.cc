@@ -19,12 +19,13 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1|2|3|4, the last two with --nodes 6) drive one interleaving instead: a failed
-// write's withdrawal held up in the network while healing takes the write up (held_withdrawal), or a
-// write's commits held past the leftover age (late_commits).
+// Scenarios (--scenario 1 to 6; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
+// write's commits held past the leftover age (late_commits), two heals that see a write differently
+// (partial_view), an abort after a completion that answered 503 (abort_after_completion).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1|2|3|4] [--verbose]
+//                    [--scenario 1..6] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -65,7 +66,7 @@ struct run_options {
     unsigned keys_per_client = 3;
     std::uint64_t first_seed = 1, seeds = 1;
     bool verbose = false;
-    unsigned scenario = 0;  // 0: the random workload; 1 to 4: an interleaving (held_withdrawal)
+    unsigned scenario = 0;  // 0: the random workload; 1 to 6: an interleaving (held_withdrawal)
 };
 
 // The S3 side of a node is not under test here: requests outside the data plane get 404.
@@ -778,6 +779,121 @@ io::task<void> late_commits(simulation& sim) {
     co_await settle(sim);
 }
 
+// Scenario 5 (6 nodes): node 6 cut off and node 2 failing the commit put a write on nodes 1, 3, 4 and
+// 5, where it stays past the leftover age (its withdrawal held past its deadline). One heal, through
+// node 6 with node 5 cut off, passes it over (3 sound + 1 silent < W) and decides the version before;
+// its withdrawals of the leftover from nodes 1, 3 and 4 are held up. Another, through node 2, hears
+// every node, takes the write up (4 sound: readable) and trims the version before. Then the held
+// withdrawals land.
+io::task<void> partial_view(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1], &n5 = *sim.nodes[4], &n6 = *sim.nodes[5];
+    const std::string key = "partial";
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation("the first PUT was not acknowledged");
+        co_return;
+    }
+    cut(sim, n6, true);
+    sim.fail_upload_at = n2.id;
+    sim.hold_withdrawals = true;
+    if (co_await put_value(sim, n1, key, 2))
+        sim.violation("a PUT was acknowledged with one node cut off and another failing");
+    cut(sim, n6, false);
+    for (auto t = after_ms(1'200); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    auto place = n1.store->place(bucket, key);
+    cut(sim, n5, true);
+    io::spawn(heal_now(n6, *place));  // waits on its withdrawals, if it sends any
+    for (auto t = after_ms(200); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    cut(sim, n5, false);
+    auto healed = co_await n2.store->heal_key(*place);
+    if (!healed || !*healed) sim.violation("the readable write was not healed to full width");
+    sim.hold_withdrawals = false;
+    for (auto t = after_ms(500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    co_await settle(sim);
+}
+
+// One part holding value v, uploaded through n; the upload's id, or empty (a violation is noted).
+io::task<std::string> upload_one_part(simulation& sim, node_side& n, std::string key,
+                                      std::int64_t v) {
+    auto id = co_await n.store->create_upload(bucket, key, {}, "");
+    if (!id) {
+        sim.violation(key + ": CreateMultipartUpload failed: " + id.err().message);
+        co_return std::string();
+    }
+    string_source body(value_bytes(v));
+    store::part_request r{bucket, key, *id, 1, value_bytes(v).size(), 1 << 20};
+    auto part = co_await n.store->upload_part(
+        r, body, [](const store::written_data& w) -> base::result<store::part_record> {
+            store::part_record p;
+            p.etag = "p1";
+            p.data.size_bytes = w.size_bytes;
+            return p;
+        });
+    if (!part) {
+        sim.violation(key + ": UploadPart failed: " + part.err().message);
+        co_return std::string();
+    }
+    co_return *id;
+}
+
+// Completes an upload through n as value v (one part); true when acknowledged.
+io::task<bool> complete_as(simulation& sim, node_side& n, std::string key, std::string id,
+                           std::int64_t v) {
+    sim.keys[key].unknown.insert(v);
+    auto done = co_await n.store->complete_upload(
+        bucket, key, id,
+        [v](const store::upload_record& u) -> base::result<store::object_record> {
+            store::object_record r = u.object;
+            for (const auto& [number, part] : u.parts) {
+                r.segments.push_back(part.data);
+                r.size_bytes += part.data.size_bytes;
+            }
+            r.etag = "v" + std::to_string(v);
+            return r;
+        },
+        {});
+    if (!done && !outcome_unknown(done.err()))
+        sim.violation(key + ": a completion failed with " + done.err().message);
+    co_return done.has_value();
+}
+
+// Scenario 6: an AbortMultipartUpload after a completion that answered 503. (a) Node 3 cut off and
+// node 2's answer lost: the manifest is on W nodes and stands, so the abort answers NoSuchUpload and
+// the parts stay (healing takes the manifest up and trims the version before: without its parts, it
+// would be unreadable). (b) Node 2 failing the commit: the manifest is on 2 nodes, its withdrawal held
+// up: the abort waits (503); once the withdrawal lands, it goes through.
+io::task<void> abort_after_completion(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1], &n3 = *sim.nodes[2];
+    for (const bool stands : {true, false}) {
+        const std::string key = stands ? "mp-stands" : "mp-undecided";
+        if (!co_await put_value(sim, n1, key, 1)) sim.violation(key + ": the first PUT failed");
+        const std::string id = co_await upload_one_part(sim, n1, key, 2);
+        if (id.empty()) co_return;
+        cut(sim, n3, true);
+        (stands ? sim.lose_upload_answer_of : sim.fail_upload_at) = n2.id;
+        sim.hold_withdrawals = !stands;
+        if (co_await complete_as(sim, n1, key, id, 2))
+            sim.violation(key +
+                          ": a completion was acknowledged with one node cut off and another "
+                          "failing");
+        cut(sim, n3, false);
+        auto aborted = co_await n2.store->abort_upload(bucket, key, id);
+        const base::errc wanted = stands ? base::errc::no_such_upload : base::errc::slow_down;
+        if (aborted || aborted.code() != wanted)
+            sim.violation(key + ": the abort after a completion that " +
+                          (stands ? "stands" : "is undecided") + " answered " +
+                          (aborted ? std::string("OK") : aborted.err().message));
+        if (stands) continue;
+        sim.hold_withdrawals = false;
+        for (auto t = after_ms(300); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+        if (auto again = co_await n2.store->abort_upload(bucket, key, id); !again)
+            sim.violation(key + ": the abort once the completion was withdrawn failed: " +
+                          again.err().message);
+        else
+            sim.keys[key].unknown.erase(2);  // withdrawn for good: the key reads as before
+    }
+    co_await settle(sim);
+}
+
 io::task<void> held_withdrawal(simulation& sim) {
     const unsigned scenario = sim.options.scenario;
     node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1], &n4 = *sim.nodes[3];
@@ -825,8 +941,11 @@ io::task<void> held_withdrawal(simulation& sim) {
 io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
-    if (sim.options.scenario == 4) {
-        co_await late_commits(sim);
+    if (sim.options.scenario >= 4) {
+        if (sim.options.scenario == 6)
+            co_await abort_after_completion(sim);
+        else
+            co_await (sim.options.scenario == 4 ? late_commits(sim) : partial_view(sim));
         sim.all_done = true;
         co_return;
     }
@@ -892,7 +1011,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1|2|3|4] [--verbose]\n");
+                 "[--requests N] [--scenario 1..6] [--verbose]\n");
     return 64;
 }
 
@@ -908,8 +1027,9 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 4 ||
-        (options.scenario >= 3 && options.nodes != 6))
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 6 ||
+        ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
+         options.nodes != 6))
         return usage();
     options.first_seed = args.first_seed;
     options.seeds = args.seeds;
