@@ -42,14 +42,20 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
                                              const read_decision& d, bool& unreachable) {
     const std::int64_t now_ms = base::unix_now_ms();
     const stamp decided = d.holders > 0 ? d.meta.version : stamp{};
-    // A leftover is withdrawn only on every node's word: a version this read passed over because a
-    // node did not answer may be readable to another heal, which takes it up and trims the versions
-    // before it. With every node heard, it has fewer than k sound shards (decide_version), which no
-    // read can use, and after the leftover age no write adds any (a late commit is refused).
-    const bool every_node_answered =
-        std::all_of(by_node.begin(), by_node.end(), [](const node_report& r) {
-            return r.kind == node_report::state::present || r.kind == node_report::state::absent;
-        });
+    // A leftover is withdrawn only when no view can find k sound shards of it: those this read found
+    // and one on each node that did not answer stay below k. Otherwise another heal, which heard those
+    // nodes, may be taking it up and trimming the versions before it. After the leftover age no write
+    // adds a shard (a late commit is refused), and healing copies only what it can read.
+    std::size_t silent = 0;
+    for (const node_report& r : by_node)
+        if (r.kind != node_report::state::present && r.kind != node_report::state::absent) ++silent;
+    auto unreadable_anywhere = [&](const stamp& version) {
+        std::size_t sound = 0;
+        for (unsigned i = 0; i < by_node.size(); ++i)
+            for (const shard_meta& v : by_node[i].versions)
+                if (v.version == version && v.index == i && !v.damaged) ++sound;
+        return sound + silent < place.k;
+    };
     std::vector<unsigned> targets;
     for (unsigned i = 0; i < place.width(); ++i) {
         const node_report& r = by_node[i];
@@ -62,7 +68,8 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
         bool settled = true;
         for (const shard_meta& v : r.versions) {
             if (d.holders > 0 && v.version <= decided) continue;
-            if (!every_node_answered || now_ms - written_ms(v) < self->options().leftover_age_ms) {
+            if (now_ms - written_ms(v) < self->options().leftover_age_ms ||
+                !unreadable_anywhere(v.version)) {
                 settled = false;
                 continue;
             }
@@ -85,6 +92,34 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
 
 }  // namespace
 
+// Whether healing may take up the decided version now (copy it, trim before it): not a young one below
+// W, nor a manifest whose parts are gone. `changes`: the heal would copy or trim.
+io::task<bool> cluster_store::may_take_up(const key_place& place, const read_decision& d,
+                                          bool changes) {
+    const std::int64_t age_ms = base::unix_now_ms() - written_ms(d.meta);
+    // Readable but on fewer than W nodes, and young: a write that failed (or is still going) whose
+    // writer may yet withdraw it. Copied to the rest now, with the versions before it trimmed, it
+    // could be withdrawn from its first nodes after, leaving neither it nor its predecessor readable.
+    // It waits for the leftover age, by which its writer has decided it (cluster_write.cc).
+    const std::size_t held =
+        d.holders + static_cast<std::size_t>(std::count(d.damaged.begin(), d.damaged.end(), true));
+    if (held < place.write_quorum() && age_ms < _options.leftover_age_ms) {
+        LOG_DEBUG("heal %s/%s: version %s is on %zu nodes and young: left to its writer for now",
+                  place.bucket.c_str(), place.key.c_str(), d.meta.version.text().c_str(), held);
+        co_return false;
+    }
+    if (d.meta.kind != shard_kind::manifest || !changes) co_return true;
+    // A manifest whose parts are gone (an abort that crossed its completion's late commits) is not
+    // taken up, and the versions before it stay; once old, it is withdrawn, uncovering them.
+    auto parts = co_await parts_readable(place, d.meta);
+    if (!parts || *parts) co_return parts.has_value();
+    const bool old = age_ms >= _options.leftover_age_ms;
+    LOG_WARN("%s/%s: version %s names parts that are gone: %s", place.bucket.c_str(),
+             place.key.c_str(), d.meta.version.text().c_str(), old ? "withdrawn" : "left for now");
+    if (old) co_await withdraw(this, place.shard_bucket, place.key, place.nodes, d.meta.version);
+    co_return false;
+}
+
 io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
     auto reports = co_await read_records(place, {place.key}, true);
     std::vector<node_report> by_node;
@@ -100,17 +135,7 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
               place.bucket.c_str(), place.key.c_str(), place.space, decided.text().c_str(),
               d->holders, place.width(), targets.size(), unreachable ? ", a node not settled" : "");
     if (d->holders == 0) co_return !unreachable;
-    // Readable but on fewer than W nodes, and young: a write that failed (or is still going) whose
-    // writer may yet withdraw it. Copied to the rest now, with the versions before it trimmed, it
-    // could be withdrawn from its first nodes after, leaving neither it nor its predecessor readable.
-    // It waits for the leftover age, by which its writer has decided it (cluster_write.cc).
-    const std::size_t held = d->holders + static_cast<std::size_t>(std::count(
-                                              d->damaged.begin(), d->damaged.end(), true));
-    if (held < place.write_quorum() && now_ms - written_ms(d->meta) < _options.leftover_age_ms) {
-        LOG_DEBUG("heal %s/%s: version %s is on %zu nodes and young: left to its writer for now",
-                  place.bucket.c_str(), place.key.c_str(), decided.text().c_str(), held);
-        co_return false;
-    }
+    if (!co_await may_take_up(place, *d, !targets.empty() || d->others)) co_return false;
     if (d->meta.kind == shard_kind::deleted && d->full_width && !unreachable &&
         now_ms - decided.unix_ms() > _options.tombstone_age_ms) {
         // Every node has had the deletion for long: the tombstones go too, and what they hid.

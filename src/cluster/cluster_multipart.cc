@@ -388,6 +388,20 @@ void cluster_store::purge_completed(const std::string& bucket, const std::string
     }
 }
 
+io::task<base::result<bool>> cluster_store::parts_readable(const key_place& place,
+                                                           const shard_meta& manifest) {
+    for (const manifest_part& part : manifest.parts) {
+        auto where =
+            place_in('p', place.bucket, place.object_key,
+                     part_key(place.object_key, manifest.upload_id, part.number, part.version));
+        if (!where) co_return where.as_failure();
+        auto d = co_await quorum_read(*where);
+        if (!d) co_return d.as_failure();
+        if (!d->found || d->meta.version != part.version) co_return false;
+    }
+    co_return true;
+}
+
 // A completion that answered 503 may have left its manifest on W nodes (answers lost) or more: healing
 // then takes it up, and it needs its parts. Until the manifest is decided either way, an abort waits.
 io::task<base::result<bool>> cluster_store::completed_meanwhile(
@@ -411,6 +425,7 @@ io::task<base::result<bool>> cluster_store::completed_meanwhile(
         chosen = d->meta.parts;
         co_return true;
     }
+    queue_heal(*where);
     co_return base::fail(base::errc::slow_down,
                          "a completion of the upload is not decided yet: try again");
 }

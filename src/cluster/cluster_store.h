@@ -290,6 +290,9 @@ private:
     io::task<base::result<std::optional<std::string>>> read_small(key_place place);
     // Removes every version of a key from its set's nodes (best effort; the scanner finds leftovers).
     io::task<void> purge(key_place place);
+    io::task<bool> may_take_up(const key_place& place, const read_decision& d, bool changes);
+    // Whether every part a manifest names can still be read (false: one is gone for sure).
+    io::task<base::result<bool>> parts_readable(const key_place& place, const shard_meta& manifest);
     // A completed upload's record and the part attempts its manifest did not choose go (spawned).
     void purge_completed(const std::string& bucket, const std::string& key,
                          const std::string& upload_id, const std::vector<std::string>& attempts,

@@ -776,6 +776,12 @@ io::task<void> late_commits(simulation& sim) {
     (void)co_await n4.store->heal_key(*place);  // withdraws the write from nodes 1 and 3
     sim.hold_commits_to.clear();
     while (!written) co_await io::yield_now{};
+    // The held commits came after their deadline: refused, they left the write nowhere.
+    auto reports = co_await n4.store->read_records(*place, {key}, true);
+    for (unsigned i = 0; i < reports.size(); ++i)
+        for (const cluster::shard_meta& v : reports[i][0].versions)
+            if (v.object.etag == "v2")
+                sim.violation("node " + place->nodes[i] + " stored a commit after its deadline");
     co_await settle(sim);
 }
 
@@ -882,7 +888,13 @@ io::task<void> abort_after_completion(simulation& sim) {
             sim.violation(key + ": the abort after a completion that " +
                           (stands ? "stands" : "is undecided") + " answered " +
                           (aborted ? std::string("OK") : aborted.err().message));
-        if (stands) continue;
+        if (stands) {
+            for (auto t = after_ms(100); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+            if (auto left = co_await n2.store->get_upload(bucket, key, id);
+                left || left.code() != base::errc::no_such_upload)
+                sim.violation(key + ": the upload's record outlived the completion that stands");
+            continue;
+        }
         sim.hold_withdrawals = false;
         for (auto t = after_ms(300); base::monotonic_now_ns() < t;) co_await io::yield_now{};
         if (auto again = co_await n2.store->abort_upload(bucket, key, id); !again)
