@@ -53,7 +53,9 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
         std::size_t sound = 0;
         for (unsigned i = 0; i < by_node.size(); ++i)
             for (const shard_meta& v : by_node[i].versions)
-                if (v.version == version && v.index == i && !v.damaged) ++sound;
+                if (v.version == version && v.index == i && v.k == place.k && v.m == place.m &&
+                    !v.damaged)
+                    ++sound;
         return sound + silent < place.k;
     };
     std::vector<unsigned> targets;
@@ -93,7 +95,7 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
 }  // namespace
 
 // Whether healing may take up the decided version now (copy it, trim before it): not a young one below
-// W, nor a manifest whose parts are gone. `changes`: the heal would copy or trim.
+// W, nor a young manifest or one whose parts are gone. `changes`: the heal would copy or trim.
 io::task<bool> cluster_store::may_take_up(const key_place& place, const read_decision& d,
                                           bool changes) {
     const std::int64_t age_ms = base::unix_now_ms() - written_ms(d.meta);
@@ -109,15 +111,17 @@ io::task<bool> cluster_store::may_take_up(const key_place& place, const read_dec
         co_return false;
     }
     if (d.meta.kind != shard_kind::manifest || !changes) co_return true;
-    // A manifest whose parts are gone (an abort that crossed its completion's late commits) is not
-    // taken up, and the versions before it stay; once old, it is withdrawn, uncovering them.
+    // A manifest is taken up only once it is L old (an abort's removal of the parts, sent when it saw
+    // no manifest, has landed by then) and while its parts are all readable. One whose parts are gone
+    // (an abort that crossed its completion's commits) is left as it is, its reads failing, and the
+    // versions before it stay: withdrawing it could bring back what an acknowledged completion
+    // replaced.
+    if (age_ms < _options.leftover_age_ms) co_return false;
     auto parts = co_await parts_readable(place, d.meta);
-    if (!parts || *parts) co_return parts.has_value();
-    const bool old = age_ms >= _options.leftover_age_ms;
-    LOG_WARN("%s/%s: version %s names parts that are gone: %s", place.bucket.c_str(),
-             place.key.c_str(), d.meta.version.text().c_str(), old ? "withdrawn" : "left for now");
-    if (old) co_await withdraw(this, place.shard_bucket, place.key, place.nodes, d.meta.version);
-    co_return false;
+    if (parts && !*parts)
+        LOG_WARN("%s/%s: version %s names parts that are gone: not healed", place.bucket.c_str(),
+                 place.key.c_str(), d.meta.version.text().c_str());
+    co_return parts && *parts;
 }
 
 io::task<base::result<bool>> cluster_store::heal_key(key_place place) {

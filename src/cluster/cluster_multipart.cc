@@ -388,16 +388,37 @@ void cluster_store::purge_completed(const std::string& bucket, const std::string
     }
 }
 
+// Every node of the parts' set is asked (a part on k nodes, some silent, is not gone); a part is gone
+// only when its sound shards found plus the silent nodes stay below k.
 io::task<base::result<bool>> cluster_store::parts_readable(const key_place& place,
                                                            const shard_meta& manifest) {
-    for (const manifest_part& part : manifest.parts) {
-        auto where =
-            place_in('p', place.bucket, place.object_key,
-                     part_key(place.object_key, manifest.upload_id, part.number, part.version));
-        if (!where) co_return where.as_failure();
-        auto d = co_await quorum_read(*where);
-        if (!d) co_return d.as_failure();
-        if (!d->found || d->meta.version != part.version) co_return false;
+    auto parts_place = place_in('p', place.bucket, place.object_key, std::string());
+    if (!parts_place) co_return parts_place.as_failure();
+    const auto& parts = manifest.parts;
+    for (std::size_t from = 0; from < parts.size(); from += records_per_read) {
+        const std::size_t n = std::min(parts.size() - from, records_per_read);
+        std::vector<std::string> keys;
+        for (std::size_t j = from; j < from + n; ++j)
+            keys.push_back(
+                part_key(place.object_key, manifest.upload_id, parts[j].number, parts[j].version));
+        auto reports = co_await read_records(*parts_place, keys, true);
+        for (std::size_t j = 0; j < n; ++j) {
+            std::size_t sound = 0, silent = 0;
+            for (unsigned i = 0; i < reports.size(); ++i) {
+                const node_report& r = reports[i][j];
+                if (r.kind != node_report::state::present && r.kind != node_report::state::absent)
+                    ++silent;
+                for (const shard_meta& v : r.versions)
+                    if (v.version == parts[from + j].version && v.index == i &&
+                        v.k == parts_place->k && v.m == parts_place->m && !v.damaged)
+                        ++sound;
+            }
+            if (sound >= parts_place->k) continue;
+            if (sound + silent >= parts_place->k)
+                co_return base::fail(base::errc::service_unavailable,
+                                     "a part of the manifest cannot be judged now");
+            co_return false;
+        }
     }
     co_return true;
 }
