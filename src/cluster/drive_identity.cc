@@ -48,7 +48,7 @@ base::result<std::string> new_id() {
 base::result<void> write_durably(const std::string& dir, const std::string& name,
                                  const std::string& text) {
     const std::string path = dir + "/" + name, temp = path + ".tmp";
-    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return io_failure("create " + temp, errno);
     const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     const int write_err = errno;

@@ -225,7 +225,7 @@ io::task<base::result<std::unique_ptr<shard_log::segment>>> shard_log::create_se
     std::string path = _options.directory + "/" + segment_file_name(s->seq, s->nonce);
     int flags = O_RDWR | O_CREAT | O_EXCL | O_DIRECT;
     if (_options.ack == store::kv_write_ack::nvme) flags |= O_DSYNC;
-    s->fd = co_await _options.fs->openat(AT_FDCWD, path, flags, 0644);
+    s->fd = co_await _options.fs->openat(AT_FDCWD, path, flags, 0600);
     if (s->fd < 0) co_return io_failure("create " + path, s->fd);
     int rc = co_await _options.fs->allocate(s->fd, 0, _options.segment_bytes);
     if (rc < 0) {

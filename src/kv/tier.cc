@@ -266,6 +266,9 @@ base::result<std::unique_ptr<tier>> tier::open_blocking(tier_options options) {
     std::unique_ptr<tier> t(new tier(std::move(options)));
     std::error_code ec;
     std::filesystem::create_directories(t->_options.directory, ec);
+    // Only the server's user reads the cache's blocks (docs/security.md, "Files on disk")
+    if (!ec)
+        std::filesystem::permissions(t->_options.directory, std::filesystem::perms::owner_all, ec);
     if (ec)
         return base::fail(base::errc::io_error,
                           "cannot create " + t->_options.directory + ": " + ec.message());
@@ -347,6 +350,7 @@ io::task<base::result<void>> tier_ops::create(tier* t, std::string name,
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);  // left by a creation that failed
     std::filesystem::create_directories(dir, ec);
+    if (!ec) std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
     if (ec)
         co_return base::fail(base::errc::io_error, "cannot create " + dir + ": " + ec.message());
     auto written =

@@ -98,7 +98,7 @@ io::task<base::result<void>> object_writer::open(std::optional<std::uint64_t> ex
     // (A declared size of one step or less is admitted by its first step below, once.)
     const std::uint64_t step = _drives.space().step_bytes();
     if (total == 0 || total > step) FJORD_CO_TRY(co_await admit(total > 0 ? total : step));
-    int fd = co_await fs.openat(dir, _name, O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0644);
+    int fd = co_await fs.openat(dir, _name, O_CREAT | O_EXCL | O_WRONLY | O_DIRECT, 0600);
     if (fd < 0) co_return failed(-fd, "create data file " + _name);
     _fd = fd;
     _created = true;

@@ -162,7 +162,7 @@ base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, f
         }
         // Two processes on one directory would each remove the other's new files as orphans.
         std::string lock_path = d.path + "/LOCK";
-        d.lock_fd = fs.open_blocking(lock_path, O_RDWR | O_CREAT, 0644);
+        d.lock_fd = fs.open_blocking(lock_path, O_RDWR | O_CREAT, 0600);
         if (d.lock_fd < 0) return io_failure("open " + lock_path, d.lock_fd);
         if (int rc = fs.lock_blocking(d.lock_fd); rc < 0) {
             fs.close_blocking(d.lock_fd);

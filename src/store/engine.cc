@@ -463,7 +463,7 @@ base::result<void> engine::recover_shard(shard& s) {
         last = *scan;
     }
     std::string active = s.dir + "/" + gen_name("journal", active_gen, "log");
-    int fd = fs.open_blocking(active, O_WRONLY | O_CREAT, 0644);
+    int fd = fs.open_blocking(active, O_WRONLY | O_CREAT, 0600);
     if (fd < 0) return base::fail(base::errc::io_error, "open " + active + ": " + strerror(-fd));
     // The journal may have just been created: its directory entry must be durable before any record in
     // it is acknowledged, or a crash can take the whole file away.
@@ -1013,7 +1013,7 @@ namespace {
 // Writes `bytes` to a new file at `path` and makes them durable; 0, or the failure (-errno).
 io::task<int> write_durable_file(file_system& fs, const std::string& path,
                                  const std::string& bytes) {
-    int fd = co_await fs.openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = co_await fs.openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) co_return fd;
     std::size_t done = 0;
     int rc = 0;
@@ -1112,7 +1112,7 @@ io::task<void> engine::rotate(shard& s) {
     if (jfd < 0 && jfd != -ENOENT) {
         fail("remove a journal left by a failed attempt", jfd);
     } else if ((jfd = co_await fs.openat(AT_FDCWD, new_journal, O_WRONLY | O_CREAT | O_EXCL,
-                                         0644)) < 0) {
+                                         0600)) < 0) {
         fail("create journal", jfd);
     }
     if (jfd < 0) {

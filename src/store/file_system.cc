@@ -51,7 +51,7 @@ base::result<void> file_system::replace_file_blocking(const std::string& path,
             rc == -ENOSPC || rc == -EDQUOT ? base::errc::storage_full : base::errc::io_error,
             what + ": " + strerror(-rc));
     };
-    int fd = open_blocking(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open_blocking(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) return failed("create " + tmp, fd);
     std::size_t done = 0;
     while (done < content.size()) {
@@ -175,7 +175,7 @@ public:
         return st.st_size;
     }
     int mkdir_blocking(const std::string& path) override {
-        return result_of(::mkdir(path.c_str(), 0755));
+        return result_of(::mkdir(path.c_str(), 0700));
     }
     int rename_blocking(const std::string& from, const std::string& to) override {
         return result_of(::rename(from.c_str(), to.c_str()));

@@ -122,3 +122,33 @@ def test_expected_bucket_owner_is_checked(s3, bucket):
     assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["owned"]
     s3.copy_object(Bucket=bucket, Key="copy", CopySource={"Bucket": bucket, "Key": "owned"},
                    ExpectedSourceBucketOwner=owner, ExpectedBucketOwner=owner)
+
+
+def test_what_the_server_writes_is_its_users_alone(tmp_dir):
+    """The metadata journal holds every user's secret: the data directory the server makes is 0700, and
+    every file and directory it writes there (journals, data files, its lock and format files) is
+    readable by the server's user only."""
+    from conftest import FjordServer
+    from test_users import ALICE, add_user
+
+    server = FjordServer(tmp_dir / "modes", name="fjord-modes")
+    for directory in server.data_dirs:
+        directory.rmdir()  # the server makes its data directory itself
+    server.start()
+    try:
+        add_user(server, ALICE)
+        s3 = server.client()
+        s3.create_bucket(Bucket="modes")
+        s3.put_object(Bucket="modes", Key="big", Body=os.urandom(3 << 20))
+        s3.put_object(Bucket="modes", Key="small", Body=b"x")
+        found = []
+        for root, dirs, files in os.walk(server.data_dirs[0]):
+            for name in dirs + files + ([""] if root == str(server.data_dirs[0]) else []):
+                path = os.path.join(root, name)
+                mode = os.lstat(path).st_mode
+                found.append((path, oct(mode & 0o777)))
+                assert mode & 0o077 == 0, (path, oct(mode & 0o777))
+        assert any("journal" in p for p, _ in found), found
+        assert len(found) > 5, found
+    finally:
+        assert server.stop() == 0, server.log_tail()
