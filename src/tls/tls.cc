@@ -21,6 +21,12 @@ constexpr std::size_t max_record_bytes = 16384 + 2048 + 5;
 constexpr std::size_t idle_input_bytes = 4 * 1024;
 constexpr std::size_t bulk_input_bytes = 64 * 1024;
 
+// The TLS 1.2 suites a server offers, in its order of preference (AES-128-GCM first, as for TLS 1.3).
+constexpr const char* tls12_server_ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
 base::failure tls_failure(base::errc code, const std::string& what) {
     return base::fail(code, what + ": " + take_errors());
 }
@@ -72,6 +78,10 @@ base::result<std::shared_ptr<context>> context::server(const std::string& cert_p
     if (SSL_CTX_set_ciphersuites(
             ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") != 1)
         return tls_failure(base::errc::internal, "cannot set the TLS 1.3 cipher suites");
+    // TLS 1.2: forward-secret AEAD suites only (ECDHE with GCM or ChaCha20-Poly1305, the modern server
+    // profile); static-RSA key exchange and CBC with SHA-1 are never offered.
+    if (SSL_CTX_set_cipher_list(ctx, tls12_server_ciphers) != 1)
+        return tls_failure(base::errc::internal, "cannot set the TLS 1.2 cipher suites");
     if (SSL_CTX_use_certificate_chain_file(ctx, cert_path.c_str()) != 1)
         return tls_failure(base::errc::invalid_argument,
                            "cannot load the TLS certificate chain " + cert_path);

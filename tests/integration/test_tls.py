@@ -161,6 +161,37 @@ def test_tls_versions(tls_server, version, accepted):
         assert "alert protocol version" in output, output
 
 
+@pytest.fixture(scope="module")
+def rsa_tls_server(session_tmp, ca):
+    """A server with an RSA certificate: the one kind that static-RSA key exchange could use."""
+    server = FjordServer(session_tmp / "server-tls-rsa", name="fjord-tls-rsa",
+                         tls=ca.issue("shared-rsa", rsa=True))
+    server.start()
+    yield server
+    assert server.stop() == 0, server.log_tail()
+
+
+@pytest.mark.parametrize("cipher,accepted", [
+    ("AES128-SHA", False),                      # static RSA key exchange, CBC with SHA-1
+    ("AES256-GCM-SHA384", False),               # static RSA key exchange, even with an AEAD
+    ("ECDHE-RSA-AES128-SHA", False),            # forward secret, but CBC with SHA-1
+    ("ECDHE-RSA-AES256-SHA384", False),         # forward secret, CBC
+    ("ECDHE-RSA-AES128-GCM-SHA256", True),
+    ("ECDHE-RSA-AES256-GCM-SHA384", True),
+    ("ECDHE-RSA-CHACHA20-POLY1305", True)])
+def test_tls12_offers_only_forward_secret_aead_suites(rsa_tls_server, cipher, accepted):
+    result = subprocess.run(
+        ["openssl", "s_client", "-connect", rsa_tls_server.host, "-tls1_2", "-CAfile",
+         str(rsa_tls_server.tls.ca_path), "-cipher", f"{cipher}@SECLEVEL=0", "-verify_return_error"],
+        input=b"", capture_output=True, timeout=30)
+    output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
+    negotiated = f"New, TLSv1.2, Cipher is {cipher}" in output
+    if accepted:
+        assert result.returncode == 0 and negotiated, output
+    else:
+        assert result.returncode != 0 and not negotiated, output
+
+
 def test_aws_cli_over_https(tls_server, tls_bucket, tmp_dir):
     aws = REPO_ROOT / ".venv-awscli" / "bin" / "aws"
     env = _scrub_environment(dict(os.environ))

@@ -29,8 +29,10 @@ class CertificateAuthority:
                  "-keyout", self.key_path, "-out", self.cert_path, "-days", "2", "-subj", f"/CN={name}",
                  cwd=self.directory)
 
-    def issue(self, name: str = "server", hosts=("127.0.0.1", "localhost")) -> ServerCertificate:
-        """A server certificate (and its key) valid for `hosts`, in files named after `name`."""
+    def issue(self, name: str = "server", hosts=("127.0.0.1", "localhost"),
+              rsa: bool = False) -> ServerCertificate:
+        """A server certificate (and its key: ECDSA P-256, or RSA 2048 with `rsa`) valid for `hosts`, in
+        files named after `name`."""
         self._issued += 1
         key = self.directory / f"{name}.key"
         csr = self.directory / f"{name}.csr"
@@ -39,8 +41,9 @@ class CertificateAuthority:
         san = ",".join(("IP:" if h[0].isdigit() else "DNS:") + h for h in hosts)
         ext.write_text(f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
         serial = f"{0x1000 + self._issued:X}"
-        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-                 key, "-out", csr, "-subj", f"/CN={hosts[0]}", cwd=self.directory)
+        key_type = ["rsa:2048"] if rsa else ["ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
+        _openssl("req", "-newkey", *key_type, "-nodes", "-keyout", key, "-out", csr, "-subj",
+                 f"/CN={hosts[0]}", cwd=self.directory)
         _openssl("x509", "-req", "-in", csr, "-CA", self.cert_path, "-CAkey", self.key_path,
                  "-set_serial", f"0x{serial}", "-out", cert, "-days", "2", "-extfile", ext,
                  cwd=self.directory)
