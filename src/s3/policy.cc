@@ -272,9 +272,37 @@ bool statement_matches(const policy_statement& s, const policy_request& r,
 }
 }  // namespace
 
+namespace {
+// Parses a policy document, refusing one in which an object names a key twice: JSON leaves its meaning
+// open and parsers differ ({"Effect":"Deny","Effect":"Allow"} is an Allow to one, a Deny to another),
+// and a security document must never be guessed at. Keys compare as decoded ("Eff\u0065ct" is Effect).
+std::optional<json> parse_without_repeated_keys(std::string_view text) {
+    std::vector<std::vector<std::string>>
+        open_objects;  // the keys seen in each object being parsed
+    bool repeated = false;
+    json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+        if (event == json::parse_event_t::object_end && !open_objects.empty())
+            open_objects.pop_back();
+        if (event == json::parse_event_t::key && !open_objects.empty() && parsed.is_string()) {
+            auto& keys = open_objects.back();
+            const auto& key = parsed.get_ref<const std::string&>();
+            if (std::find(keys.begin(), keys.end(), key) != keys.end()) repeated = true;
+            keys.push_back(key);
+        }
+        return true;
+    };
+    json doc = json::parse(text, track, false);
+    if (doc.is_discarded() || repeated) return std::nullopt;
+    return doc;
+}
+}  // namespace
+
 base::result<bucket_policy> parse_policy(std::string_view text, const std::string& bucket) {
-    json doc = json::parse(text, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object()) return malformed("Policies must be valid JSON");
+    auto parsed = parse_without_repeated_keys(text);
+    if (!parsed) return malformed("Policies must be valid JSON, each key named once in an object");
+    json doc = std::move(*parsed);
+    if (!doc.is_object()) return malformed("Policies must be valid JSON");
     if (doc.contains("Version") &&
         (!doc["Version"].is_string() ||
          (doc["Version"] != "2012-10-17" && doc["Version"] != "2008-10-17")))

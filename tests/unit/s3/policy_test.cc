@@ -46,6 +46,29 @@ TEST(policy, refuses_what_it_cannot_honour) {
     EXPECT_FALSE(parse_policy(R"({"Statement": [], "Extra": 1})", "b"));
 }
 
+TEST(policy, a_key_named_twice_in_any_object_is_malformed) {
+    const char* refused[] = {
+        R"({"Effect": "Deny", "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"})",
+        R"({"Effect": "Deny", "Eff\u0065ct": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"})",
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*",
+            "Condition": {"StringEquals": {"s3:prefix": "a", "s3:prefix": "b"}}})",
+        R"({"Effect": "Allow", "Principal": {"AWS": "alice", "AWS": "*"}, "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"})",
+    };
+    for (const char* s : refused) {
+        auto p = parse_policy(doc(s), "b");
+        ASSERT_FALSE(p.has_value()) << s;
+        EXPECT_EQ(p.code(), base::errc::malformed_policy) << s;
+    }
+    EXPECT_FALSE(parse_policy(
+        R"({"Version": "2012-10-17", "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"}]})",
+        "b"));
+    // The same key in two different objects is no repetition
+    parsed(
+        R"({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"},
+              {"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/x",
+               "Condition": {"StringEquals": {"s3:prefix": "a"}, "StringLike": {"s3:prefix": "b*"}}})");
+}
+
 TEST(policy, deny_wins_and_wildcards_match_keys_holding_wildcards) {
     auto p = parsed(
         R"({"Effect": "Allow", "Principal": "*", "Action": "s3:Get*", "Resource": "arn:aws:s3:::b/*"},
