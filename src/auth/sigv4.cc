@@ -42,6 +42,14 @@ std::string decode_or_raw(std::string_view text) {
     return decoded ? std::move(*decoded) : std::string(text);
 }
 
+// A query's names and values are form-encoded: '+' is a space, as S3 reads it when it routes the
+// request (and as the Java SDK v1 sends a space while signing it as %20). The signature must cover
+// the meaning the server acts on, so "prefix=a+b" canonicalizes as "prefix=a%20b", never as a%2Bb.
+std::string decode_query_or_raw(std::string_view text) {
+    auto decoded = base::uri_decode(text, /*plus_is_space=*/true);
+    return decoded ? std::move(*decoded) : std::string(text);
+}
+
 std::string canonical_uri(std::string_view raw_path) {
     if (raw_path.empty()) return "/";
     return base::uri_encode(decode_or_raw(raw_path), /*keep_slash=*/true);
@@ -69,10 +77,10 @@ std::vector<std::pair<std::string_view, std::string_view>> split_query(std::stri
 std::string canonical_query(std::string_view raw_query, bool presigned) {
     std::vector<std::pair<std::string, std::string>> encoded;
     for (const auto& [raw_name, raw_value] : split_query(raw_query)) {
-        std::string name = decode_or_raw(raw_name);
+        std::string name = decode_query_or_raw(raw_name);
         if (presigned && name == "X-Amz-Signature") continue;
         encoded.emplace_back(base::uri_encode(name, false),
-                             base::uri_encode(decode_or_raw(raw_value), false));
+                             base::uri_encode(decode_query_or_raw(raw_value), false));
     }
     // Sorting the encoded forms is what botocore and the AWS test suite do.
     std::sort(encoded.begin(), encoded.end());
@@ -388,7 +396,7 @@ struct presign_params {
 base::result<presign_params> collect_presign_params(std::string_view raw_query) {
     presign_params params;
     for (const auto& [raw_name, raw_value] : split_query(raw_query)) {
-        std::string name = decode_or_raw(raw_name);
+        std::string name = decode_query_or_raw(raw_name);
         std::optional<std::string>* slot = name == "X-Amz-Algorithm"       ? &params.algorithm
                                            : name == "X-Amz-Credential"    ? &params.credential
                                            : name == "X-Amz-Date"          ? &params.date
@@ -399,7 +407,7 @@ base::result<presign_params> collect_presign_params(std::string_view raw_query) 
         if (slot == nullptr) continue;
         if (slot->has_value())
             return malformed("Query parameter " + name + " appears more than once");
-        *slot = decode_or_raw(raw_value);
+        *slot = decode_query_or_raw(raw_value);
     }
     if (!params.algorithm || !params.credential || !params.date || !params.expires ||
         !params.signed_headers || !params.signature) {
@@ -479,7 +487,7 @@ base::result<claimed_auth> parse_query_form(const request_view& req, std::int64_
 
 bool query_has(std::string_view raw_query, std::string_view wanted_name) {
     for (const auto& [raw_name, raw_value] : split_query(raw_query))
-        if (decode_or_raw(raw_name) == wanted_name) return true;
+        if (decode_query_or_raw(raw_name) == wanted_name) return true;
     return false;
 }
 

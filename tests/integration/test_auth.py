@@ -210,6 +210,30 @@ def test_expired_presigned_url_is_access_denied(fjord_server, stored):
     assert response.status_code == 200, response.text
 
 
+def test_a_plus_in_the_query_means_what_the_signature_covered(fjord_server, s3, bucket):
+    """'+' in a query string is a space, to the signature as to the listing: a URL presigned for the
+    prefix "a+b" (sent as a%2Bb) refuses the same query with a raw '+' (which lists "a b"), and a URL
+    signed for "a b" may send the space as '+' (the Java SDK v1 does)."""
+    s3.put_object(Bucket=bucket, Key="a+b/plus", Body=b"1")
+    s3.put_object(Bucket=bucket, Key="a b/space", Body=b"2")
+    creds, host, path = fjord_server.credentials, fjord_server.host, s3util.object_path(bucket)
+
+    def listed(query: str):
+        response = requests.get(f"{fjord_server.endpoint}{path}?{query}", timeout=TIMEOUT_S)
+        return response, re.findall(r"<Key>([^<]*)</Key>", response.text)
+
+    plus = s3util.presign_query(creds, "GET", host, path, 300, extra_query=[("prefix", "a+b")])
+    assert "prefix=a%2Bb" in plus
+    response, keys = listed(plus)
+    assert response.status_code == 200 and keys == ["a+b/plus"], response.text
+    assert_s3_error(listed(plus.replace("prefix=a%2Bb", "prefix=a+b"))[0], 403,
+                    "SignatureDoesNotMatch")
+    space = s3util.presign_query(creds, "GET", host, path, 300, extra_query=[("prefix", "a b")])
+    assert "prefix=a%20b" in space
+    response, keys = listed(space.replace("prefix=a%20b", "prefix=a+b"))
+    assert response.status_code == 200 and keys == ["a b/space"], response.text
+
+
 @pytest.mark.parametrize("expires,message", [
     ("604801", "X-Amz-Expires must be less than a week (in seconds) that is 604800 seconds"),
     ("0", "X-Amz-Expires must be at least 1 second"),

@@ -961,7 +961,11 @@ TEST(sigv4_canonical, query_is_decoded_encoded_and_sorted) {
     };
     EXPECT_EQ(query("b=2&a=1&a=0&c"), "a=0&a=1&b=2&c=");
     EXPECT_EQ(query("prefix=a%20b&delimiter=/"), "delimiter=%2F&prefix=a%20b");
-    EXPECT_EQ(query("x=a+b"), "x=a%2Bb");
+    // '+' in a query is a space, as the server routes it: a URL signed for a%2Bb does not also answer
+    // for a+b (which the service reads as "a b")
+    EXPECT_EQ(query("x=a+b"), "x=a%20b");
+    EXPECT_EQ(query("x=a%2Bb"), "x=a%2Bb");
+    EXPECT_EQ(query("a+b=1"), "a%20b=1");
     EXPECT_EQ(query("uploads&&"), "uploads=");
     EXPECT_EQ(query("response-content-type=text%2fplain"), "response-content-type=text%2Fplain");
     EXPECT_EQ(query("a=1&X-Amz-Signature=abc", false), "X-Amz-Signature=abc&a=1");
