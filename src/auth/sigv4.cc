@@ -556,6 +556,7 @@ base::result<auth_result> check_claim(const request_view& req, const credential_
     result.mode = claim.mode;
     result.payload_sha256_hex = std::move(claim.payload_sha256_hex);
     result.presigned = claim.presigned;
+    result.signed_headers = std::move(claim.signed_headers);
     return result;
 }
 

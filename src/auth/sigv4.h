@@ -7,6 +7,7 @@
 // Everything here is a pure function of its arguments (no clock, no I/O, no global state); the
 // caller passes the server's time. A chunk_signature_verifier belongs to one request on one core.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "base/digest.h"
 #include "base/result.h"
@@ -95,6 +97,11 @@ struct auth_result {
     // For signed_sha256: the value the body must hash to (lower-case)
     std::string payload_sha256_hex;
     bool presigned = false;
+    // The headers the signature covers: lower case, sorted, no repeats
+    std::vector<std::string> signed_headers;
+    bool signs(std::string_view lower_name) const {
+        return std::binary_search(signed_headers.begin(), signed_headers.end(), lower_name);
+    }
 };
 
 struct verify_options {

@@ -12,6 +12,11 @@
 //   get:    count × ({u8 status, 3 reserved, u32 value_crc32c, u64 size}, then size bytes)
 //   put:    count × {u8 status, 3 reserved, u32 error code (base/error.h numbers, 0 when stored)}
 // leading_hits is the number of keys from the first that are present (prefix lookup).
+//
+// The request carries the signed header x-fjord-batch-sha256: the lower-case hex SHA-256 of its header
+// and table, which the server checks before it acts, so a captured request cannot be replayed with
+// another key list. A put's values are sent unsigned (UNSIGNED-PAYLOAD: a SHA-256 of a gigabyte of
+// blocks would cost more than the transfer), each checked against its CRC32C in the signed table.
 
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +40,7 @@ constexpr std::size_t put_result_bytes = 8;
 constexpr std::uint32_t max_keys = 10'000;
 constexpr std::size_t max_key_bytes = 1024;
 constexpr std::uint32_t max_table_bytes = 4 * 1024 * 1024;
+constexpr std::string_view head_sha256_header = "x-fjord-batch-sha256";
 
 enum class op : std::uint16_t { exists = 1, get = 2, put = 3 };
 std::optional<op> op_named(std::string_view name);  // "exists", "get", "put"

@@ -10,6 +10,7 @@
 #include "base/checksum.h"
 #include "base/digest.h"
 #include "base/encoding.h"
+#include "base/kv_wire.h"
 
 namespace fjord::client {
 
@@ -179,6 +180,7 @@ std::string s3_client::format_head(const request& req, std::uint64_t content_len
     };
     if (!req.checksum_crc32c.empty())
         signed_headers.push_back({"x-amz-checksum-crc32c", req.checksum_crc32c});
+    for (const auto& [name, value] : req.signed_headers) signed_headers.push_back({name, value});
     if (trailer) {
         signed_headers.push_back({"x-amz-decoded-content-length", decoded_length});
         signed_headers.push_back({"x-amz-trailer", req.crc64nvme_trailer
@@ -439,6 +441,10 @@ io::task<base::result<void>> s3_client::kv_batch(std::string bucket, std::string
                 .raw_query = "fjord-batch=" + std::string(op)};
     req.body_parts = body;
     req.consumer = &consume;
+    FJORD_ASSERT(!body.empty() && body[0].iov_len >= base::kv_wire::header_bytes);
+    const std::string_view frame_head(static_cast<const char*>(body[0].iov_base), body[0].iov_len);
+    req.signed_headers.emplace_back(std::string(base::kv_wire::head_sha256_header),
+                                    base::hex_encode(base::sha256(frame_head)));
     auto r = co_await perform(std::move(req));
     if (!r) co_return r.as_failure();
     if (is_success(r->status)) co_return base::result<void>{};

@@ -153,8 +153,9 @@ public:
     io::task<base::result<void>> create_bucket(std::string bucket);
     // CreateBucket of a KV bucket; BucketAlreadyOwnedByYou is an error here (its options may differ).
     io::task<base::result<void>> create_kv_bucket(std::string bucket, kv_bucket_request options);
-    // One KV batch request (POST /bucket?fjord-batch=op) with a body gathered from `body`; a 2xx
-    // response body goes to `consume`, which must read all of it.
+    // One KV batch request (POST /bucket?fjord-batch=op) with a body gathered from `body`, whose first
+    // part is the frame's header and table (signed: base/kv_wire.h); a 2xx response body goes to
+    // `consume`, which must read all of it.
     io::task<base::result<void>> kv_batch(std::string bucket, std::string_view op,
                                           std::span<const iovec> body,
                                           const response_consumer& consume);
@@ -247,8 +248,9 @@ private:
         std::string if_match;                 // an ETag (without quotes) for If-Match, or empty
         std::string checksum_crc32c;          // an x-amz-checksum-crc32c value, or empty
         std::span<const iovec> body_parts;    // a gathered body (instead of `body`)
-        const response_consumer* consumer = nullptr;                     // reads a 2xx body
-        std::vector<std::pair<std::string, std::string>> extra_headers;  // unsigned
+        const response_consumer* consumer = nullptr;                      // reads a 2xx body
+        std::vector<std::pair<std::string, std::string>> extra_headers;   // unsigned
+        std::vector<std::pair<std::string, std::string>> signed_headers;  // lower-case names
     };
 
     std::string format_head(const request& req, std::uint64_t content_length) const;

@@ -8,6 +8,7 @@
 
 #include "base/checksum.h"
 #include "base/clock.h"
+#include "base/digest.h"
 #include "base/encoding.h"
 #include "base/kv_wire.h"
 #include "io/wait_group.h"
@@ -144,6 +145,26 @@ io::task<void> store_one(store::block_store* blocks, std::string bucket, std::st
     }
 }
 
+// The header and table must be the ones the signature covers (base/kv_wire.h): their SHA-256 is in a
+// signed header. Checked before anything is looked up or stored.
+base::result<void> check_head_signed(const http::request_head& head, const auth::auth_result& auth,
+                                     std::span<const std::byte> header_bytes,
+                                     std::span<const std::byte> table) {
+    const http::header* claimed = head.find(wire::head_sha256_header);
+    if (!claimed || !auth.signs(wire::head_sha256_header))
+        return base::fail(base::errc::access_denied,
+                          "a batch request signs the SHA-256 of its header and table in " +
+                              std::string(wire::head_sha256_header));
+    base::digest sha(base::digest_kind::sha256);
+    sha.update(header_bytes);
+    sha.update(table);
+    if (base::to_lower(claimed->value) != base::hex_encode(sha.finish()))
+        return base::fail(
+            base::errc::content_sha256_mismatch,
+            "The batch's header and table do not match " + std::string(wire::head_sha256_header));
+    return {};
+}
+
 }  // namespace
 
 io::task<void> service::kv_batch(context& c) {
@@ -172,6 +193,8 @@ io::task<void> service::kv_batch(context& c) {
     std::vector<std::byte> table(h.fourth);
     if (auto r = co_await read_exact(c.ex.body(), table.data(), table.size()); !r)
         co_return co_await send_error(c, malformed("the table is cut short"));
+    if (auto signed_head = check_head_signed(c.ex.head(), c.auth, head_bytes, table); !signed_head)
+        co_return co_await send_error(c, signed_head.err());
     std::vector<wire::entry> entries;
     if (auto bad = wire::decode_table(table, h.count, *op, entries))
         co_return co_await send_error(c, malformed(*bad));

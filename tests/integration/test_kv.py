@@ -33,14 +33,25 @@ def frame(op: str, entries, values=()) -> bytes:
     return head + table + b"".join(values)
 
 
+def head_sha256(body: bytes) -> str:
+    """The x-fjord-batch-sha256 a batch signs: the SHA-256 of its frame header and table."""
+    table_bytes = struct.unpack_from("<I", body, 12)[0] if len(body) >= 16 else 0
+    return s3util.sha256_hex(body[:16 + table_bytes])
+
+
+def batch_headers(server, path: str, op: str, body: bytes,
+                  payload_hash: str = s3util.UNSIGNED_PAYLOAD) -> dict:
+    return s3util.sign_headers(server.credentials, "POST", server.host, path, [("fjord-batch", op)],
+                               headers={"x-fjord-batch-sha256": head_sha256(body)},
+                               payload_hash=payload_hash).headers
+
+
 def batch(server, bucket, op: str, body: bytes, payload_hash: str = s3util.UNSIGNED_PAYLOAD,
           query_op: str | None = None) -> requests.Response:
-    query = [("fjord-batch", query_op or op)]
     path = s3util.object_path(bucket)
-    signed = s3util.sign_headers(server.credentials, "POST", server.host, path, query,
-                                 payload_hash=payload_hash)
+    headers = batch_headers(server, path, query_op or op, body, payload_hash)
     return requests.post(f"{server.endpoint}{path}?fjord-batch={query_op or op}", data=body,
-                         headers=signed.headers, timeout=30)
+                         headers=headers, timeout=30)
 
 
 def parse_header(body: bytes, op: str):
@@ -229,10 +240,9 @@ def test_batch_get_read_slowly_through_a_small_window_arrives_whole(fjord_server
     keys = keys * 3
     body = frame("get", [(k, 0, 0) for k in keys])
     path = s3util.object_path(kv_bucket)
-    signed = s3util.sign_headers(fjord_server.credentials, "POST", fjord_server.host, path,
-                                 [("fjord-batch", "get")])
+    headers = batch_headers(fjord_server, path, "get", body)
     head = f"POST {path}?fjord-batch=get HTTP/1.1\r\n" + "".join(
-        f"{n}: {v}\r\n" for n, v in signed.headers.items()) + \
+        f"{n}: {v}\r\n" for n, v in headers.items()) + \
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
     host, port = fjord_server.host.rsplit(":", 1)
     sock = socket.socket()
@@ -330,6 +340,35 @@ def test_batch_requests_need_a_kv_bucket_a_known_op_and_a_signature(fjord_server
     anonymous = requests.post(f"{fjord_server.endpoint}/{kv_bucket}?fjord-batch=exists",
                               data=frame("exists", [("k", 0, 0)]), timeout=10)
     assert anonymous.status_code == 403
+
+
+def test_a_captured_batch_cannot_be_replayed_with_other_keys(fjord_server, kv_bucket):
+    """The signature covers the batch's header and table (x-fjord-batch-sha256): the same signed head
+    with another key list, or with the hash left out of the signature, is refused before anything is
+    read or stored."""
+    assert batch_put(fjord_server, kv_bucket, {"replay/secret": b"s" * 100}) == [0]
+    path = s3util.object_path(kv_bucket)
+    for op, signed_body, sent_body in [
+            ("get", frame("get", [("replay/public", 0, 0)]), frame("get", [("replay/secret", 0, 0)])),
+            ("exists", frame("exists", [("replay/a", 0, 0)]),
+             frame("exists", [("replay/secret", 0, 0)])),
+            ("put", frame("put", [("replay/p", s3util.crc32c(b"v"), 1)], [b"v"]),
+             frame("put", [("replay/secret", s3util.crc32c(b"w"), 1)], [b"w"]))]:
+        headers = batch_headers(fjord_server, path, op, signed_body)
+        r = requests.post(f"{fjord_server.endpoint}{path}?fjord-batch={op}", data=sent_body,
+                          headers=headers, timeout=30)
+        assert r.status_code == 400, (op, r.status_code, r.text)
+        assert s3util.xml_children(r.content)["Code"] == "XAmzContentSHA256Mismatch", r.text
+    # The hash sent but not signed: anyone in the path could have put it there
+    body = frame("get", [("replay/secret", 0, 0)])
+    headers = s3util.sign_headers(fjord_server.credentials, "POST", fjord_server.host, path,
+                                  [("fjord-batch", "get")]).headers
+    headers["x-fjord-batch-sha256"] = head_sha256(body)
+    r = requests.post(f"{fjord_server.endpoint}{path}?fjord-batch=get", data=body, headers=headers,
+                      timeout=30)
+    assert r.status_code == 403, r.text
+    assert batch_get(fjord_server, kv_bucket, ["replay/secret"])[0] == [b"s" * 100]
+    assert batch_exists(fjord_server, kv_bucket, ["replay/p"])[0] == [None]
 
 
 # ---- the NVMe tier ----

@@ -358,7 +358,7 @@ def test_kv_batch_over_https_arrives_whole(tls_server):
     block back in order with its CRC32C."""
     import s3util
     from conftest import make_kv_bucket, unique_bucket_name
-    from test_kv import frame, parse_get
+    from test_kv import batch_headers, frame, parse_get
 
     client = tls_server.client()
     bucket = unique_bucket_name("tlskv")
@@ -366,10 +366,9 @@ def test_kv_batch_over_https_arrives_whole(tls_server):
     path = s3util.object_path(bucket)
 
     def post(op: str, body: bytes) -> bytes:
-        signed = s3util.sign_headers(tls_server.credentials, "POST", tls_server.host, path,
-                                     [("fjord-batch", op)])
         r = requests.post(f"{tls_server.endpoint}{path}?fjord-batch={op}", data=body,
-                          headers=signed.headers, verify=str(tls_server.tls.ca_path), timeout=30)
+                          headers=batch_headers(tls_server, path, op, body),
+                          verify=str(tls_server.tls.ca_path), timeout=30)
         assert r.status_code == 200, r.text
         return r.content
 
