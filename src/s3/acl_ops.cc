@@ -87,6 +87,7 @@ object_ownership ownership_of(const store::bucket_info& bucket) {
 base::result<void> object_acl_allows(const deferred_acl& d, const std::string& who,
                                      const store::object_record& record) {
     auto acl = object_acl_of(record, d.bucket_owner);
+    if (acl && d.policy_allows && acl->owner == d.bucket_owner) return {};
     if (acl && acl_permits(*acl, who, d.wanted)) return {};
     return base::fail(base::errc::access_denied, "Access Denied");
 }

@@ -329,6 +329,8 @@ io::task<void> service::delete_object_tagging(context& c) {
 io::task<void> service::get_object_attributes(context& c) {
     auto found = co_await head_named(c);
     if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
+    if (auto allowed = c.check_of_object()(*found); !allowed)
+        co_return co_await send_error(c, allowed.err());
     const store::object_record& r = *found;
     std::string wanted = base::to_lower(c.ex.head().value_of("x-amz-object-attributes"));
     if (wanted.empty())

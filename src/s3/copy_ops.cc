@@ -144,7 +144,7 @@ base::failure copy_onto_itself_unchanged() {
 // The ACLs of a copy: what the source's must grant the caller (nullopt: nothing of it), and the one the
 // copy gets (c.write_acl: a copy never keeps its source's).
 struct copy_acls {
-    const std::optional<deferred_acl>& source_check;
+    const object_check& source_check;
     const std::string& caller;
     const std::string& acl;
 };
@@ -157,7 +157,7 @@ io::task<base::result<store::object_record>> copy_onto_itself(
     copy_acls acls) {
     auto found = co_await store.head(req.bucket, req.key);
     if (!found) co_return found.as_failure();
-    if (acls.source_check) FJORD_CO_TRY(object_acl_allows(*acls.source_check, acls.caller, *found));
+    FJORD_CO_TRY(acls.source_check(*found));
     FJORD_CO_TRY(check_copy_conditions(head, *found));
     if (!replace && !replace_tags) co_return copy_onto_itself_unchanged();
     auto record = copy_metadata(head, *found, replace, replace_tags, max_metadata_bytes);
@@ -206,14 +206,15 @@ io::task<void> service::copy_object(context& c) {
     auto conditions = write_conditions_of(head);
     if (!conditions) co_return co_await send_error(c, conditions.err());
     base::result<store::object_record> result = base::fail(base::errc::internal);
+    const object_check source_check = c.check_of_source();
     if (same) {
         result = co_await copy_onto_itself(_store, head, c.req, replace, replace_tags, *conditions,
                                            _options.max_metadata_bytes,
-                                           {c.source_acl, c.auth.access_key, c.write_acl});
+                                           {source_check, c.auth.access_key, c.write_acl});
     } else {
         store::copy_planner plan =
             [&](const store::object_record& found) -> base::result<store::copy_plan> {
-            if (c.source_acl) FJORD_TRY(object_acl_allows(*c.source_acl, c.auth.access_key, found));
+            FJORD_TRY(source_check(found));
             FJORD_TRY(check_copy_conditions(head, found));
             if (onto_itself && !replace && !replace_tags) return copy_onto_itself_unchanged();
             auto record =
@@ -280,9 +281,10 @@ io::task<void> service::upload_part_copy(context& c) {
     if (!upload) co_return co_await send_error(c, upload.err());
     const auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm)
                          .value_or(checksum_algorithm::none);
+    const object_check source_check = c.check_of_source();
     store::part_copy_planner plan =
         [&](const store::object_record& found) -> base::result<store::part_copy_plan> {
-        if (c.source_acl) FJORD_TRY(object_acl_allows(*c.source_acl, c.auth.access_key, found));
+        FJORD_TRY(source_check(found));
         FJORD_TRY(check_copy_conditions(head, found));
         auto range = copy_source_range(head.value_of("x-amz-copy-source-range"), found.size_bytes);
         if (!range) return range.as_failure();

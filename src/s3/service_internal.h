@@ -23,6 +23,10 @@ namespace fjord::s3 {
 struct deferred_acl {
     acl_permission wanted = acl_permission::read;
     std::string bucket_owner;  // canonical ID: the owner of an object whose record names none
+    // The bucket's policy allows the request: that suffices for an object the bucket's owner owns, never
+    // for one another user owns (S3: a bucket policy cannot grant access to objects of another account;
+    // only their ACL can)
+    bool policy_allows = false;
 };
 
 // A policy decision that needs the tags of the object the request acts on (s3:ExistingObjectTag):
@@ -62,10 +66,18 @@ struct service::context {
     // Set by check_access: what the object's (and a copy source's) ACL must grant before it is served
     std::optional<deferred_acl> object_acl, source_acl;
     // Set by check_access instead of a decision when the bucket's policy tests the object's own tags
-    std::optional<deferred_policy> object_policy;
+    // (and the copy source's bucket's, its source's)
+    std::optional<deferred_policy> object_policy, source_policy;
     object_check check_of_object() const { return {object_acl, object_policy, auth.access_key}; }
+    // What a copy must check of its source's record, as a GET of the source would
+    object_check check_of_source() const { return {source_acl, source_policy, auth.access_key}; }
     // The ACL an object write stores (encode_acl; empty: the bucket owner's, FULL_CONTROL only)
     std::string write_acl;
+    // The headers the request acts on, when they are not its HTTP head's: a POST Object form's signed
+    // fields (post_object.cc). Authorization reads its x-amz-* condition keys from here, so it sees
+    // exactly what is stored.
+    const http::request_head* form_head = nullptr;
+    const http::request_head& acting_head() const { return form_head ? *form_head : ex.head(); }
     http::header_list common_headers() const {
         http::header_list headers;
         headers.reserve(12);  // room for an object's headers: no regrowth on the GET path

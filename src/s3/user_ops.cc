@@ -1,5 +1,7 @@
 // Users (users.h): the admin API, and who may act on which bucket.
 
+#include <array>
+
 #include "base/encoding.h"
 #include "io/reactor.h"
 #include "s3/policy.h"
@@ -161,7 +163,14 @@ std::optional<acl_need> acl_need_of(std::string_view action) {
         {"s3:GetObjectAcl", {p::read_acp, true}},
         {"s3:GetObjectVersionAcl", {p::read_acp, true}},
         {"s3:PutObjectAcl", {p::write_acp, true}},
-        {"s3:PutObjectVersionAcl", {p::write_acp, true}}};
+        {"s3:PutObjectVersionAcl", {p::write_acp, true}},
+        // Not in S3's ACL table, but an object another user owns answers them as its ACL says, as
+        // GetObject does: reading its tags and attributes needs READ, changing its tags WRITE_ACP (which
+        // could grant itself anything)
+        {"s3:GetObjectTagging", {p::read, true}},
+        {"s3:GetObjectAttributes", {p::read, true}},
+        {"s3:PutObjectTagging", {p::write_acp, true}},
+        {"s3:DeleteObjectTagging", {p::write_acp, true}}};
     for (const auto& [name, need] : needs)
         if (name == action) return need;
     return std::nullopt;
@@ -171,7 +180,10 @@ std::optional<acl_need> acl_need_of(std::string_view action) {
 namespace {
 // The request's values for the condition keys a policy may test (policy.h): its headers of those names,
 // and the listing parameters.
+// `head` is the HTTP head (aws:Referer, aws:UserAgent), `acting` the headers the request acts on (the
+// same, or a POST form's fields).
 std::vector<std::pair<std::string, std::string>> policy_values(const http::request_head& head,
+                                                               const http::request_head& acting,
                                                                const s3_request& r) {
     std::vector<std::pair<std::string, std::string>> out;
     for (std::string_view key : policy_string_keys) {
@@ -180,9 +192,15 @@ std::vector<std::pair<std::string, std::string>> policy_values(const http::reque
             const http::header* h = head.find(name == "referer" ? "referer" : "user-agent");
             if (h) out.emplace_back(std::string(key), std::string(h->value));
         } else if (name.starts_with("x-amz-")) {
-            const http::header* h = head.find(name);
-            if (!h) continue;
-            std::string value(h->value);
+            // Every value of a repeated header, comma-joined as S3 sees it: an ACL applies every grant
+            // header, so a Deny must see them all (single-valued ones are refused when repeated,
+            // check_single_valued)
+            std::optional<std::string> joined;
+            for (const auto& h : acting.headers)
+                if (base::iequals(h.name, name))
+                    joined = joined ? *joined + "," + std::string(h.value) : std::string(h.value);
+            if (!joined) continue;
+            std::string value = std::move(*joined);
             if (name == "x-amz-copy-source") {  // compared as "bucket/key", decoded
                 value = base::uri_decode(value, false).value_or(value);
                 if (value.starts_with('/')) value.erase(0, 1);
@@ -214,7 +232,7 @@ base::result<void> service::decide(const context& c, const bucket_access& a,
                          resource,
                          source_ip(c.ex.remote_address()),
                          {},
-                         policy_values(c.ex.head(), c.req)};
+                         policy_values(c.ex.head(), c.acting_head(), c.req)};
         if ((action == "s3:ListBucket" || action == "s3:ListBucketVersions") && c.req.has("prefix"))
             r.prefix = std::string(c.req.param("prefix"));
         if (a.policy->uses_object_tags && deferred_decision) {
@@ -229,11 +247,11 @@ base::result<void> service::decide(const context& c, const bucket_access& a,
         d = evaluate(*a.policy, r);
     }
     if (d == policy_decision::deny) return access_denied();
-    if (d == policy_decision::allow) return {};
     if (need && need->object && deferred) {
-        *deferred = deferred_acl{need->permission, a.owner_id};
+        *deferred = deferred_acl{need->permission, a.owner_id, d == policy_decision::allow};
         return {};
     }
+    if (d == policy_decision::allow) return {};
     // Bucket permissions come from the bucket's ACL, its owner's too (who may always read and replace
     // that ACL, so it cannot lock itself out); everything else is the owner's
     if (need && !need->object) {
@@ -249,12 +267,14 @@ base::result<void> complete_policy(const deferred_policy& d, const std::string& 
     policy_request r = d.request;
     for (const auto& [key, value] : record.tags)
         r.values.emplace_back(std::string(object_tag_condition_prefix) + key, value);
-    switch (evaluate(*d.policy, r)) {
-        case policy_decision::deny: return access_denied();
-        case policy_decision::allow: return {};
-        case policy_decision::none: break;
+    const policy_decision decided = evaluate(*d.policy, r);
+    if (decided == policy_decision::deny) return access_denied();
+    if (d.acl) {
+        deferred_acl acl = *d.acl;
+        acl.policy_allows = decided == policy_decision::allow;
+        return object_acl_allows(acl, caller, record);
     }
-    if (d.acl) return object_acl_allows(*d.acl, caller, record);
+    if (decided == policy_decision::allow) return {};
     return d.fallback ? base::result<void>{} : access_denied();
 }
 
@@ -281,8 +301,8 @@ bool owner_only(std::string_view operation) {
 // change anything: only they may leave a policy decision on the object's tags until it is read.
 bool reads_its_record(std::string_view operation) {
     static constexpr std::string_view operations[] = {
-        "GetObject",        "HeadObject",       "GetObjectAcl",       "PutObjectAcl",
-        "GetObjectTagging", "PutObjectTagging", "DeleteObjectTagging"};
+        "GetObject",        "HeadObject",       "GetObjectAcl",        "PutObjectAcl",
+        "GetObjectTagging", "PutObjectTagging", "DeleteObjectTagging", "GetObjectAttributes"};
     return std::find(std::begin(operations), std::end(operations), operation) !=
            std::end(operations);
 }
@@ -299,9 +319,31 @@ base::result<void> check_expected(const http::header* expected, const bucket_acc
 }
 }  // namespace
 
+namespace {
+// Headers that are policy condition keys and that the request acts on with one value: repeated, the
+// policy and the operation could read different ones, so they are refused (the grant headers are lists,
+// and a policy sees them joined).
+base::result<void> check_single_valued(const http::request_head& head) {
+    static constexpr std::string_view single[] = {
+        "x-amz-acl",           "x-amz-copy-source",    "x-amz-metadata-directive",
+        "x-amz-storage-class", "x-amz-content-sha256", "x-amz-server-side-encryption"};
+    std::array<int, std::size(single)> seen{};
+    for (const auto& h : head.headers) {
+        if (h.name.size() < 9 || !base::iequals(h.name.substr(0, 6), "x-amz-")) continue;
+        for (std::size_t i = 0; i < std::size(single); ++i)
+            if (base::iequals(h.name, single[i]) && ++seen[i] > 1)
+                return base::fail(
+                    base::errc::invalid_argument,
+                    "The header " + std::string(single[i]) + " may be given only once");
+    }
+    return {};
+}
+}  // namespace
+
 base::result<void> service::check_access(context& c, access_kind kind,
                                          std::string_view operation) const {
     if (c.req.bucket == system_bucket) return access_denied();
+    FJORD_TRY(check_single_valued(c.acting_head()));
     const bool root = _users.is_root(c.auth.access_key);
     const bool anonymous = c.auth.access_key.empty();
     if (kind == access_kind::admin && !root) return access_denied();
@@ -309,7 +351,7 @@ base::result<void> service::check_access(context& c, access_kind kind,
         return access_denied();
     // A CreateBucket of another's bucket is BucketAlreadyExists (create_owned_bucket), not a refusal
     const bool checked = !c.req.bucket.empty() && kind != access_kind::create_bucket;
-    const http::header* expected = c.ex.head().find("x-amz-expected-bucket-owner");
+    const http::header* expected = c.acting_head().find("x-amz-expected-bucket-owner");
     bucket_access target;  // root's requests look nothing up unless they name an expected owner
     if (checked && (!root || expected)) target = access_of(c, c.req.bucket);
     if (checked && !root) {
@@ -335,10 +377,11 @@ base::result<void> service::check_access(context& c, access_kind kind,
             c.ex.head().find("x-amz-source-expected-bucket-owner");
         bucket_access from;
         if (!root || source_expected) from = access_of(c, source.bucket);
+        // Every condition a GET of the source would see, its tags included (source_policy)
         if (!root)
             FJORD_TRY(decide(c, from, source.bucket + "/" + source.key,
                              source.versioned ? "s3:GetObjectVersion" : "s3:GetObject",
-                             &c.source_acl));
+                             &c.source_acl, &c.source_policy));
         FJORD_TRY(check_expected(source_expected, from, c.auth.access_key));
     }
     return {};
