@@ -136,12 +136,51 @@ base::result<store::object_record> build_object(const store::upload_record& u,
         r.size_bytes += parts[i]->data.size_bytes;
     }
     r.etag = base::hex_encode(etag_md5.finish()) + "-" + std::to_string(parts.size());
+    r.upload_id = u.upload_id;
     r.modified_ms = base::unix_now_ms();
     auto checksum = combine_part_checksums(u, parts);
     if (!checksum) return checksum.as_failure();
     r.checksum_value = *checksum;
     if (r.checksum_value.empty()) r.checksum_algorithm.clear();
     return r;
+}
+
+// The object's checksum a CompleteMultipartUpload names (x-amz-checksum-<algorithm>), against the one the
+// parts make: S3's own form ("<base64>-<parts>" for a COMPOSITE checksum) or the value without its part
+// count; a checksum in another algorithm than the upload's is refused.
+base::result<void> check_named_checksum(const payload_options& named,
+                                        const store::object_record& r) {
+    if (named.checksum == checksum_algorithm::none) return {};
+    auto alg = parse_checksum_algorithm(r.checksum_algorithm);
+    if (!alg || *alg != named.checksum)
+        return base::fail(base::errc::invalid_request,
+                          "The upload was not created with the " +
+                              std::string(checksum_name(named.checksum)) + " checksum algorithm");
+    const std::string expected = named.checksum_expected.value_or("");
+    const std::string& made = r.checksum_value;
+    const auto dash = made.rfind('-');
+    if (expected == made || (dash != std::string::npos && expected == made.substr(0, dash)))
+        return {};
+    return base::fail(base::errc::bad_digest,
+                      "The " + std::string(checksum_name(named.checksum)) +
+                          " you specified did not match the calculated checksum.");
+}
+
+// A CompleteMultipartUpload of an upload that is gone: a retry of one that succeeded (its answer lost)
+// is answered as it was, from the object it made, while that is the key's current version and the
+// retry names the same parts (the same multipart ETag); naming other parts is InvalidPart; anything
+// else stays NoSuchUpload.
+base::result<store::object_record> completed_before(const store::object_record& current,
+                                                    const std::string& upload_id,
+                                                    const std::vector<requested_part>& parts,
+                                                    const base::error& gone) {
+    if (current.upload_id.empty() || current.upload_id != upload_id) return base::failure{gone};
+    base::digest etag_md5(base::digest_kind::md5);
+    for (const auto& p : parts) etag_md5.update(etag_raw(p.etag));
+    if (current.etag != base::hex_encode(etag_md5.finish()) + "-" + std::to_string(parts.size()))
+        return invalid_part(
+            "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.");
+    return current;
 }
 
 base::result<std::uint32_t> part_number_of(const s3_request& r) {
@@ -238,17 +277,29 @@ io::task<void> service::complete_multipart_upload(context& c) {
     std::string upload_id(c.req.param("uploadId"));
     auto conditions = write_conditions_of(c.ex.head());
     if (!conditions) co_return co_await send_error(c, conditions.err());
-    auto body = co_await read_verified_body(c, max_complete_body_bytes);
+    // Its x-amz-checksum-* header names the object's checksum, not its body's
+    payload_options named;
+    if (auto given = checksum_options(c.ex.head(), named); !given)
+        co_return co_await send_error(c, given.err());
+    auto body = co_await read_verified_body(c, max_complete_body_bytes, false);
     if (!body) co_return co_await send_error(c, body.err());
     auto wanted = parse_complete_body(*body);
     if (!wanted) co_return co_await send_error(c, wanted.err());
     std::vector<requested_part> parts = std::move(*wanted);
     store::upload_finalizer finalize =
-        [parts, min = _options.min_part_bytes](const store::upload_record& u) {
-            return build_object(u, parts, min);
-        };
+        [parts, named, min = _options.min_part_bytes](
+            const store::upload_record& u) -> base::result<store::object_record> {
+        auto built = build_object(u, parts, min);
+        if (built) FJORD_TRY(check_named_checksum(named, *built));
+        return built;
+    };
     auto done =
         co_await _store.complete_upload(c.req.bucket, c.req.key, upload_id, finalize, *conditions);
+    if (!done && done.code() == base::errc::no_such_upload) {
+        // SDKs retry a completion whose answer was lost: it may have succeeded
+        auto current = co_await _store.head(c.req.bucket, c.req.key);
+        if (current) done = completed_before(*current, upload_id, parts, done.err());
+    }
     if (!done) co_return co_await send_error(c, done.err());
     const store::object_record& r = *done;
     xml_writer x;

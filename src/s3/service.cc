@@ -1102,7 +1102,8 @@ std::string service::listing_owner(const context& c) const {
 
 namespace fjord::s3 {
 
-io::task<base::result<std::string>> service::read_verified_body(context& c, std::size_t limit) {
+io::task<base::result<std::string>> service::read_verified_body(context& c, std::size_t limit,
+                                                                bool body_checksums) {
     const http::request_head& head = c.ex.head();
     payload_options po;
     po.aws_chunked = c.auth.mode == auth::payload_mode::streaming_signed ||
@@ -1110,7 +1111,7 @@ io::task<base::result<std::string>> service::read_verified_body(context& c, std:
                      c.auth.mode == auth::payload_mode::streaming_unsigned_trailer;
     if (po.aws_chunked)
         po.decoded_length = base::parse_u64(head.value_of("x-amz-decoded-content-length"));
-    FJORD_CO_TRY(checksum_options(head, po));
+    if (body_checksums) FJORD_CO_TRY(checksum_options(head, po));
     std::string_view content_md5 = head.value_of("content-md5");
     if (!content_md5.empty()) {
         auto raw = base::base64_decode(content_md5);

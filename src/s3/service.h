@@ -186,7 +186,10 @@ private:
     base::result<body_plan> plan_body(const context& c,
                                       checksum_algorithm expected_algorithm) const;
     // A request body of at most `limit` bytes, with every digest it carries verified.
-    io::task<base::result<std::string>> read_verified_body(context& c, std::size_t limit);
+    // The whole body, checked against the signature, Content-MD5 and (unless `body_checksums` is false:
+    // CompleteMultipartUpload's name the object's) the x-amz-checksum-* headers.
+    io::task<base::result<std::string>> read_verified_body(context& c, std::size_t limit,
+                                                           bool body_checksums = true);
     io::task<void> copy_object(context& c);
     io::task<void> upload_part_copy(context& c);
     io::task<void> delete_objects(context& c);

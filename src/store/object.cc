@@ -42,7 +42,9 @@ void encode(encoder& e, const object_record& r) {
     e.str(r.inline_data);
     e.str(r.version_id);
     e.u8(r.delete_marker ? 1 : 0);
-    if (!r.acl.empty()) e.str(r.acl);  // most records have none: they end at the flag
+    // Most records have neither: they end at the flag. An upload id comes after the ACL, empty or not.
+    if (!r.acl.empty() || !r.upload_id.empty()) e.str(r.acl);
+    if (!r.upload_id.empty()) e.str(r.upload_id);
 }
 
 bool decode(decoder& d, object_record& r) {
@@ -103,9 +105,15 @@ bool decode(decoder& d, object_record& r) {
         if (r.delete_marker && (r.size_bytes != 0 || !r.segments.empty())) return false;
     }
     r.acl.clear();
-    if (d.ok() && !d.at_end()) {  // records without an ACL end here
+    r.upload_id.clear();
+    if (d.ok() && !d.at_end()) {  // records without an ACL or an upload id end here
         r.acl = d.str();
-        if (r.acl.empty()) return false;  // one encoding per record: an empty one is left out
+        if (d.ok() && !d.at_end()) {
+            r.upload_id = d.str();
+            if (r.upload_id.empty()) return false;  // one encoding per record
+        } else if (r.acl.empty()) {
+            return false;  // one encoding per record: an empty ACL alone is left out
+        }
     }
     return d.ok();
 }

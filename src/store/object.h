@@ -56,6 +56,9 @@ struct object_record {
     // The object's access control list as the S3 front end keeps it (s3/acl.h, encode_acl); empty:
     // none of its own (the bucket owner's, with full control). Opaque to the store.
     std::string acl;
+    // The multipart upload that made this object (empty for any other write): a retried
+    // CompleteMultipartUpload whose answer was lost is answered from it after the upload is gone.
+    std::string upload_id;
 };
 
 void encode(encoder& e, const object_record& r);

@@ -173,6 +173,28 @@ def test_crc32_composite_checksum(mp_s3, bucket, rng):
     assert got.get("ChecksumType") == "COMPOSITE"
 
 
+@pytest.mark.parametrize("algorithm", ["CRC32", "SHA1", "SHA256"])
+def test_complete_takes_the_composite_checksum_in_the_form_s3_returns(mp_s3, bucket, rng, algorithm):
+    """x-amz-checksum-<algorithm> on CompleteMultipartUpload names the object's checksum: accepted in
+    S3's own form ("<base64>-<parts>") and without the part count when it matches; a wrong one is
+    BadDigest and completes nothing."""
+    name = algorithm.lower()
+    field = f"Checksum{algorithm}"
+    parts = [s3util.payload(rng, MIN_PART_BYTES + 7), s3util.payload(rng, 1000)]
+    expected = composite_checksum(name, parts)
+    for key, named in (("with-count.bin", expected), ("without-count.bin", expected.rsplit("-", 1)[0])):
+        upload_id = start_upload(mp_s3, bucket, key, ChecksumAlgorithm=algorithm)
+        listed = upload_parts(mp_s3, bucket, key, upload_id, parts, ChecksumAlgorithm=algorithm)
+        wrong = s3util.CHECKSUM_VALUE[name](b"other bytes") + "-2"
+        with pytest.raises(ClientError) as excinfo:
+            complete(mp_s3, bucket, key, upload_id, listed, **{field: wrong})
+        assert client_error(excinfo) == ("BadDigest", 400)
+        assert "Contents" not in mp_s3.list_objects_v2(Bucket=bucket, Prefix=key)
+        done = complete(mp_s3, bucket, key, upload_id, listed, **{field: named})
+        assert done[field] == expected
+        assert read_all(mp_s3, bucket, key) == b"".join(parts)
+
+
 @pytest.mark.parametrize("algorithm", ["CRC64NVME", "CRC32"])
 def test_full_object_checksum_is_crc_of_whole_object(mp_s3, bucket, rng, algorithm):
     parts = [s3util.payload(rng, MIN_PART_BYTES + 5), s3util.payload(rng, 64 * KiB + 3)]
@@ -303,18 +325,49 @@ def test_upload_id_used_with_another_key_is_no_such_upload(mp_s3, bucket, two_pa
     assert_upload_still_completes(mp_s3, bucket, upload_id, listed, parts)
 
 
-def test_completed_or_aborted_upload_is_no_such_upload(mp_s3, bucket):
+def test_a_retried_complete_answers_as_the_completion_did(mp_s3, bucket, rng):
+    """SDKs retry a CompleteMultipartUpload whose answer was lost: the same parts again get 200 and the
+    same result, as S3 answers; other parts are InvalidPart; once the key holds another object the
+    upload is NoSuchUpload."""
+    parts = [s3util.payload(rng, MIN_PART_BYTES), s3util.payload(rng, 3 * KiB)]
+    upload_id = start_upload(mp_s3, bucket, "retried.bin", ChecksumAlgorithm="SHA256")
+    listed = upload_parts(mp_s3, bucket, "retried.bin", upload_id, parts, ChecksumAlgorithm="SHA256")
+    first = complete(mp_s3, bucket, "retried.bin", upload_id, listed)
+    for _ in range(2):
+        again = complete(mp_s3, bucket, "retried.bin", upload_id, listed)
+        for field in ("ETag", "Bucket", "Key", "Location", "ChecksumSHA256"):
+            assert again[field] == first[field], field
+    with pytest.raises(ClientError) as excinfo:
+        complete(mp_s3, bucket, "retried.bin", upload_id, listed[:1])
+    assert client_error(excinfo) == ("InvalidPart", 400)
+    with pytest.raises(ClientError) as excinfo:
+        complete(mp_s3, bucket, "retried.bin", upload_id[:-1] + ("0" if upload_id[-1] != "0" else "1"),
+                 listed)
+    assert client_error(excinfo)[0] in ("NoSuchUpload", "InvalidArgument")
+    assert read_all(mp_s3, bucket, "retried.bin") == b"".join(parts)
+    # The upload's id means nothing for another key, nor once the key was overwritten
+    with pytest.raises(ClientError) as excinfo:
+        complete(mp_s3, bucket, "other.bin", upload_id, listed)
+    assert client_error(excinfo) == ("NoSuchUpload", 404)
+    mp_s3.put_object(Bucket=bucket, Key="retried.bin", Body=b"newer")
+    with pytest.raises(ClientError) as excinfo:
+        complete(mp_s3, bucket, "retried.bin", upload_id, listed)
+    assert client_error(excinfo) == ("NoSuchUpload", 404)
+    assert read_all(mp_s3, bucket, "retried.bin") == b"newer"
+
+
+def test_an_aborted_upload_is_no_such_upload(mp_s3, bucket):
     upload_id = start_upload(mp_s3, bucket, "gone.bin")
     listed = upload_parts(mp_s3, bucket, "gone.bin", upload_id, [b"only part"])
     complete(mp_s3, bucket, "gone.bin", upload_id, listed)
-    with pytest.raises(ClientError) as excinfo:
-        complete(mp_s3, bucket, "gone.bin", upload_id, listed)
-    assert client_error(excinfo) == ("NoSuchUpload", 404)
 
     aborted = start_upload(mp_s3, bucket, "gone.bin")
     mp_s3.abort_multipart_upload(Bucket=bucket, Key="gone.bin", UploadId=aborted)
     with pytest.raises(ClientError) as excinfo:
         mp_s3.upload_part(Bucket=bucket, Key="gone.bin", UploadId=aborted, PartNumber=1, Body=b"x")
+    assert client_error(excinfo) == ("NoSuchUpload", 404)
+    with pytest.raises(ClientError) as excinfo:
+        complete(mp_s3, bucket, "gone.bin", aborted, listed)
     assert client_error(excinfo) == ("NoSuchUpload", 404)
     assert read_all(mp_s3, bucket, "gone.bin") == b"only part"
 
