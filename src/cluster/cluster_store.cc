@@ -20,6 +20,7 @@ struct cluster_store::core_state {
     std::map<std::string, std::int64_t> suspect_until_ns;
     etcd_client etcd;
     io::semaphore operations;
+    std::size_t bucket_lookups = 0;  // learn_bucket's etcd reads in flight on this core
 };
 
 namespace {
@@ -204,6 +205,19 @@ io::task<base::result<std::optional<store::bucket_info>>> cluster_store::find_bu
     if (*read || seen) co_await apply_bucket_change(name, *read);
     if (!*read) co_return std::optional<store::bucket_info>{};
     co_return std::optional<store::bucket_info>(info_of(**read));
+}
+
+io::task<void> cluster_store::learn_bucket(std::string name) {
+    // Enough for a client that makes a bucket through one node and writes through all of them at once;
+    // past it a request for an unknown bucket is answered from the view (NoSuchBucket).
+    constexpr std::size_t max_bucket_lookups_per_core = 8;
+    core_state& cs = local();
+    if (!ready() || cs.bucket_lookups >= max_bucket_lookups_per_core) co_return;
+    ++cs.bucket_lookups;
+    auto found = co_await find_bucket_now(std::move(name));
+    --local().bucket_lookups;
+    if (!found)
+        LOG_DEBUG("cluster: looking up a bucket in etcd failed: %s", found.err().message.c_str());
 }
 
 bool cluster_store::bucket_has_attribute(const std::string& bucket, const std::string& name) const {

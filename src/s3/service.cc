@@ -704,8 +704,18 @@ access_kind kind_of(s3_op op) {
 }
 }  // namespace
 
+namespace {
+// A request for a bucket this core does not know: it may have been made through another node a moment
+// ago (object_store::learn_bucket).
+bool names_unknown_bucket(const s3_request& r, s3_op op, const store::object_store& store) {
+    return !r.bucket.empty() && op != s3_op::create_bucket && r.bucket != system_bucket &&
+           !store.bucket_exists(r.bucket);
+}
+}  // namespace
+
 io::task<void> service::dispatch(context& c) {
     chosen_operation chosen = choose_operation(c.ex.head(), c.req);
+    if (names_unknown_bucket(c.req, chosen.op, _store)) co_await _store.learn_bucket(c.req.bucket);
     // A POST form names its key and its signer in its body: post_object checks access once it has
     // read them.
     if (chosen.op == s3_op::post_object) co_return co_await post_object(c);

@@ -291,6 +291,11 @@ public:
     // make (CreateBucket of a name this core still sees after another node deleted it). A cluster
     // asks its catalog and brings this core's view up to date; other stores answer find_bucket.
     virtual io::task<base::result<std::optional<bucket_info>>> find_bucket_now(std::string name);
+    // Called before a request is answered NoSuchBucket from this core's view: a store whose view can
+    // lag (a cluster's, for a bucket made through another node a moment ago) looks the bucket up in
+    // its source of truth and brings the view up to date; the others do nothing. Bounded and best
+    // effort: when it cannot look, the view answers.
+    virtual io::task<void> learn_bucket(std::string) { co_return; }
     // A number that changes whenever this core's view of the buckets may have changed without a call
     // on this node (another node of a cluster changed them); 0, and constant, for a store whose buckets
     // change only through its own calls. A front end caching bucket configuration reloads on a change.
