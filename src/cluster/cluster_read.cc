@@ -369,6 +369,10 @@ io::task<base::result<void>> stripe_reader::gather(
         base::monotonic_now_ns() + _store.options().peers.io_timeout_ms * 1'000'000;
     bool hedged = false;
     for (;;) {
+        // Taken with the counts: a read launched below can finish before it yields (its answer
+        // already buffered), and waiting for one more than finished() after that would wait for a
+        // read that does not exist, until the hedge timer (2 s on every small GET).
+        const std::size_t seen = fan->finished();
         std::size_t n_good = 0, n_slow = 0, n_in_flight = 0;
         for (const auto& src : reading) {
             if (src->done && src->good) ++n_good;
@@ -385,11 +389,14 @@ io::task<base::result<void>> stripe_reader::gather(
         const std::int64_t left_ms = (give_up_ns - base::monotonic_now_ns()) / 1'000'000;
         if (left_ms <= 0) break;
         const bool progressed = co_await fan->wait_for(
-            fan->finished() + 1, hedged ? left_ms : std::min(left_ms, _store.options().hedge_ms));
+            seen + 1, hedged ? left_ms : std::min(left_ms, _store.options().hedge_ms));
         if (!progressed && !hedged) {
             hedged = true;  // the shards still reading are slow: others join them
             for (auto& src : reading)
                 if (!src->done) src->slow = true;
+            LOG_INFO("%s/%s: shard reads slower than the %lld ms hedge; reading other shards too",
+                     _place.bucket.c_str(), _place.key.c_str(),
+                     static_cast<long long>(_store.options().hedge_ms));
         }
     }
     for (auto& src : reading) {

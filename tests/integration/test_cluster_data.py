@@ -19,8 +19,8 @@ import requests
 from botocore.exceptions import ClientError
 
 import s3util
-from cluster_support import (Etcd, Nodes, cluster_cli, init_topology, status, wait_for, wait_log,
-                             wait_serving)
+from cluster_support import (Etcd, Nodes, cluster_cli, init_topology, log_has, status, wait_for,
+                             wait_log, wait_serving)
 from conftest import SEED
 
 CLUSTER = "data"
@@ -105,6 +105,49 @@ def test_objects_written_through_one_node_read_through_every_other(cluster):
     assert paged == sorted(bodies)
     sizes = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="shared")["Contents"]}
     assert sizes == {k: len(v) for k, v in bodies.items()}
+
+
+def test_a_bucket_made_through_one_node_is_known_at_once_to_the_others(cluster):
+    """A client that makes a bucket through one node and then writes through all of them (as load
+    generators and multi-endpoint clients do) is never told NoSuchBucket: a node that does not know a
+    bucket asks etcd before it answers so."""
+    _, servers = cluster
+    for round_ in range(3):
+        name = f"at-once-{round_}"
+        servers[round_ % 4].client().create_bucket(Bucket=name)
+        for server in servers:
+            s3 = server.client()
+            s3.put_object(Bucket=name, Key=f"from-{server.name}", Body=server.name.encode())
+            s3.head_bucket(Bucket=name)
+        listed = servers[(round_ + 1) % 4].client().list_objects_v2(Bucket=name)["Contents"]
+        assert sorted(o["Key"] for o in listed) == sorted(f"from-{s.name}" for s in servers)
+    # A bucket that exists nowhere is still NoSuchBucket, through every node
+    for server in servers:
+        with pytest.raises(ClientError) as e:
+            server.client().put_object(Bucket="made-nowhere", Key="k", Body=b"x")
+        assert e.value.response["Error"]["Code"] == "NoSuchBucket"
+
+
+def test_small_objects_read_without_waiting_on_a_timer(cluster):
+    """Shards of a small object are answered whole in one receive; a reader that did not count a read
+    finished that way waited for the 2 s hedge on every GET of a 4 KiB object. On a healthy cluster no
+    read hedges, through any node."""
+    _, servers = cluster
+    make_bucket(servers, "small")
+    rng = random.Random(SEED)
+    bodies = {f"s-{size}-{i}": body_of(rng, size) for size in (1000, 2048, 4096, 5000, 9000)
+              for i in range(3)}
+    for i, (key, body) in enumerate(bodies.items()):
+        servers[i % 4].client().put_object(Bucket="small", Key=key, Body=body)
+    slowest = 0.0
+    for server in servers:
+        s3 = server.client()
+        for key, body in bodies.items():
+            began = time.monotonic()
+            assert s3.get_object(Bucket="small", Key=key)["Body"].read() == body
+            slowest = max(slowest, time.monotonic() - began)
+    hedged = [s.name for s in servers if log_has(s, "slower than the")]
+    assert hedged == [], f"reads hedged on a healthy cluster (slowest GET {slowest:.3f} s)"
 
 
 def test_overwrite_delete_copy_and_conditions(cluster):
@@ -433,6 +476,11 @@ def test_multipart_uploads_complete_without_copying_and_read_from_any_node(clust
         got = server.client().get_object(Bucket="parts", Key="big/object")
         assert got["Body"].read() == whole
         assert got["ETag"] == done["ETag"]
+        # A retried completion (its answer lost) gets the same answer, through any node
+        again = server.client().complete_multipart_upload(
+            Bucket="parts", Key="big/object", UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]})
+        assert (again["ETag"], again["Key"]) == (done["ETag"], done["Key"])
     # A range across part boundaries, and a copy of the assembled object.
     first, last = part_size - 100, 2 * part_size + 50
     ranged = b.get_object(Bucket="parts", Key="big/object", Range=f"bytes={first}-{last}")
