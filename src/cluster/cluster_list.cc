@@ -203,8 +203,13 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
             co_return base::fail(base::errc::internal, "a node's listing made no progress");
         if (complete) co_return std::move(merge.page);
     }
-    // Rounds without end (more than max_rounds of 1000 keys): what was merged, marked as cut short.
-    merge.page.truncated = !merge.page.entries.empty();
+    // Rounds without end (more than max_rounds of 1000 keys, none of them listable): what was merged,
+    // marked as cut short. Nothing merged is an error, never an empty page: that would call a bucket
+    // that holds objects empty (and DeleteBucket would delete it).
+    if (merge.page.entries.empty())
+        co_return base::fail(base::errc::service_unavailable,
+                             "the listing of " + request.bucket + " could not finish");
+    merge.page.truncated = true;
     co_return std::move(merge.page);
 }
 
