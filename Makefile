@@ -74,12 +74,14 @@ crash-test: build
 
 # The deterministic simulations over many seeds, JOBS processes each (make test runs a few hundred of
 # each through ctest): server_sim (HTTP, S3 and engine together on simulated connections, clock and
-# cores) and engine_sim (the engine through crashes); see docs/reliability.md ("Simulation"). A failure
-# prints its seed: build/release/tests/sim/server_sim --seed N
+# cores), engine_sim (the engine through crashes) and cluster_sim (CLUSTER_SIM_SEEDS seeds of a cluster
+# with faults and healing); see docs/reliability.md ("Simulation"). A failure prints its seed:
+# build/release/tests/sim/server_sim --seed N
 SIM_SEEDS ?= 100000
 SIM_FIRST_SEED ?= 1
+CLUSTER_SIM_SEEDS ?= 2000
 sim-long: build
-	scripts/sim_long.sh $(SIM_SEEDS) $(SIM_FIRST_SEED) $(JOBS)
+	scripts/sim_long.sh $(SIM_SEEDS) $(SIM_FIRST_SEED) $(JOBS) $(CLUSTER_SIM_SEEDS)
 
 # Puts back, one at a time, bugs from the project's history (tests/sim/mutants) and shows that
 # server_sim finds each within SIM_MUTANT_SEEDS seeds.

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Runs the deterministic simulations over many seeds, JOBS processes per simulation, one simulation
-# after the other: server_sim (the whole request path) and engine_sim (the engine with crashes).
+# after the other: server_sim (the whole request path), engine_sim (the engine with crashes) and
+# cluster_sim (a cluster of nodes with faults and healing; CLUSTER_SEEDS seeds, default 2000: each of
+# its seeds runs a whole cluster, about 0.2 s).
 # A failure prints its seed and the command that replays it.
-# Usage: scripts/sim_long.sh SEEDS FIRST_SEED JOBS
+# Usage: scripts/sim_long.sh SEEDS FIRST_SEED JOBS [CLUSTER_SEEDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-100000}
 first=${2:-1}
 jobs=${3:-2}
+cluster_seeds=${4:-2000}
+all_seeds=$seeds
 status=0
-for sim in server_sim engine_sim; do
+for sim in server_sim engine_sim cluster_sim; do
+    seeds=$all_seeds
+    [ "$sim" = cluster_sim ] && seeds=$cluster_seeds
     dir=$(mktemp -d)
     per=$(((seeds + jobs - 1) / jobs))
     started=0
