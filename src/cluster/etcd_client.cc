@@ -128,15 +128,35 @@ io::task<base::result<std::string>> etcd_client::read_answer(std::int64_t deadli
 }
 
 io::task<base::result<range_result>> etcd_client::range(std::string key, std::string range_end,
-                                                        std::int64_t limit) {
-    auto body = co_await call("/v3/kv/range", range_body(key, range_end, limit));
+                                                        std::int64_t limit, std::int64_t revision) {
+    auto body = co_await call("/v3/kv/range", range_body(key, range_end, limit, revision));
     if (!body) co_return body.as_failure();
     co_return parse_range(*body);
 }
 
 io::task<base::result<range_result>> etcd_client::range_prefix(std::string prefix) {
-    std::string end = prefix_end(prefix);
-    co_return co_await range(std::move(prefix), std::move(end));
+    const std::string end = prefix_end(prefix);
+    range_result all;
+    std::string from = std::move(prefix);
+    std::int64_t limit = prefix_page_keys;
+    for (std::size_t pages = 0; pages < max_prefix_pages;) {
+        auto page = co_await range(from, end, limit, all.revision);
+        if (!page && page.code() == base::errc::entity_too_large && limit > 1) {
+            limit = std::max<std::int64_t>(1, limit / 2);  // large values: fewer keys a page
+            continue;
+        }
+        if (!page) co_return page.as_failure();
+        ++pages;
+        if (all.revision == 0) all.revision = page->revision;
+        const bool more = page->more && !page->kvs.empty();
+        if (more) from = page->kvs.back().key + std::string(1, '\0');  // the next key after it
+        for (auto& kv : page->kvs) all.kvs.push_back(std::move(kv));
+        all.count = static_cast<std::int64_t>(all.kvs.size());
+        if (!more) co_return all;
+        limit = prefix_page_keys;
+    }
+    co_return base::fail(base::errc::entity_too_large,
+                         "more than " + std::to_string(max_prefix_pages) + " pages under a prefix");
 }
 
 io::task<base::result<std::int64_t>> etcd_client::put(std::string key, std::string value,

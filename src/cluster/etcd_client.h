@@ -36,10 +36,16 @@ class etcd_client {
 public:
     explicit etcd_client(etcd_options options);
 
-    // Keys in [key, range_end) (just `key` when range_end is empty), at most `limit` (0: all).
+    // Keys in [key, range_end) (just `key` when range_end is empty), at most `limit` (0: all), as the
+    // store is now or (`revision` > 0) was at that revision.
     io::task<base::result<range_result>> range(std::string key, std::string range_end = {},
-                                               std::int64_t limit = 0);
+                                               std::int64_t limit = 0, std::int64_t revision = 0);
+    // Every key under `prefix`, read in pages of one revision: no answer is larger than
+    // max_response_bytes however much the prefix holds (a page too large is asked for again in
+    // halves, down to one key). At most max_prefix_pages pages.
     io::task<base::result<range_result>> range_prefix(std::string prefix);
+    static constexpr std::int64_t prefix_page_keys = 256;
+    static constexpr std::size_t max_prefix_pages = 100'000;
     // The new revision.
     io::task<base::result<std::int64_t>> put(std::string key, std::string value,
                                              std::int64_t lease = 0);

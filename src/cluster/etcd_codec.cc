@@ -107,10 +107,12 @@ std::string prefix_end(std::string_view prefix) {
     return std::string(1, '\0');  // every key: etcd's "\0" range end
 }
 
-std::string range_body(std::string_view key, std::string_view range_end, std::int64_t limit) {
+std::string range_body(std::string_view key, std::string_view range_end, std::int64_t limit,
+                       std::int64_t revision) {
     json body = {{"key", b64(key)}};
     if (!range_end.empty()) body["range_end"] = b64(range_end);
     if (limit > 0) body["limit"] = std::to_string(limit);
+    if (revision > 0) body["revision"] = std::to_string(revision);
     return body.dump();
 }
 

@@ -65,7 +65,9 @@ struct txn_result {
 // The first key after every key that starts with `prefix` (etcd's range_end for a prefix scan).
 std::string prefix_end(std::string_view prefix);
 
-std::string range_body(std::string_view key, std::string_view range_end, std::int64_t limit);
+// `revision` > 0 reads the store as it was at that revision (the pages of one consistent read).
+std::string range_body(std::string_view key, std::string_view range_end, std::int64_t limit,
+                       std::int64_t revision = 0);
 std::string put_body(std::string_view key, std::string_view value, std::int64_t lease);
 std::string delete_range_body(std::string_view key, std::string_view range_end);
 std::string lease_grant_body(std::int64_t ttl_s);

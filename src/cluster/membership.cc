@@ -304,7 +304,18 @@ io::task<void> membership_agent::heartbeat() {
 
 io::task<void> membership_agent::refresh_view() {
     auto parsed = co_await read_view(_etcd, _options.cluster);
-    if (!parsed) co_return;  // the next heartbeat reports an unreachable etcd
+    if (!parsed) {
+        // Said once: etcd may answer heartbeats and still fail this read (a map it cannot send)
+        if (!_view_failing)
+            LOG_WARN(
+                "cluster %s: cannot read the cluster map from etcd (%s); serving the last one read",
+                _options.cluster.c_str(), parsed.err().message.c_str());
+        _view_failing = true;
+        co_return;
+    }
+    if (_view_failing)
+        LOG_INFO("cluster %s: the cluster map reads again", _options.cluster.c_str());
+    _view_failing = false;
     if (_options.on_view) _options.on_view(*parsed);
     std::int64_t before = _epoch.exchange(parsed->epoch, std::memory_order_relaxed);
     std::size_t up_before = _members_up.exchange(parsed->up(), std::memory_order_relaxed);

@@ -112,6 +112,7 @@ private:
     std::int64_t _lease = 0;
     std::int64_t _backoff_ms = 0;
     bool _reachable = true;
+    bool _view_failing = false;  // the last read of the map failed (said once, in the log)
     bool _waiting_logged = false;
     std::atomic<bool> _registered{false};
     std::atomic<std::int64_t> _epoch{0};

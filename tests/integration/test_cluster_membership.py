@@ -191,3 +191,30 @@ def test_cluster_cli_without_etcd_fails_clearly(tmp_path):
     usage = subprocess.run([str(binary_path()), "cluster", "frobnicate"], capture_output=True, text=True,
                            timeout=60)
     assert usage.returncode == 2 and "usage: fjord cluster status" in usage.stderr, usage
+
+
+def test_a_cluster_map_larger_than_one_etcd_answer_is_read_in_pages(etcd, nodes):
+    """The map is read in pages of one revision: a cluster whose records together pass the 4 MiB an etcd
+    answer may have (large lifecycle rules and policies on many buckets) still sees its buckets and
+    members; it read the map in one range, failed every refresh for good and said nothing."""
+    import base64
+    import requests
+
+    init_topology(etcd, "big", ["n1", "n2", "n3", "n4"])
+    servers = nodes.start("big", 4)
+    wait_serving(servers)
+    # Records the nodes do not read, 6 MiB in all: what makes the range large is only its size
+    for i in range(6):
+        key = base64.b64encode(f"/fjord/big/filler/{i}".encode()).decode()
+        value = base64.b64encode(bytes([65 + i]) * (1 << 20)).decode()
+        assert requests.post(f"{etcd.url}/v3/kv/put", json={"key": key, "value": value},
+                             timeout=10).status_code == 200
+    servers[0].client().create_bucket(Bucket="after-the-filler")
+    # ListBuckets answers from each node's own view of the map: it must come from a refresh
+    deadline = time.monotonic() + 15
+    for server in servers[1:]:
+        while "after-the-filler" not in [b["Name"] for b in server.client().list_buckets()["Buckets"]]:
+            assert time.monotonic() < deadline, f"{server.name} never read the map again"
+            time.sleep(0.2)
+    assert [s.name for s in servers if log_has(s, "cannot read the cluster map")] == []
+    assert states(status(etcd, "big")) == {f"n{i}": True for i in range(1, 5)}

@@ -24,6 +24,8 @@ TEST(EtcdCodec, RequestBodiesEncodeKeysAndNumbers) {
     EXPECT_EQ(range["range_end"], base::base64_encode("/l"));
     EXPECT_EQ(range["limit"], "5");
     EXPECT_FALSE(json::parse(range_body("/k", "", 0)).contains("range_end"));
+    EXPECT_FALSE(json::parse(range_body("/k", "/l", 5)).contains("revision"));
+    EXPECT_EQ(json::parse(range_body("/k", "/l", 5, 1234))["revision"], "1234");
     json put = json::parse(put_body("k", "v", 7587));
     EXPECT_EQ(put["value"], base::base64_encode("v"));
     EXPECT_EQ(put["lease"], "7587");
