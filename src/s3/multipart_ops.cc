@@ -183,6 +183,15 @@ base::result<store::object_record> completed_before(const store::object_record& 
     return current;
 }
 
+// Who started an upload and will own its object: the owner its ACL names (the writer, in a bucket with
+// ACLs enabled), else the bucket's owner. Fjord keeps no other initiator: in a BucketOwnerEnforced
+// bucket a user a policy let in is shown as the bucket's owner.
+std::string upload_owner(const store::upload_record& u, const std::string& bucket_owner) {
+    if (u.object.acl.empty()) return bucket_owner;
+    auto acl = decode_acl(u.object.acl);
+    return acl && !acl->owner.empty() ? acl->owner : bucket_owner;
+}
+
 base::result<std::uint32_t> part_number_of(const s3_request& r) {
     auto n = base::parse_u64(r.param("partNumber"));
     if (!n || *n < 1 || *n > max_part_number)
@@ -354,14 +363,9 @@ io::task<void> service::list_parts(context& c) {
         .element("Key", c.req.key)
         .element("UploadId", upload->upload_id);
     x.element("PartNumberMarker", marker);
-    x.open("Initiator")
-        .element("ID", c.auth.access_key)
-        .element("DisplayName", c.auth.access_key)
-        .close("Initiator");
-    x.open("Owner")
-        .element("ID", c.auth.access_key)
-        .element("DisplayName", c.auth.access_key)
-        .close("Owner");
+    const std::string owner = upload_owner(*upload, listing_owner(c));
+    x.open("Initiator").element("ID", owner).element("DisplayName", owner).close("Initiator");
+    x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
     x.element("StorageClass", "STANDARD");
     if (!upload->object.checksum_algorithm.empty()) {
         x.element("ChecksumAlgorithm", upload->object.checksum_algorithm);
@@ -404,7 +408,8 @@ struct uploads_page {
 };
 
 void upload_xml(xml_writer& x, const std::string& key, const store::upload_record& u,
-                const std::string& owner) {
+                const std::string& bucket_owner) {
+    const std::string owner = upload_owner(u, bucket_owner);
     x.open("Upload").element("Key", key).element("UploadId", u.upload_id);
     x.open("Initiator").element("ID", owner).element("DisplayName", owner).close("Initiator");
     x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
@@ -417,7 +422,7 @@ void upload_xml(xml_writer& x, const std::string& key, const store::upload_recor
 
 std::string uploads_result_xml(const std::string& bucket, const uploads_page& page,
                                const std::vector<store::upload_record>& uploads,
-                               const std::string& owner) {
+                               const std::string& bucket_owner) {
     auto enc = [&page](const std::string& s) { return page.url ? base::uri_encode(s, true) : s; };
     xml_writer x;
     x.open("ListMultipartUploadsResult", s3_xmlns);
@@ -441,7 +446,7 @@ std::string uploads_result_xml(const std::string& bucket, const uploads_page& pa
                 continue;
             }
         }
-        upload_xml(x, enc(u.key), u, owner);
+        upload_xml(x, enc(u.key), u, bucket_owner);
     }
     for (const auto& cp : common)
         x.open("CommonPrefixes").element("Prefix", enc(cp)).close("CommonPrefixes");
@@ -485,7 +490,7 @@ io::task<void> service::list_multipart_uploads(context& c) {
         for (const auto& u : *uploads) representable = representable && xml_representable(u.key);
         page.url = !representable;
     }
-    co_await send_xml(c, 200, uploads_result_xml(r.bucket, page, *uploads, c.auth.access_key));
+    co_await send_xml(c, 200, uploads_result_xml(r.bucket, page, *uploads, listing_owner(c)));
 }
 
 }  // namespace fjord::s3

@@ -169,3 +169,22 @@ def test_a_bucket_policy_does_not_reach_objects_another_user_owns(server):
     # Without the policy, the bucket owner still has its own objects
     alice.delete_bucket_policy(Bucket="shared")
     assert alice.get_object_tagging(Bucket="shared", Key="alices")["TagSet"] == []
+
+
+def test_uploads_name_the_user_who_started_them(server):
+    """ListMultipartUploads and ListParts named the caller (whoever listed) as every upload's Owner and
+    Initiator; they name the user who started the upload, whose object it will be."""
+    alice, bob = client_of(server, ALICE), client_of(server, BOB)
+    alice.create_bucket(Bucket="uploads", ObjectOwnership="ObjectWriter")
+    alice.put_bucket_acl(Bucket="uploads", GrantWrite=f'id="{BOB[0]}"',
+                         GrantFullControl=f'id="{ALICE[0]}"', GrantRead=f'id="{BOB[0]}"')
+    bobs = bob.create_multipart_upload(Bucket="uploads", Key="from-bob")["UploadId"]
+    alices = alice.create_multipart_upload(Bucket="uploads", Key="from-alice")["UploadId"]
+    for lister in (alice, bob):
+        listed = {u["UploadId"]: (u["Initiator"]["ID"], u["Owner"]["ID"])
+                  for u in lister.list_multipart_uploads(Bucket="uploads")["Uploads"]}
+        assert listed == {bobs: (BOB[0], BOB[0]), alices: (ALICE[0], ALICE[0])}
+    parts = bob.list_parts(Bucket="uploads", Key="from-bob", UploadId=bobs)
+    assert (parts["Initiator"]["ID"], parts["Owner"]["ID"]) == (BOB[0], BOB[0])
+    parts = alice.list_parts(Bucket="uploads", Key="from-alice", UploadId=alices)
+    assert (parts["Initiator"]["ID"], parts["Owner"]["ID"]) == (ALICE[0], ALICE[0])
