@@ -5,21 +5,12 @@ by the policy; a bucket policy never reaches an object another user owns."""
 
 import http.client
 
-import pytest
 import requests
 
 import s3util
-from test_policy import allow, error_of, policy
-from test_users import ALICE, BOB, add_user, client_of
+from test_policy import allow, error_of, policy, server  # noqa: F401 (server: a fixture)
+from test_users import ALICE, BOB, client_of
 from test_post_object import code_of, post
-
-
-@pytest.fixture
-def server(make_server):
-    s = make_server()
-    add_user(s, ALICE)
-    add_user(s, BOB)
-    return s
 
 
 def anonymous_get(server, bucket, key):
