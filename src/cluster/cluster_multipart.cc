@@ -17,6 +17,7 @@
 #include <sys/random.h>
 
 #include "base/clock.h"
+#include "base/digest.h"
 #include "base/encoding.h"
 #include "base/log.h"
 #include "cluster/byte_pipe.h"
@@ -59,7 +60,8 @@ std::string new_upload_id() {
     return out;
 }
 
-std::string encode_upload(const store::upload_record& u) {
+// An upload's record: its header, then (once a completion or an abort claimed it) the claim.
+std::string encode_upload(const store::upload_record& u, const upload_claim& claim = {}) {
     std::string out, object;
     store::encoder oe(object);
     store::encode(oe, u.object);
@@ -68,19 +70,50 @@ std::string encode_upload(const store::upload_record& u) {
     e.i64(u.initiated_ms);
     e.str(u.checksum_type);
     e.str(object);
+    if (claim.what != upload_claim::state::open) {
+        e.u8(static_cast<std::uint8_t>(claim.what));
+        e.str(claim.parts);
+        e.i64(claim.at_ms);
+    }
     return out;
 }
 
-base::result<void> decode_upload(std::string_view bytes, store::upload_record& u) {
+base::result<void> decode_upload(std::string_view bytes, store::upload_record& u,
+                                 upload_claim& claim) {
     store::decoder d(bytes);
     if (d.u8() != upload_format) return base::fail(base::errc::data_corrupted, "an upload record");
     u.initiated_ms = d.i64();
     u.checksum_type = d.str();
     const std::string object = d.str();
     store::decoder od(object);
+    claim = {};
+    if (d.ok() && !d.at_end()) {  // claimed
+        const std::uint8_t what = d.u8();
+        if (what < 1 || what > 2) return base::fail(base::errc::data_corrupted, "an upload claim");
+        claim.what = static_cast<upload_claim::state>(what);
+        claim.parts = d.str();
+        claim.at_ms = d.i64();
+    }
     if (!d.ok() || !d.at_end() || !store::decode(od, u.object))
         return base::fail(base::errc::data_corrupted, "an upload record");
     return {};
+}
+
+// The ETag of the record's version in each state: a claim's conditional write names the one it read.
+std::string etag_of(upload_claim::state what) {
+    switch (what) {
+        case upload_claim::state::open: return "upload";
+        case upload_claim::state::completing: return "completing";
+        case upload_claim::state::aborting: return "aborting";
+    }
+    return "upload";
+}
+
+// The parts a completion chose, as a claim names them (a SHA-256 of their numbers and versions).
+std::string chosen_text(const std::vector<manifest_part>& chosen) {
+    std::string text;
+    for (const auto& p : chosen) text += std::to_string(p.number) + ":" + p.version.text() + ",";
+    return base::hex_encode(base::sha256(text));
 }
 
 // The bytes of a small object, collected.
@@ -201,7 +234,7 @@ io::task<base::result<void>> cluster_store::read_object(const key_place& place,
 
 io::task<base::result<store::upload_record>> cluster_store::load_upload(
     std::string bucket, std::string key, std::string upload_id, bool with_parts,
-    std::vector<std::string>* attempts) {
+    std::vector<std::string>* attempts, upload_claim* claim) {
     auto where = place_in('u', bucket, key, upload_key(key, upload_id));
     if (!where) co_return where.as_failure();
     auto bytes = co_await read_small(*where);
@@ -211,7 +244,9 @@ io::task<base::result<store::upload_record>> cluster_store::load_upload(
     u.bucket = bucket;
     u.key = key;
     u.upload_id = upload_id;
-    FJORD_CO_TRY(decode_upload(**bytes, u));
+    upload_claim found;
+    FJORD_CO_TRY(decode_upload(**bytes, u, found));
+    if (claim) *claim = found;
     if (!with_parts) co_return u;
     auto parts_place = place_in('p', bucket, key, std::string());
     if (!parts_place) co_return parts_place.as_failure();
@@ -242,6 +277,15 @@ io::task<base::result<store::upload_record>> cluster_store::load_upload(
                 if (!d) co_return d.as_failure();
                 auto attempt = attempt_of(batch[j]);
                 if (!d->found || !attempt || d->meta.version != attempt->version) continue;
+                // Only an attempt known to be durable is a part: on W nodes, or older than the
+                // leftover age (decided by its writer, or by healing). A younger one below W may be
+                // a retried UploadPart still waiting on hung nodes, which its writer may withdraw:
+                // chosen, the acknowledged attempt before it would be purged for it.
+                const bool durable = d->holders >= parts_place->write_quorum() ||
+                                     base::unix_now_ms() - std::max(attempt->version.unix_ms(),
+                                                                    d->meta.object.modified_ms) >=
+                                         _options.leftover_age_ms;
+                if (!durable) continue;
                 auto& seen = newest[attempt->number];
                 if (attempt->version < seen) continue;
                 seen = attempt->version;
@@ -284,6 +328,17 @@ io::task<base::result<store::upload_record>> cluster_store::get_upload(std::stri
     co_return co_await load_upload(std::move(bucket), std::move(key), std::move(upload_id), true);
 }
 
+io::task<base::result<void>> cluster_store::require_open_upload(const std::string& bucket,
+                                                                const std::string& key,
+                                                                const std::string& upload_id) {
+    upload_claim claim;
+    FJORD_CO_TRY(co_await load_upload(bucket, key, upload_id, false, nullptr, &claim));
+    if (claim.what != upload_claim::state::open)
+        co_return base::fail(base::errc::no_such_upload,
+                             "the upload is being completed or aborted");
+    co_return base::result<void>{};
+}
+
 io::task<base::result<store::part_record>> cluster_store::upload_part(store::part_request request,
                                                                       store::byte_source& body,
                                                                       store::part_finisher finish) {
@@ -291,7 +346,7 @@ io::task<base::result<store::part_record>> cluster_store::upload_part(store::par
         co_return base::fail(base::errc::length_required, "a part's length must be declared");
     if (*request.size_bytes > request.max_size_bytes)
         co_return base::fail(base::errc::entity_too_large, "the part is too large");
-    FJORD_CO_TRY(co_await load_upload(request.bucket, request.key, request.upload_id, false));
+    FJORD_CO_TRY(co_await require_open_upload(request.bucket, request.key, request.upload_id));
     const stamp version = _clock.next();
     auto where = place_in('p', request.bucket, request.key,
                           part_key(request.key, request.upload_id, request.number, version));
@@ -320,7 +375,7 @@ io::task<base::result<store::part_record>> cluster_store::copy_part(
         co_return base::fail(base::errc::no_such_version, "no such version");
     auto planned = plan(decision->meta.object);
     if (!planned) co_return planned.as_failure();
-    FJORD_CO_TRY(co_await load_upload(request.bucket, request.key, request.upload_id, false));
+    FJORD_CO_TRY(co_await require_open_upload(request.bucket, request.key, request.upload_id));
     const stamp version = _clock.next();
     auto where = place_in('p', request.bucket, request.key,
                           part_key(request.key, request.upload_id, request.number, version));
@@ -347,8 +402,11 @@ io::task<base::result<store::object_record>> cluster_store::complete_upload(
     std::string bucket, std::string key, std::string upload_id, store::upload_finalizer finalize,
     store::write_conditions conditions) {
     std::vector<std::string> attempts;
-    auto upload = co_await load_upload(bucket, key, upload_id, true, &attempts);
+    upload_claim claim;
+    auto upload = co_await load_upload(bucket, key, upload_id, true, &attempts, &claim);
     if (!upload) co_return upload.as_failure();
+    if (claim.what == upload_claim::state::aborting)
+        co_return base::fail(base::errc::no_such_upload, "the upload is being aborted");
     auto record = finalize(*upload);
     if (!record) co_return record.as_failure();
     std::vector<manifest_part> parts;
@@ -357,6 +415,9 @@ io::task<base::result<store::object_record>> cluster_store::complete_upload(
             {static_cast<std::uint32_t>(s.id.hi), stamp{s.id.lo, s.drive}, s.size_bytes});
     auto where = place(bucket, key);
     if (!where) co_return where.as_failure();
+    // The claim first: an abort (or a completion choosing other parts) cannot purge what this one
+    // chose once it stands, nor this one write a manifest over parts they purge.
+    FJORD_CO_TRY(co_await claim_for_completion(bucket, key, *upload, claim, parts));
     auto version = co_await version_for_write(*where, conditions);
     if (!version) co_return version.as_failure();
     store::record_finisher finish =
@@ -386,6 +447,58 @@ void cluster_store::purge_completed(const std::string& bucket, const std::string
         if (kept) continue;
         if (auto p = place_in('p', bucket, key, attempt_key)) io::spawn(purge(*p));
     }
+}
+
+io::task<base::result<void>> cluster_store::claim_upload(const std::string& bucket,
+                                                         const std::string& key,
+                                                         const store::upload_record& u,
+                                                         const upload_claim& was,
+                                                         const upload_claim& now) {
+    auto where = place_in('u', bucket, key, upload_key(key, u.upload_id));
+    if (!where) co_return where.as_failure();
+    store::write_conditions only_if_unchanged;
+    only_if_unchanged.if_match_etag = etag_of(was.what);
+    auto version = co_await version_for_write(*where, only_if_unchanged);
+    if (!version && version.code() == base::errc::no_such_key)
+        co_return base::fail(base::errc::no_such_upload, "no such upload");
+    if (!version) co_return version.as_failure();
+    memory_source body(encode_upload(u, now));
+    const std::string etag = etag_of(now.what);
+    store::record_finisher finish =
+        [&etag, &now](const store::written_data&) -> base::result<store::object_record> {
+        store::object_record r;
+        r.etag = etag;
+        r.modified_ms = now.at_ms;
+        return r;
+    };
+    auto written = co_await write_version(*where, &body, body.size(), finish, shard_kind::object,
+                                          version->first, version->second);
+    if (!written) co_return written.as_failure();
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> cluster_store::claim_for_completion(
+    const std::string& bucket, const std::string& key, const store::upload_record& u,
+    const upload_claim& found, const std::vector<manifest_part>& chosen) {
+    const upload_claim mine{upload_claim::state::completing, chosen_text(chosen),
+                            base::unix_now_ms()};
+    if (found.what == upload_claim::state::completing) {
+        if (found.parts == mine.parts)  // a retry of that completion: the same manifest again
+            co_return base::result<void>{};
+        // Another completion's: it stands, or it may still land until the leftover age has passed
+        // since its claim; after that, with no manifest of it standing, this one takes over.
+        std::vector<manifest_part> theirs;
+        auto completed = co_await completed_meanwhile(bucket, key, u.upload_id, theirs);
+        if (!completed) co_return completed.as_failure();
+        if (*completed || base::unix_now_ms() - found.at_ms < _options.leftover_age_ms)
+            co_return base::fail(base::errc::slow_down,
+                                 "another completion of the upload is in progress: try again");
+    }
+    auto claimed = co_await claim_upload(bucket, key, u, found, mine);
+    if (!claimed && claimed.code() == base::errc::precondition_failed)
+        co_return base::fail(base::errc::slow_down,
+                             "an abort or another completion of the upload came first: try again");
+    co_return claimed;
 }
 
 // Every node of the parts' set is asked (a part on k nodes, some silent, is not gone); a part is gone
@@ -454,7 +567,8 @@ io::task<base::result<bool>> cluster_store::completed_meanwhile(
 io::task<base::result<void>> cluster_store::abort_upload(std::string bucket, std::string key,
                                                          std::string upload_id) {
     std::vector<std::string> attempts;
-    auto upload = co_await load_upload(bucket, key, upload_id, true, &attempts);
+    upload_claim claim;
+    auto upload = co_await load_upload(bucket, key, upload_id, true, &attempts, &claim);
     if (!upload) co_return upload.as_failure();
     std::vector<manifest_part> chosen;
     auto completed = co_await completed_meanwhile(bucket, key, upload_id, chosen);
@@ -462,6 +576,20 @@ io::task<base::result<void>> cluster_store::abort_upload(std::string bucket, std
     if (*completed) {  // as the completion would have, had its answer come back
         purge_completed(bucket, key, upload_id, attempts, chosen);
         co_return base::fail(base::errc::no_such_upload, "the upload was completed");
+    }
+    // A completion claimed it and wrote no manifest anywhere yet: it may still, until the leftover
+    // age has passed since its claim (its manifest's commits are refused after that).
+    if (claim.what == upload_claim::state::completing &&
+        base::unix_now_ms() - claim.at_ms < _options.leftover_age_ms)
+        co_return base::fail(base::errc::slow_down,
+                             "a completion of the upload is in progress: try again");
+    if (claim.what != upload_claim::state::aborting) {
+        upload_claim aborting{upload_claim::state::aborting, {}, base::unix_now_ms()};
+        auto claimed = co_await claim_upload(bucket, key, *upload, claim, aborting);
+        if (!claimed && claimed.code() == base::errc::precondition_failed)
+            co_return base::fail(base::errc::slow_down,
+                                 "a completion of the upload came first: try again");
+        if (!claimed) co_return claimed.as_failure();
     }
     auto u = place_in('u', bucket, key, upload_key(key, upload_id));
     if (!u) co_return u.as_failure();

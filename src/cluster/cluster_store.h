@@ -148,6 +148,15 @@ struct read_decision {
 base::result<read_decision> decide_version(const key_place& place,
                                            const std::vector<node_report>& by_node);
 
+// What a completion or an abort wrote over an upload's record before it acts (cluster_multipart.cc):
+// each must win that conditional write first, so they exclude each other.
+struct upload_claim {
+    enum class state : std::uint8_t { open = 0, completing = 1, aborting = 2 };
+    state what = state::open;
+    std::string parts;       // completing: the parts it chose, digested (a retry of it goes on)
+    std::int64_t at_ms = 0;  // Unix time of the claim
+};
+
 class cluster_store final : public store::object_store {
 public:
     explicit cluster_store(cluster_store_options options);
@@ -306,11 +315,26 @@ private:
                                                      const std::string& key,
                                                      const std::string& upload_id,
                                                      std::vector<manifest_part>& chosen);
-    // An upload's record, with its parts when asked (the newest attempt of each number); the keys of
-    // every attempt of every part into `attempts` when given.
+    // An upload's record, with its parts when asked (the newest durable attempt of each number); the
+    // keys of every attempt of every part into `attempts`, its claim into `claim`, when given.
     io::task<base::result<store::upload_record>> load_upload(
         std::string bucket, std::string key, std::string upload_id, bool with_parts,
-        std::vector<std::string>* attempts = nullptr);
+        std::vector<std::string>* attempts = nullptr, upload_claim* claim = nullptr);
+    // The upload exists and no completion or abort has claimed it: a part may be added.
+    io::task<base::result<void>> require_open_upload(const std::string& bucket,
+                                                     const std::string& key,
+                                                     const std::string& upload_id);
+    // Writes `now` over the upload's record if it still holds `was` (412 if another claim came first;
+    // 503 when the outcome is unknown).
+    io::task<base::result<void>> claim_upload(const std::string& bucket, const std::string& key,
+                                              const store::upload_record& u,
+                                              const upload_claim& was, const upload_claim& now);
+    // What a Complete does with the upload's claim before it writes its manifest.
+    io::task<base::result<void>> claim_for_completion(const std::string& bucket,
+                                                      const std::string& key,
+                                                      const store::upload_record& u,
+                                                      const upload_claim& found,
+                                                      const std::vector<manifest_part>& chosen);
     io::task<void> read_into(key_place place, read_decision decision, store::byte_range range,
                              byte_pipe* pipe,
                              const std::function<void(std::span<const std::byte>)>* observe);

@@ -19,14 +19,16 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 7; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 9; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
-// objects read through every node of a healthy cluster, none waiting on a timer (healthy_small_reads).
+// objects read through every node of a healthy cluster, none waiting on a timer (healthy_small_reads),
+// an abort crossing a completion (abort_crossing_completion), a part retried while its upload is
+// completed (part_retried_during_completion).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..7] [--verbose]
+//                    [--scenario 1..9] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -67,7 +69,7 @@ struct run_options {
     unsigned keys_per_client = 3;
     std::uint64_t first_seed = 1, seeds = 1;
     bool verbose = false;
-    unsigned scenario = 0;  // 0: the random workload; 1 to 7: an interleaving (held_withdrawal)
+    unsigned scenario = 0;  // 0: the random workload; 1 to 9: an interleaving (held_withdrawal)
 };
 
 // The S3 side of a node is not under test here: requests outside the data plane get 404.
@@ -140,13 +142,16 @@ struct node_side {
 };
 
 // A node as the network reaches it: its data plane, except that a shard upload the scenario names is
-// taken whole and answered 500 with nothing stored (a node that fails the commit).
+// taken whole and answered 500 with nothing stored (a node that fails the commit). An upload's record
+// (a completion's or an abort's claim, the 'u' space) is never the one: the scenarios aim at what a
+// write or a completion writes.
 class node_gate final : public http::handler {
 public:
     node_gate(std::string& fail_upload_at, node_side& n) : _fail_upload_at(fail_upload_at), _n(n) {}
     io::task<void> handle(http::exchange& ex) override {
         if (_fail_upload_at != _n.id || ex.head().method_text != "PUT" ||
-            !ex.head().path.starts_with("/_fjord/cluster/v1/shard/")) {
+            !ex.head().path.starts_with("/_fjord/cluster/v1/shard/") ||
+            ex.head().path.starts_with("/_fjord/cluster/v1/shard/u.")) {
             co_await _n.front->handle(ex);
             co_return;
         }
@@ -200,7 +205,8 @@ struct simulation {
     // from this node lost; the next shard upload to this node failed (node_gate).
     bool hold_withdrawals = false;
     std::string lose_upload_answer_of, fail_upload_at;
-    std::set<std::string> hold_commits_to;  // the ends of shard uploads to these nodes held
+    std::set<std::string> hold_commits_to;       // the ends of shard uploads to these nodes held
+    std::set<std::string> hold_part_commits_to;  // ... of part attempts' shard uploads only
     unsigned clients_running = 0;
     tally counts;
     bool replaces_a_drive = false;     // this seed: a drive replaced, no bit rot
@@ -270,10 +276,18 @@ public:
                                          std::min<std::size_t>(parts[0].iov_len, 64));
             if (start.starts_with("DELETE /_fjord/cluster/v1/shard/"))
                 while (_sim.hold_withdrawals) co_await io::yield_now{};
-            if (start.starts_with("PUT /_fjord/cluster/v1/shard/")) _in_upload = true;
+            constexpr std::string_view upload = "PUT /_fjord/cluster/v1/shard/";
+            if (start.starts_with(upload)) {
+                _in_upload = true;
+                _in_part_upload = start.substr(upload.size()).starts_with("p.");
+                _in_record_upload = start.substr(upload.size()).starts_with("u.");
+            }
             node_side* target = _sim.node_at(_to);
-            if (_in_upload && start == "0\r\n\r\n" && target)  // an upload's end: the commit
+            if (_in_upload && start == "0\r\n\r\n" && target) {  // an upload's end: the commit
                 while (_sim.hold_commits_to.count(target->id) > 0) co_await io::yield_now{};
+                while (_in_part_upload && _sim.hold_part_commits_to.count(target->id) > 0)
+                    co_await io::yield_now{};
+            }
         }
         const std::int64_t deadline = base::monotonic_now_ns() + _timeout_ms * 1'000'000;
         for (const iovec& p : parts) {
@@ -295,7 +309,8 @@ public:
             std::string got = _conn->client_read(max);
             // An answer lost on its way back: the node did what was asked, the asker cannot know.
             node_side* target = _sim.node_at(_to);
-            const bool lose_this = _in_upload && target && _sim.lose_upload_answer_of == target->id;
+            const bool lose_this = _in_upload && !_in_record_upload && target &&
+                                   _sim.lose_upload_answer_of == target->id;
             if (!got.empty()) _in_upload = false;
             if (!got.empty() && lose_this) _sim.lose_upload_answer_of.clear();
             if (!got.empty() && (lose_this || (_sim.options.scenario == 0 && !_sim.clients_done &&
@@ -351,7 +366,9 @@ private:
     io::endpoint _to;
     std::shared_ptr<sim_connection> _conn;
     std::int64_t _timeout_ms = 10'000;
-    bool _in_upload = false;  // a shard upload was sent and its answer has not come
+    bool _in_upload = false;         // a shard upload was sent and its answer has not come
+    bool _in_part_upload = false;    // ... of a part attempt
+    bool _in_record_upload = false;  // ... of an upload's record (a claim)
 };
 
 // ---- the nodes ----
@@ -842,6 +859,22 @@ io::task<std::string> upload_one_part(simulation& sim, node_side& n, std::string
     co_return *id;
 }
 
+// Part 1 of an upload uploaded again through n with value v's bytes (the same ETag as before).
+io::task<void> retry_part(simulation& sim, node_side& n, std::string key, std::string id,
+                          std::int64_t v, bool& done) {
+    string_source body(value_bytes(v));
+    store::part_request r{bucket, key, id, 1, value_bytes(v).size(), 1 << 20};
+    (void)co_await n.store->upload_part(
+        r, body, [](const store::written_data& w) -> base::result<store::part_record> {
+            store::part_record p;
+            p.etag = "p1";
+            p.data.size_bytes = w.size_bytes;
+            return p;
+        });
+    (void)sim;
+    done = true;
+}
+
 // Completes an upload through n as value v (one part); true when acknowledged.
 io::task<bool> complete_as(simulation& sim, node_side& n, std::string key, std::string id,
                            std::int64_t v) {
@@ -867,7 +900,8 @@ io::task<bool> complete_as(simulation& sim, node_side& n, std::string key, std::
 // node 2's answer lost: the manifest is on W nodes and stands, so the abort answers NoSuchUpload and
 // the parts stay (healing takes the manifest up and trims the version before: without its parts, it
 // would be unreadable). (b) Node 2 failing the commit: the manifest is on 2 nodes, its withdrawal held
-// up: the abort waits (503); once the withdrawal lands, it goes through.
+// up: the abort waits (503); once the withdrawal has landed and the leftover age has passed since the
+// completion claimed the upload, it goes through.
 io::task<void> abort_after_completion(simulation& sim) {
     node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1], &n3 = *sim.nodes[2];
     for (const bool stands : {true, false}) {
@@ -896,14 +930,94 @@ io::task<void> abort_after_completion(simulation& sim) {
                 sim.violation(key + ": the upload's record outlived the completion that stands");
             continue;
         }
+        // Once the withdrawal landed and the leftover age has passed since the completion claimed
+        // the upload (no commit of its manifest can land after that), the abort goes through
         sim.hold_withdrawals = false;
-        for (auto t = after_ms(300); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+        for (auto t = after_ms(1'200); base::monotonic_now_ns() < t;) co_await io::yield_now{};
         if (auto again = co_await n2.store->abort_upload(bucket, key, id); !again)
             sim.violation(key + ": the abort once the completion was withdrawn failed: " +
                           again.err().message);
         else
             sim.keys[key].unknown.erase(2);  // withdrawn for good: the key reads as before
     }
+    co_await settle(sim);
+}
+
+io::task<void> complete_and_mark(simulation& sim, node_side& n, std::string key, std::string id,
+                                 std::int64_t v, bool& acknowledged, bool& done) {
+    acknowledged = co_await complete_as(sim, n, std::move(key), std::move(id), v);
+    done = true;
+}
+
+io::task<void> abort_and_mark(node_side& n, std::string key, std::string id,
+                              base::result<void>& outcome, bool& done) {
+    outcome = co_await n.store->abort_upload(bucket, key, id);
+    done = true;
+}
+
+// Scenario 8: an AbortMultipartUpload through node 2 that starts while a completion through node 1 is
+// under way, every node's commits held until both are in flight. A completion and an abort each claim
+// the upload's record first, so at most one acts: an acknowledged completion leaves a readable
+// object; an abort that goes through leaves the key as it was. (Without the claims the abort saw no
+// manifest, purged the parts the held one names, and the completion then answered 200 for an object
+// no read could return.)
+io::task<void> abort_crossing_completion(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1];
+    const std::string key = "mp-crossed";
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation(key + ": the first PUT failed");
+        co_return;
+    }
+    const std::string id = co_await upload_one_part(sim, n1, key, 2);
+    if (id.empty()) co_return;
+    for (auto& n : sim.nodes) sim.hold_commits_to.insert(n->id);
+    bool completed = false, completion_done = false, abort_done = false;
+    base::result<void> aborted = base::fail(base::errc::internal);
+    io::spawn(complete_and_mark(sim, n1, key, id, 2, completed, completion_done));
+    for (auto t = after_ms(20 + sim.draw(40)); base::monotonic_now_ns() < t;)
+        co_await io::yield_now{};
+    io::spawn(abort_and_mark(n2, key, id, aborted, abort_done));
+    for (auto t = after_ms(20 + sim.draw(40)); base::monotonic_now_ns() < t;)
+        co_await io::yield_now{};
+    sim.hold_commits_to.clear();
+    while (!completion_done || !abort_done) co_await io::yield_now{};
+    if (completed) {
+        sim.keys[key].acked = 2;
+        sim.keys[key].unknown.clear();
+    }
+    if (completed && aborted)
+        sim.violation(key + ": both the completion and the abort of one upload succeeded");
+    co_await settle(sim);
+}
+
+// Scenario 9: part 1 acknowledged, then uploaded again with the same bytes (a retried UploadPart)
+// while its commits to nodes 3 and 4 are held: the new attempt is on 2 nodes (k: readable, below W)
+// and its writer still waits. A completion now must choose the acknowledged attempt, which is durable,
+// not the newer one its writer may yet withdraw (it was chosen, the acknowledged one purged, and the
+// withdrawal left the acknowledged object without its part).
+io::task<void> part_retried_during_completion(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1];
+    const std::string key = "mp-retried";
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation(key + ": the first PUT failed");
+        co_return;
+    }
+    const std::string id = co_await upload_one_part(sim, n1, key, 2);
+    if (id.empty()) co_return;
+    sim.hold_part_commits_to = {sim.nodes[2]->id, sim.nodes[3]->id};
+    bool retried = false;
+    io::spawn(retry_part(sim, n2, key, id, 2, retried));
+    for (auto t = after_ms(100); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    const bool completed = co_await complete_as(sim, n1, key, id, 2);
+    if (!completed) sim.violation(key + ": a completion of a healthy upload failed");
+    if (completed) {
+        sim.keys[key].acked = 2;
+        sim.keys[key].unknown.clear();
+    }
+    // The retried attempt's writer gives up (its held commits time out) and withdraws it
+    for (auto t = after_ms(2'500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    sim.hold_part_commits_to.clear();
+    while (!retried) co_await io::yield_now{};
     co_await settle(sim);
 }
 
@@ -980,7 +1094,11 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 7)
+        if (sim.options.scenario == 9)
+            co_await part_retried_during_completion(sim);
+        else if (sim.options.scenario == 8)
+            co_await abort_crossing_completion(sim);
+        else if (sim.options.scenario == 7)
             co_await healthy_small_reads(sim);
         else if (sim.options.scenario == 6)
             co_await abort_after_completion(sim);
@@ -1051,7 +1169,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..7] [--verbose]\n");
+                 "[--requests N] [--scenario 1..9] [--verbose]\n");
     return 64;
 }
 
@@ -1067,7 +1185,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 7 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 9 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();
