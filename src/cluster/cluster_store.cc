@@ -21,6 +21,10 @@ struct cluster_store::core_state {
     etcd_client etcd;
     io::semaphore operations;
     std::size_t bucket_lookups = 0;  // learn_bucket's etcd reads in flight on this core
+    // Versions a node refused a write for that were stamped further ahead than the clock follows
+    // (stamp_clock::max_skew_ms), by shard bucket and key: this core's next unconditional write of
+    // the key goes past them (version_for_write). At most max_held_ahead.
+    std::map<std::string, stamp> held_ahead;
 };
 
 namespace {
@@ -206,6 +210,8 @@ io::task<base::result<std::optional<store::bucket_info>>> cluster_store::find_bu
     if (!*read) co_return std::optional<store::bucket_info>{};
     co_return std::optional<store::bucket_info>(info_of(**read));
 }
+
+std::map<std::string, stamp>& cluster_store::local_held_ahead() { return local().held_ahead; }
 
 io::task<void> cluster_store::learn_bucket(std::string name) {
     // Enough for a client that makes a bucket through one node and writes through all of them at once;

@@ -285,6 +285,9 @@ private:
                                acceptance accept, stamp version, std::int64_t withdraw_by);
     io::task<base::result<std::optional<stamp>>> current_for_condition(
         const key_place& place, const store::write_conditions& conditions);
+    void remember_held(const key_place& place, const stamp& held);
+    stamp unconditional_version(const key_place& place);
+    std::map<std::string, stamp>& local_held_ahead();
     // How a write is accepted and its new version: after the quorum read its conditions need.
     io::task<base::result<std::pair<acceptance, stamp>>> version_for_write(
         const key_place& place, const store::write_conditions& conditions);

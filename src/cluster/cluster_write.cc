@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/assert.h"
 #include "base/checksum.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -186,7 +187,10 @@ base::failure cluster_store::write_failed(const key_place& place, const std::vec
         queue_heal(place);
     if (count_in(ups, upload::state::refused) > 0) {
         for (const auto& u : ups)  // a retry is then ordered after what refused this one
-            if (auto held = stamp::parse(u.held)) _clock.observe(*held);
+            if (auto held = stamp::parse(u.held)) {
+                _clock.observe(*held);
+                if (accept.kind == acceptance::rule::newer) remember_held(place, *held);
+            }
         // 412 says the write did not happen: only when no node stored it. A write that some nodes
         // took was visible to a reader that caught them; its outcome is unknown: 503, retry.
         if (accept.kind == acceptance::rule::at_most && !anywhere)
@@ -225,10 +229,37 @@ io::task<base::result<std::optional<stamp>>> cluster_store::current_for_conditio
     co_return std::optional<stamp>(decision->meta.version);
 }
 
+// A version this node's clock does not follow (stamped more than max_skew_ms ahead of it, by a node
+// whose clock runs ahead) refused an unconditional write of the key: remembered, so that the next one
+// goes past it instead of being refused until real time catches up.
+void cluster_store::remember_held(const key_place& place, const stamp& held) {
+    constexpr std::size_t max_held_ahead = 4096;
+    if (held.unix_ms() - base::unix_now_ms() <= stamp_clock::max_skew_ms) return;  // followed
+    auto& remembered = local_held_ahead();
+    if (remembered.size() >= max_held_ahead) remembered.clear();
+    stamp& at = remembered[place.shard_bucket + '\0' + place.key];
+    at = std::max(at, held);
+}
+
+// An unconditional write's version: the clock's next, past a version held ahead of it if one is known.
+stamp cluster_store::unconditional_version(const key_place& place) {
+    const stamp next = _clock.next();
+    auto& remembered = local_held_ahead();
+    auto it = remembered.find(place.shard_bucket + '\0' + place.key);
+    if (it == remembered.end()) return next;
+    if (it->second < next) {  // real time has caught up
+        remembered.erase(it);
+        return next;
+    }
+    it->second = stamp{it->second.time + 1, _clock.node()};
+    FJORD_ASSERT(next < it->second);
+    return it->second;
+}
+
 io::task<base::result<std::pair<acceptance, stamp>>> cluster_store::version_for_write(
     const key_place& place, const store::write_conditions& conditions) {
     if (!conditions.if_none_match_any && !conditions.if_match_etag)
-        co_return std::pair<acceptance, stamp>{acceptance{}, _clock.next()};
+        co_return std::pair<acceptance, stamp>{acceptance{}, unconditional_version(place)};
     auto current = co_await current_for_condition(place, conditions);
     if (!current) co_return current.as_failure();
     acceptance accept{acceptance::rule::at_most, current->value_or(stamp{})};

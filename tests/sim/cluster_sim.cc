@@ -19,16 +19,16 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 9; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 10; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
 // objects read through every node of a healthy cluster, none waiting on a timer (healthy_small_reads),
 // an abort crossing a completion (abort_crossing_completion), a part retried while its upload is
-// completed (part_retried_during_completion).
+// completed (part_retried_during_completion), a node whose clock runs far ahead (clock_ahead).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..9] [--verbose]
+//                    [--scenario 1..10] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -69,7 +69,7 @@ struct run_options {
     unsigned keys_per_client = 3;
     std::uint64_t first_seed = 1, seeds = 1;
     bool verbose = false;
-    unsigned scenario = 0;  // 0: the random workload; 1 to 9: an interleaving (held_withdrawal)
+    unsigned scenario = 0;  // 0: the random workload; 1 to 10: an interleaving (held_withdrawal)
 };
 
 // The S3 side of a node is not under test here: requests outside the data plane get 404.
@@ -1021,6 +1021,37 @@ io::task<void> part_retried_during_completion(simulation& sim) {
     co_await settle(sim);
 }
 
+// Scenario 10: node 1's clock runs 20 minutes ahead (past what other clocks follow) and it writes a
+// key. Another coordinator's unconditional PUT of that key is refused by the version held ahead and
+// answers 503 once; its retry goes past the held version and is acknowledged, and so is a DELETE after
+// it: nothing pins the key until real time catches up (each was refused, 409 then 503, for 20 minutes).
+io::task<void> clock_ahead(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1];
+    const std::string key = "ahead";
+    const std::int64_t ahead_ms = base::unix_now_ms() + 20 * 60 * 1000;
+    (void)n1.store->clock().next_after(
+        cluster::stamp{static_cast<std::uint64_t>(ahead_ms) << 16, 0});
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation(key + ": a PUT through the node ahead failed");
+        co_return;
+    }
+    for (std::int64_t v = 2; v <= 3; ++v) {
+        bool acknowledged = false;
+        for (int attempt = 0; attempt < 2 && !acknowledged; ++attempt)
+            acknowledged = co_await put_value(sim, n2, key, v);
+        if (!acknowledged)
+            sim.violation(key +
+                          ": a PUT through another node was refused twice: the key is pinned");
+    }
+    bool deleted = false;
+    for (int attempt = 0; attempt < 2 && !deleted; ++attempt)
+        deleted = bool(co_await n2.store->remove(bucket, key, {}));
+    if (!deleted) sim.violation(key + ": a DELETE through another node was refused twice");
+    sim.keys[key].acked = deleted ? absent_value : sim.keys[key].acked;
+    sim.keys[key].unknown.clear();
+    co_await settle(sim);
+}
+
 io::task<void> held_withdrawal(simulation& sim) {
     const unsigned scenario = sim.options.scenario;
     node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1], &n4 = *sim.nodes[3];
@@ -1094,7 +1125,9 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 9)
+        if (sim.options.scenario == 10)
+            co_await clock_ahead(sim);
+        else if (sim.options.scenario == 9)
             co_await part_retried_during_completion(sim);
         else if (sim.options.scenario == 8)
             co_await abort_crossing_completion(sim);
@@ -1169,7 +1202,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..9] [--verbose]\n");
+                 "[--requests N] [--scenario 1..10] [--verbose]\n");
     return 64;
 }
 
@@ -1185,7 +1218,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 9 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 10 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();
