@@ -142,8 +142,12 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
     if (!co_await may_take_up(place, *d, !targets.empty() || d->others)) co_return false;
     if (d->meta.kind == shard_kind::deleted && d->full_width && !unreachable &&
         now_ms - decided.unix_ms() > _options.tombstone_age_ms) {
-        // Every node has had the deletion for long: the tombstones go too, and what they hid.
-        co_await trim(this, place.shard_bucket, place.key, place.nodes, decided);
+        // Every node has had the deletion for long: the tombstones go too, and what they hid. Only
+        // once every node confirmed the trim: a tombstone withdrawn from a node whose trim was
+        // skipped (suspect) or failed would leave what it hid there, readable again.
+        auto trimmed =
+            co_await trim_where(this, place.shard_bucket, place.key, place.nodes, decided);
+        if (trimmed.size() != place.nodes.size()) co_return false;
         co_await withdraw(this, place.shard_bucket, place.key, place.nodes, decided);
         co_return true;
     }

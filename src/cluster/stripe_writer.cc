@@ -202,8 +202,10 @@ io::task<void> withdraw(cluster_store* store, std::string shard_bucket, std::str
     }
 }
 
-io::task<void> trim(cluster_store* store, std::string shard_bucket, std::string key,
-                    std::vector<std::string> nodes, stamp below) {
+io::task<std::vector<std::string>> trim_where(cluster_store* store, std::string shard_bucket,
+                                              std::string key, std::vector<std::string> nodes,
+                                              stamp below) {
+    std::vector<std::string> trimmed;
     for (const auto& node : nodes) {
         peer_pool* pool = store->usable(node) ? store->pool_for(node) : nullptr;
         if (!pool) continue;
@@ -212,7 +214,15 @@ io::task<void> trim(cluster_store* store, std::string shard_bucket, std::string 
                                           "below=" + below.text(), {}, "");
         LOG_DEBUG("trim %s/%s below %s on %s: %s", shard_bucket.c_str(), key.c_str(),
                   below.text().c_str(), node.c_str(), answer_text(answer).c_str());
+        if (answer && answer->status >= 200 && answer->status < 300) trimmed.push_back(node);
     }
+    co_return trimmed;
+}
+
+io::task<void> trim(cluster_store* store, std::string shard_bucket, std::string key,
+                    std::vector<std::string> nodes, stamp below) {
+    (void)co_await trim_where(store, std::move(shard_bucket), std::move(key), std::move(nodes),
+                              below);
 }
 
 }  // namespace fjord::cluster

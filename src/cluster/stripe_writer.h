@@ -66,6 +66,10 @@ io::task<void> withdraw(cluster_store* store, std::string shard_bucket, std::str
 // misses): `below` is acknowledged, or healed to full width, and stands.
 io::task<void> trim(cluster_store* store, std::string shard_bucket, std::string key,
                     std::vector<std::string> nodes, stamp below);
+// trim(), answering the nodes that confirmed it (those down or suspect are not asked).
+io::task<std::vector<std::string>> trim_where(cluster_store* store, std::string shard_bucket,
+                                              std::string key, std::vector<std::string> nodes,
+                                              stamp below);
 
 bool transport_failure(const base::error& e);
 

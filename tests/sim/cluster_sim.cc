@@ -19,16 +19,17 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 10; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 11; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
 // objects read through every node of a healthy cluster, none waiting on a timer (healthy_small_reads),
 // an abort crossing a completion (abort_crossing_completion), a part retried while its upload is
-// completed (part_retried_during_completion), a node whose clock runs far ahead (clock_ahead).
+// completed (part_retried_during_completion), a node whose clock runs far ahead (clock_ahead), a
+// tombstone expired while two nodes are suspect (tombstone_expiry).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..10] [--verbose]
+//                    [--scenario 1..11] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -69,7 +70,7 @@ struct run_options {
     unsigned keys_per_client = 3;
     std::uint64_t first_seed = 1, seeds = 1;
     bool verbose = false;
-    unsigned scenario = 0;  // 0: the random workload; 1 to 10: an interleaving (held_withdrawal)
+    unsigned scenario = 0;  // 0: the random workload; 1 to 11: an interleaving (held_withdrawal)
 };
 
 // The S3 side of a node is not under test here: requests outside the data plane get 404.
@@ -423,6 +424,7 @@ base::result<void> open_node(simulation& sim, unsigned i) {
     co.peers.io_timeout_ms = 2'000;
     co.peers.connect_timeout_ms = 500;
     co.leftover_age_ms = 1'000;
+    if (sim.options.scenario == 11) co.tombstone_age_ms = 1'500;  // tombstones expire in the run
     node_side* self = n.get();
     co.peers.transport = [&sim, self](const io::endpoint& where) {
         return std::unique_ptr<cluster::peer_transport>(new sim_transport(sim, self, where));
@@ -1052,6 +1054,43 @@ io::task<void> clock_ahead(simulation& sim) {
     co_await settle(sim);
 }
 
+// Scenario 11 (tombstones expire after 1.5 s): a key written, then deleted and healed to full width
+// through node 1, to which nodes 3 and 4 are suspect: the trims skip them, so the value stays there
+// under the tombstone. Once the tombstone is old, a heal through node 2, to which nodes 3 and 4 are
+// suspect again, expires it. Its trim skips them again, so the tombstone must stay there: withdrawn,
+// the value it hid (on 2 = k nodes) would be read again (it was: the deleted object came back).
+io::task<void> tombstone_expiry(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1];
+    const std::string key = "expired";
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation(key + ": the PUT failed");
+        co_return;
+    }
+    n1.store->suspect(sim.nodes[2]->id);
+    n1.store->suspect(sim.nodes[3]->id);
+    if (!co_await n1.store->remove(bucket, key, {})) {
+        sim.violation(key + ": the DELETE failed");
+        co_return;
+    }
+    sim.keys[key].acked = absent_value;
+    auto place = n1.store->place(bucket, key);
+    bool full = false;
+    for (int attempt = 0; attempt < 10 && !full; ++attempt) {
+        auto healed = co_await n1.store->heal_key(*place);
+        full = healed && *healed;
+    }
+    for (auto t = after_ms(2'000); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    n2.store->suspect(sim.nodes[2]->id);
+    n2.store->suspect(sim.nodes[3]->id);
+    (void)co_await n2.store->heal_key(*place);
+    for (auto t = after_ms(2'500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    for (auto& n : sim.nodes) {
+        auto v = co_await read_key(sim, *n, key);
+        if (v) check_read(sim, key, *v, n->id + " after the tombstone expired");
+    }
+    co_await settle(sim);
+}
+
 io::task<void> held_withdrawal(simulation& sim) {
     const unsigned scenario = sim.options.scenario;
     node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1], &n4 = *sim.nodes[3];
@@ -1125,7 +1164,9 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 10)
+        if (sim.options.scenario == 11)
+            co_await tombstone_expiry(sim);
+        else if (sim.options.scenario == 10)
             co_await clock_ahead(sim);
         else if (sim.options.scenario == 9)
             co_await part_retried_during_completion(sim);
@@ -1202,7 +1243,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..10] [--verbose]\n");
+                 "[--requests N] [--scenario 1..11] [--verbose]\n");
     return 64;
 }
 
@@ -1218,7 +1259,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 10 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 11 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();
