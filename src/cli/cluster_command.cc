@@ -237,9 +237,17 @@ base::result<cluster::topology> topology_of(const command_options& opts) {
     if (!block_kib || *block_kib < 4 || *block_kib > 16 * 1024)
         return base::fail(base::errc::invalid_argument, "--block-kib takes 4 to 16384");
     const auto block_bytes = static_cast<std::uint32_t>(*block_kib * 1024);
-    if (!opts.has("data-shards") && !opts.has("parity-shards"))
-        return cluster::default_topology(nodes, block_bytes);
+    auto age_s = base::parse_u64(opts.text("heal-leftover-age-s", "60"));
+    if (!age_s || *age_s < 1 || *age_s > 365ULL * 24 * 3600)
+        return base::fail(base::errc::invalid_argument,
+                          "--heal-leftover-age-s takes 1 to 31536000 (seconds)");
+    if (!opts.has("data-shards") && !opts.has("parity-shards")) {
+        auto made = cluster::default_topology(nodes, block_bytes);
+        if (made) made->leftover_age_ms = static_cast<std::int64_t>(*age_s) * 1000;
+        return made;
+    }
     base::result<cluster::topology> layout = cluster::topology{};
+    layout->leftover_age_ms = static_cast<std::int64_t>(*age_s) * 1000;
     layout->block_bytes = block_bytes;
     layout->created_unix_ms = base::unix_now_ms();
     {
@@ -267,7 +275,8 @@ base::result<cluster::topology> topology_of(const command_options& opts) {
 
 base::result<cluster_command> parse_cluster_args(int argc, char** argv) {
     static constexpr std::string_view with_value[] = {
-        "etcd", "cluster", "nodes", "data-shards", "parity-shards", "block-kib", "timeout-s"};
+        "etcd",          "cluster",   "nodes",     "data-shards",
+        "parity-shards", "block-kib", "timeout-s", "heal-leftover-age-s"};
     static constexpr std::string_view flags[] = {"json", "wait"};
     if (argc < 1)
         return base::fail(base::errc::invalid_argument,
@@ -359,6 +368,11 @@ int print_topology(const cluster_command& cmd, const cluster::cluster_view& view
         "of a set, reads from any %u\n",
         cmd.cluster.c_str(), t.sets.size(), t.shape.k, t.shape.m, t.block_bytes / 1024,
         t.shape.k + 1, t.shape.k);
+    if (t.leftover_age_ms > 0)
+        std::printf("heal leftover age: %lld s\n",
+                    static_cast<long long>(t.leftover_age_ms / 1000));
+    else
+        std::printf("heal leftover age: each node's --heal-leftover-age-s (not in the topology)\n");
     for (std::size_t s = 0; s < t.sets.size(); ++s) {
         std::string line;
         std::size_t up = 0;
@@ -433,7 +447,7 @@ int cluster_main(int argc, char** argv) {
             stderr,
             "fjord cluster: %s\nusage: fjord cluster status [--json]\n"
             "       fjord cluster init --nodes ID,ID,... [--data-shards K "
-            "--parity-shards M] [--block-kib N]\n"
+            "--parity-shards M] [--block-kib N] [--heal-leftover-age-s N]\n"
             "       fjord cluster heal [--wait] [--timeout-s N]   (every node scans and heals)\n"
             "       fjord cluster replace-node OLD NEW   (NEW takes OLD's place; OLD is down)\n"
             "       fjord cluster remove-node NODE   (decommission a node that is down)\n"

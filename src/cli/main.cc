@@ -61,7 +61,9 @@ void print_cluster_usage() {
         "                        width and damaged shards (default 600)\n"
         "  --heal-keys-per-second N   keys a scan looks at a second (default 2000)\n"
         "  --heal-leftover-age-s N    age at which healing decides a write left on fewer than W\n"
-        "                        nodes; its writer decides within half of it (default 60)\n",
+        "                        nodes; its writer decides within half of it (default 60). A\n"
+        "                        cluster whose topology names one (fjord cluster init\n"
+        "                        --heal-leftover-age-s) uses that on every node instead\n",
         stderr);
 }
 

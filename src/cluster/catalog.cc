@@ -64,6 +64,7 @@ std::string encode_topology(const topology& t) {
                 {"block_bytes", t.block_bytes},
                 {"sets", t.sets},
                 {"created_unix_ms", t.created_unix_ms}};
+    if (t.leftover_age_ms > 0) doc["leftover_age_ms"] = t.leftover_age_ms;
     if (!t.rebuilding.empty()) {
         json marks = json::array();
         for (const auto& mark : t.rebuilding)
@@ -87,6 +88,11 @@ base::result<topology> decode_topology(std::string_view text) {
     t.block_bytes = block->get<std::uint32_t>();
     if (created != doc.end() && created->is_number_integer())
         t.created_unix_ms = created->get<std::int64_t>();
+    if (auto age = doc.find("leftover_age_ms"); age != doc.end()) {
+        if (!age->is_number_integer() || age->get<std::int64_t>() < 1000)
+            return corrupt("the topology's leftover age");
+        t.leftover_age_ms = age->get<std::int64_t>();
+    }
     // m <= k + 1: the write quorum of k + 1 is then a majority, which conditional writes rely on.
     if (t.shape.k < 1 || t.shape.m < 1 || t.shape.m > t.shape.k + 1 ||
         t.shape.width() > max_stripe_width || t.block_bytes < 64 ||

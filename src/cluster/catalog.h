@@ -44,6 +44,10 @@ struct topology {
     std::uint32_t block_bytes = 0;
     std::vector<std::vector<std::string>> sets;  // node ids, k + m per set, shard order
     std::int64_t created_unix_ms = 0;
+    // The age at which healing decides a write left below W (fjord cluster init --heal-leftover-age-s):
+    // one value for every node, which the write and healing rules assume. 0 in topologies written
+    // before it was kept here: each node's --heal-leftover-age-s then.
+    std::int64_t leftover_age_ms = 0;
     std::vector<rebuild_mark> rebuilding;
     bool is_rebuilding(std::string_view node) const;
     bool is_in_a_set(std::string_view node) const;

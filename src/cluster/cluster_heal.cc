@@ -70,7 +70,7 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
         bool settled = true;
         for (const shard_meta& v : r.versions) {
             if (d.holders > 0 && v.version <= decided) continue;
-            if (now_ms - written_ms(v) < self->options().leftover_age_ms ||
+            if (now_ms - written_ms(v) < self->leftover_age_ms() ||
                 !unreadable_anywhere(v.version)) {
                 settled = false;
                 continue;
@@ -105,7 +105,7 @@ io::task<bool> cluster_store::may_take_up(const key_place& place, const read_dec
     // It waits for the leftover age, by which its writer has decided it (cluster_write.cc).
     const std::size_t held =
         d.holders + static_cast<std::size_t>(std::count(d.damaged.begin(), d.damaged.end(), true));
-    if (held < place.write_quorum() && age_ms < _options.leftover_age_ms) {
+    if (held < place.write_quorum() && age_ms < leftover_age_ms()) {
         LOG_DEBUG("heal %s/%s: version %s is on %zu nodes and young: left to its writer for now",
                   place.bucket.c_str(), place.key.c_str(), d.meta.version.text().c_str(), held);
         co_return false;
@@ -116,7 +116,7 @@ io::task<bool> cluster_store::may_take_up(const key_place& place, const read_dec
     // (an abort that crossed its completion's commits) is left as it is, its reads failing, and the
     // versions before it stay: withdrawing it could bring back what an acknowledged completion
     // replaced.
-    if (age_ms < _options.leftover_age_ms) co_return false;
+    if (age_ms < leftover_age_ms()) co_return false;
     auto parts = co_await parts_readable(place, d.meta);
     if (parts && !*parts)
         LOG_WARN("%s/%s: version %s names parts that are gone: not healed", place.bucket.c_str(),

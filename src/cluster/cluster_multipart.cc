@@ -284,7 +284,7 @@ io::task<base::result<store::upload_record>> cluster_store::load_upload(
                 const bool durable = d->holders >= parts_place->write_quorum() ||
                                      base::unix_now_ms() - std::max(attempt->version.unix_ms(),
                                                                     d->meta.object.modified_ms) >=
-                                         _options.leftover_age_ms;
+                                         leftover_age_ms();
                 if (!durable) continue;
                 auto& seen = newest[attempt->number];
                 if (attempt->version < seen) continue;
@@ -490,7 +490,7 @@ io::task<base::result<void>> cluster_store::claim_for_completion(
         std::vector<manifest_part> theirs;
         auto completed = co_await completed_meanwhile(bucket, key, u.upload_id, theirs);
         if (!completed) co_return completed.as_failure();
-        if (*completed || base::unix_now_ms() - found.at_ms < _options.leftover_age_ms)
+        if (*completed || base::unix_now_ms() - found.at_ms < leftover_age_ms())
             co_return base::fail(base::errc::slow_down,
                                  "another completion of the upload is in progress: try again");
     }
@@ -580,7 +580,7 @@ io::task<base::result<void>> cluster_store::abort_upload(std::string bucket, std
     // A completion claimed it and wrote no manifest anywhere yet: it may still, until the leftover
     // age has passed since its claim (its manifest's commits are refused after that).
     if (claim.what == upload_claim::state::completing &&
-        base::unix_now_ms() - claim.at_ms < _options.leftover_age_ms)
+        base::unix_now_ms() - claim.at_ms < leftover_age_ms())
         co_return base::fail(base::errc::slow_down,
                              "a completion of the upload is in progress: try again");
     if (claim.what != upload_claim::state::aborting) {

@@ -81,12 +81,19 @@ void cluster_store::publish(const cluster_view& view) {
 io::task<void> cluster_store::take_snapshot(std::shared_ptr<const cluster_snapshot> snapshot) {
     core_state& cs = local();
     if (snapshot->revision < cs.snapshot->revision) co_return;
-    if (snapshot->layout && !cs.snapshot->layout)
+    if (snapshot->layout && !cs.snapshot->layout) {
         LOG_INFO("cluster %s: topology of %zu set(s) of %u+%u: serving data",
                  _options.cluster.c_str(), snapshot->sets.size(), snapshot->layout->shape.k,
                  snapshot->layout->shape.m);
-    else if (snapshot->layout && cs.snapshot->layout && io::reactor::current().core() == 0 &&
-             encode_topology(*snapshot->layout) != encode_topology(*cs.snapshot->layout))
+        const std::int64_t age_ms = snapshot->layout->leftover_age_ms;
+        if (age_ms > 0 && age_ms != _options.leftover_age_ms && io::reactor::current().core() == 0)
+            LOG_INFO(
+                "cluster %s: heal leftover age %lld s, the cluster's (fjord cluster init); "
+                "this node's --heal-leftover-age-s (%lld s) is not used",
+                _options.cluster.c_str(), static_cast<long long>(age_ms / 1000),
+                static_cast<long long>(_options.leftover_age_ms / 1000));
+    } else if (snapshot->layout && cs.snapshot->layout && io::reactor::current().core() == 0 &&
+               encode_topology(*snapshot->layout) != encode_topology(*cs.snapshot->layout))
         LOG_INFO("cluster %s: topology changed: %s", _options.cluster.c_str(),
                  encode_topology(*snapshot->layout).c_str());
     cs.snapshot = std::move(snapshot);
@@ -212,6 +219,12 @@ io::task<base::result<std::optional<store::bucket_info>>> cluster_store::find_bu
 }
 
 std::map<std::string, stamp>& cluster_store::local_held_ahead() { return local().held_ahead; }
+
+std::int64_t cluster_store::leftover_age_ms() const {
+    const auto& layout = local().snapshot->layout;
+    return layout && layout->leftover_age_ms > 0 ? layout->leftover_age_ms
+                                                 : _options.leftover_age_ms;
+}
 
 io::task<void> cluster_store::learn_bucket(std::string name) {
     // Enough for a client that makes a bucket through one node and writes through all of them at once;

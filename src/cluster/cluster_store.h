@@ -256,6 +256,9 @@ public:
     std::uint64_t heal_queue_dropped() const { return _heal_dropped.load(); }
     const cluster_store_options& options() const { return _options; }
     stamp_clock& clock() { return _clock; }
+    // The age at which a write left below W is decided by healing: the topology's (one value for the
+    // cluster), else this node's option (topologies written before it was kept there).
+    std::int64_t leftover_age_ms() const;
     std::shared_ptr<const cluster_snapshot> snapshot() const;
     // The node-local shard buckets, by cluster bucket name, as this core knows them.
     peer_pool* pool_for(const std::string& node);

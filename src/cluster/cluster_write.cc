@@ -144,7 +144,7 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
     for (unsigned i = 0; i < n; ++i) all[i] = i;
     auto streamed =
         co_await stream_version(*this, place, std::move(all), meta, accept, feed ? &*feed : nullptr,
-                                place.write_quorum(), complete, _options.leftover_age_ms / 2);
+                                place.write_quorum(), complete, leftover_age_ms() / 2);
     if (!streamed) co_return streamed.as_failure();
     const std::vector<upload>& ups = streamed->uploads;
     const std::size_t stored = count_in(ups, upload::state::stored);
@@ -152,7 +152,7 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
               place.key.c_str(), version.text().c_str(), static_cast<char>(kind), stored, n);
     // The write is decided, acknowledged or withdrawn, within half the leftover age of its last byte;
     // healing takes up a version below its quorum only after the whole age.
-    const std::int64_t decide_by = streamed->meta.object.modified_ms + _options.leftover_age_ms / 2;
+    const std::int64_t decide_by = streamed->meta.object.modified_ms + leftover_age_ms() / 2;
     const bool in_time = base::unix_now_ms() < decide_by;
     if (stored >= place.write_quorum() && in_time) {
         // Acknowledged: the versions before it go from the nodes that have it (the others keep theirs

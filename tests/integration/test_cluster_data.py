@@ -24,7 +24,9 @@ from cluster_support import (Etcd, Nodes, cluster_cli, init_topology, log_has, s
 from conftest import SEED
 
 CLUSTER = "data"
-NODE_ARGS = ["--heal-leftover-age-s", "2", "--heal-scan-interval-s", "3600"]
+NODE_ARGS = ["--heal-scan-interval-s", "3600"]
+# The age at which healing decides a write left below W: the cluster's, in its topology
+LEFTOVER_AGE = ("--heal-leftover-age-s", "2")
 
 
 @pytest.fixture
@@ -32,7 +34,7 @@ def cluster(tmp_path):
     etcd = Etcd(tmp_path)
     etcd.start()
     made = Nodes(tmp_path, etcd)
-    init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"])
+    init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], *LEFTOVER_AGE)
     servers = made.start(CLUSTER, 4, extra_args=NODE_ARGS)
     wait_serving(servers)
     yield etcd, servers
@@ -272,7 +274,7 @@ def test_a_dead_node_is_replaced_and_the_replacement_rebuilt(tmp_path):
     etcd.start()
     made = Nodes(tmp_path, etcd)
     try:
-        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"])
+        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], *LEFTOVER_AGE)
         servers = [made.node(CLUSTER, f"n{i}", extra_args=NODE_ARGS) for i in range(1, 6)]
         for server in servers:
             server.start()
@@ -544,7 +546,7 @@ def test_a_node_whose_drive_is_full_does_not_stop_writes(tmp_path):
     etcd.start()
     made = Nodes(tmp_path, etcd)
     try:
-        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"])
+        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], *LEFTOVER_AGE)
         servers = [made.node(CLUSTER, f"n{i}", extra_args=NODE_ARGS) for i in range(1, 4)]
         servers.append(made.node(CLUSTER, "n4", work_dir="small-n4", extra_args=NODE_ARGS))
         for server in servers:

@@ -193,11 +193,10 @@ def test_no_acknowledged_write_is_lost_and_no_wrong_byte_served_under_faults(tmp
     made = Nodes(tmp_path, etcd)
     relays = []
     try:
-        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"])
+        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], "--heal-leftover-age-s", "2")
         servers = []
         for i in range(1, 5):
-            server = made.node(CLUSTER, f"n{i}", extra_args=["--heal-leftover-age-s", "2",
-                                                           "--heal-scan-interval-s", "5"])
+            server = made.node(CLUSTER, f"n{i}", extra_args=["--heal-scan-interval-s", "5"])
             relay = Relay(server.port)
             server.extra_args += ["--advertise", relay.address]
             servers.append(server)

@@ -218,3 +218,16 @@ def test_a_cluster_map_larger_than_one_etcd_answer_is_read_in_pages(etcd, nodes)
             time.sleep(0.2)
     assert [s.name for s in servers if log_has(s, "cannot read the cluster map")] == []
     assert states(status(etcd, "big")) == {f"n{i}": True for i in range(1, 5)}
+
+
+def test_the_heal_leftover_age_is_the_clusters(etcd, nodes):
+    """Healing and the writers' deadlines assume one leftover age across the cluster: it is in the
+    topology (fjord cluster init --heal-leftover-age-s), and a node's own option does not change it."""
+    bad = cluster_cli(etcd, "aged", "init", "--nodes", "n1,n2,n3,n4", "--heal-leftover-age-s", "0")
+    assert bad.returncode != 0 and "--heal-leftover-age-s" in bad.stderr
+    init_topology(etcd, "aged", ["n1", "n2", "n3", "n4"], "--heal-leftover-age-s", "7")
+    node = nodes.node("aged", "n1", extra_args=["--heal-leftover-age-s", "3600"])
+    node.start()
+    wait_log(node, "heal leftover age 7 s, the cluster's")
+    shown = cluster_cli(etcd, "aged", "topology")
+    assert shown.returncode == 0 and "7" in shown.stdout, shown.stdout + shown.stderr

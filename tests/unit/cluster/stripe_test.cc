@@ -250,6 +250,15 @@ TEST(Catalog, TopologyAndBucketRecordsRoundTrip) {
     auto back = decode_topology(encode_topology(*t));
     ASSERT_TRUE(back);
     EXPECT_EQ(back->sets, t->sets);
+    EXPECT_EQ(back->leftover_age_ms, 0);  // not named: each node's own
+    t->leftover_age_ms = 7'000;
+    back = decode_topology(encode_topology(*t));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->leftover_age_ms, 7'000);
+    EXPECT_FALSE(decode_topology(
+        R"({"k":2,"m":2,"block_bytes":1048576,"sets":[["a","b","c","d"]],"leftover_age_ms":0})"));
+    EXPECT_FALSE(decode_topology(
+        R"({"k":2,"m":2,"block_bytes":1048576,"sets":[["a","b","c","d"]],"leftover_age_ms":"x"})"));
     EXPECT_FALSE(
         decode_topology(R"({"k":2,"m":2,"block_bytes":1048576,"sets":[["n1","n1","n2","n3"]]})"));
     EXPECT_FALSE(
