@@ -226,17 +226,20 @@ std::int64_t cluster_store::leftover_age_ms() const {
                                                  : _options.leftover_age_ms;
 }
 
-io::task<void> cluster_store::learn_bucket(std::string name) {
+io::task<base::result<void>> cluster_store::learn_bucket(std::string name) {
     // Enough for a client that makes a bucket through one node and writes through all of them at once;
     // past it a request for an unknown bucket is answered from the view (NoSuchBucket).
     constexpr std::size_t max_bucket_lookups_per_core = 8;
     core_state& cs = local();
-    if (!ready() || cs.bucket_lookups >= max_bucket_lookups_per_core) co_return;
+    if (!ready() || cs.bucket_lookups >= max_bucket_lookups_per_core)
+        co_return base::result<void>{};
     ++cs.bucket_lookups;
     auto found = co_await find_bucket_now(std::move(name));
     --local().bucket_lookups;
-    if (!found)
-        LOG_DEBUG("cluster: looking up a bucket in etcd failed: %s", found.err().message.c_str());
+    if (found) co_return base::result<void>{};
+    LOG_DEBUG("cluster: looking up a bucket in etcd failed: %s", found.err().message.c_str());
+    // Not known here and not looked up: whether it exists cannot be said now (503, retried)
+    co_return base::fail(base::errc::service_unavailable, "cannot look the bucket up in etcd now");
 }
 
 bool cluster_store::bucket_has_attribute(const std::string& bucket, const std::string& name) const {

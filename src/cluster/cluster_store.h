@@ -178,7 +178,7 @@ public:
     std::optional<store::bucket_info> find_bucket(const std::string& name) const override;
     // At most max_bucket_lookups_per_core in flight on a core: requests naming buckets that do not
     // exist cannot turn into an unbounded stream of etcd reads.
-    io::task<void> learn_bucket(std::string name) override;
+    io::task<base::result<void>> learn_bucket(std::string name) override;
     io::task<base::result<std::optional<store::bucket_info>>> find_bucket_now(
         std::string name) override;
     bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override;

@@ -715,7 +715,9 @@ bool names_unknown_bucket(const s3_request& r, s3_op op, const store::object_sto
 
 io::task<void> service::dispatch(context& c) {
     chosen_operation chosen = choose_operation(c.ex.head(), c.req);
-    if (names_unknown_bucket(c.req, chosen.op, _store)) co_await _store.learn_bucket(c.req.bucket);
+    if (names_unknown_bucket(c.req, chosen.op, _store))
+        if (auto learned = co_await _store.learn_bucket(c.req.bucket); !learned)
+            co_return co_await send_error(c, learned.err());
     // A POST form names its key and its signer in its body: post_object checks access once it has
     // read them.
     if (chosen.op == s3_op::post_object) co_return co_await post_object(c);

@@ -293,9 +293,11 @@ public:
     virtual io::task<base::result<std::optional<bucket_info>>> find_bucket_now(std::string name);
     // Called before a request is answered NoSuchBucket from this core's view: a store whose view can
     // lag (a cluster's, for a bucket made through another node a moment ago) looks the bucket up in
-    // its source of truth and brings the view up to date; the others do nothing. Bounded and best
-    // effort: when it cannot look, the view answers.
-    virtual io::task<void> learn_bucket(std::string) { co_return; }
+    // its source of truth and brings the view up to date; the others do nothing. Bounded: past its
+    // bound the view answers. A failure (its source of truth did not answer) is the request's answer.
+    virtual io::task<base::result<void>> learn_bucket(std::string) {
+        co_return base::result<void>{};
+    }
     // A number that changes whenever this core's view of the buckets may have changed without a call
     // on this node (another node of a cluster changed them); 0, and constant, for a store whose buckets
     // change only through its own calls. A front end caching bucket configuration reloads on a change.

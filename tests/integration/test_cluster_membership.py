@@ -10,6 +10,7 @@ import subprocess
 import time
 
 import pytest
+from botocore.exceptions import ClientError
 
 from cluster_support import (DOWN_DEADLINE_S, LEASE_TTL_S, UP_DEADLINE_S, Etcd, Nodes, cluster_cli,
                              init_topology, log_has, states, status, wait_for, wait_log, wait_serving)
@@ -103,6 +104,11 @@ def test_losing_etcd_stops_membership_not_the_data_path(etcd, nodes):
     body = b"x" * 300_000
     s3.put_object(Bucket="during-outage", Key="k", Body=body)
     assert s3.get_object(Bucket="during-outage", Key="k")["Body"].read() == body
+    # A bucket the node does not know may exist (made through a node it has not heard from): without
+    # etcd to ask, it says so with a 503 to retry, never NoSuchBucket
+    with pytest.raises(ClientError) as unknown:
+        s3.head_object(Bucket="unknown-during-outage", Key="k")
+    assert unknown.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
     # A node stops in time without etcd (its revoke fails under the call deadline), and one that
     # starts without etcd serves and joins once etcd is back.
     assert servers[1].stop() == 0
