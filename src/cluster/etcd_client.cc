@@ -33,6 +33,8 @@ etcd_client::etcd_client(etcd_options options)
       _connection(client::connection_options{_options.where, _options.call_timeout_ms}) {}
 
 io::task<base::result<std::string>> etcd_client::call(std::string_view path, std::string body) {
+    co_await _calls.acquire();
+    io::semaphore::permit held(_calls);
     const std::int64_t deadline_ms = now_ms() + _options.call_timeout_ms;
     auto answer = co_await exchange(path, body, deadline_ms);
     if (!answer) {

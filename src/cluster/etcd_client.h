@@ -9,7 +9,8 @@
 // that fails for any reason closes the connection, and the next call opens a fresh one. Calls are not
 // retried here: the caller (membership.h) decides what a failure means.
 //
-// Lifecycle: owned by one core and used from it only, one call at a time (not thread-safe).
+// Lifecycle: owned by one core and used from it only (not thread-safe); calls from several coroutines
+// of the core wait their turn (one at a time on the connection).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "base/result.h"
 #include "client/connection.h"
 #include "cluster/etcd_codec.h"
+#include "io/semaphore.h"
 #include "io/socket.h"
 #include "io/task.h"
 
@@ -71,6 +73,9 @@ private:
     etcd_options _options;
     client::connection _connection;
     std::string _buffer;  // bytes received and not yet used
+    // One call at a time on the connection: several requests of a core may ask etcd at once (a
+    // bucket this core does not know, a CreateBucket), and their bytes must not interleave.
+    io::semaphore _calls{1};
 };
 
 }  // namespace fjord::cluster
