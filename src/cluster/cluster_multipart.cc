@@ -157,6 +157,32 @@ std::optional<part_attempt> attempt_of(std::string_view part_local_key) {
     return part_attempt{static_cast<std::uint32_t>(*n), *version};
 }
 
+// Of each part number's attempts, the newest durable one and the newest readable one: a part's writer
+// may yet withdraw an attempt below W, so it is the part only when no durable attempt is there.
+class part_choice {
+public:
+    void offer(const part_attempt& attempt, store::part_record part, bool durable) {
+        keep(_readable, attempt, part);
+        if (durable) keep(_durable, attempt, std::move(part));
+    }
+    void into(std::map<std::uint32_t, store::part_record>& parts) {
+        for (auto& [number, newest] : _readable) {
+            auto durable = _durable.find(number);
+            parts[number] = durable != _durable.end() ? durable->second.second : newest.second;
+        }
+    }
+
+private:
+    using newest = std::map<std::uint32_t, std::pair<stamp, store::part_record>>;
+    static void keep(newest& in, const part_attempt& attempt, store::part_record part) {
+        auto& [seen, kept] = in[attempt.number];
+        if (attempt.version < seen) return;
+        seen = attempt.version;
+        kept = std::move(part);
+    }
+    newest _readable, _durable;
+};
+
 // Turns a part finisher into the record finisher of the part's object, keeping what it built.
 store::record_finisher part_record_finisher(const store::part_finisher& finish,
                                             store::part_record& built) {
@@ -250,7 +276,7 @@ io::task<base::result<store::upload_record>> cluster_store::load_upload(
     if (!with_parts) co_return u;
     auto parts_place = place_in('p', bucket, key, std::string());
     if (!parts_place) co_return parts_place.as_failure();
-    std::map<std::uint32_t, stamp> newest;  // of each number's attempts
+    part_choice chosen;
     store::list_request request;
     request.bucket = bucket;
     request.prefix = part_prefix(key, upload_id);
@@ -277,23 +303,20 @@ io::task<base::result<store::upload_record>> cluster_store::load_upload(
                 if (!d) co_return d.as_failure();
                 auto attempt = attempt_of(batch[j]);
                 if (!d->found || !attempt || d->meta.version != attempt->version) continue;
-                // Only an attempt known to be durable is a part: on W nodes, or older than the
-                // leftover age (decided by its writer, or by healing). A younger one below W may be
-                // a retried UploadPart still waiting on hung nodes, which its writer may withdraw:
-                // chosen, the acknowledged attempt before it would be purged for it.
+                // Durable: on W nodes, or older than the leftover age (decided by its writer, or by
+                // healing). A younger one below W may be a retried UploadPart still waiting on hung
+                // nodes, which its writer may withdraw: chosen over the acknowledged attempt before
+                // it, that one would be purged for it.
                 const bool durable = d->holders >= parts_place->write_quorum() ||
                                      base::unix_now_ms() - std::max(attempt->version.unix_ms(),
                                                                     d->meta.object.modified_ms) >=
                                          leftover_age_ms();
-                if (!durable) continue;
-                auto& seen = newest[attempt->number];
-                if (attempt->version < seen) continue;
-                seen = attempt->version;
-                u.parts[attempt->number] = part_of(attempt->number, d->meta);
+                chosen.offer(*attempt, part_of(attempt->number, d->meta), durable);
             }
         }
         if (!page->truncated) break;
     }
+    chosen.into(u.parts);
     co_return u;
 }
 
@@ -415,11 +438,13 @@ io::task<base::result<store::object_record>> cluster_store::complete_upload(
             {static_cast<std::uint32_t>(s.id.hi), stamp{s.id.lo, s.drive}, s.size_bytes});
     auto where = place(bucket, key);
     if (!where) co_return where.as_failure();
-    // The claim first: an abort (or a completion choosing other parts) cannot purge what this one
-    // chose once it stands, nor this one write a manifest over parts they purge.
-    FJORD_CO_TRY(co_await claim_for_completion(bucket, key, *upload, claim, parts));
+    // The request's conditions, then the claim: an abort (or a completion choosing other parts)
+    // cannot purge what this one chose once it stands, nor this one write a manifest over parts they
+    // purge. A manifest refused outright (nothing stored) gives the claim back.
     auto version = co_await version_for_write(*where, conditions);
     if (!version) co_return version.as_failure();
+    upload_claim mine;
+    FJORD_CO_TRY(co_await claim_for_completion(bucket, key, *upload, claim, parts, mine));
     store::record_finisher finish =
         [&record](const store::written_data&) -> base::result<store::object_record> {
         return *record;
@@ -427,6 +452,8 @@ io::task<base::result<store::object_record>> cluster_store::complete_upload(
     auto written =
         co_await write_version(*where, nullptr, record->size_bytes, finish, shard_kind::manifest,
                                version->first, version->second, upload_id, parts);
+    if (!written && written.code() == base::errc::precondition_failed)
+        (void)co_await claim_upload(bucket, key, *upload, mine, upload_claim{});
     if (!written) co_return written.as_failure();
     purge_completed(bucket, key, upload_id, attempts, parts);
     co_return written;
@@ -479,12 +506,11 @@ io::task<base::result<void>> cluster_store::claim_upload(const std::string& buck
 
 io::task<base::result<void>> cluster_store::claim_for_completion(
     const std::string& bucket, const std::string& key, const store::upload_record& u,
-    const upload_claim& found, const std::vector<manifest_part>& chosen) {
-    const upload_claim mine{upload_claim::state::completing, chosen_text(chosen),
-                            base::unix_now_ms()};
-    if (found.what == upload_claim::state::completing) {
-        if (found.parts == mine.parts)  // a retry of that completion: the same manifest again
-            co_return base::result<void>{};
+    const upload_claim& found, const std::vector<manifest_part>& chosen, upload_claim& mine) {
+    mine = upload_claim{upload_claim::state::completing, chosen_text(chosen), base::unix_now_ms()};
+    // A retry of the completion that claimed it (the same parts) claims it again, afresh: an abort
+    // then waits the leftover age from now, past any commit of this one's manifest.
+    if (found.what == upload_claim::state::completing && found.parts != mine.parts) {
         // Another completion's: it stands, or it may still land until the leftover age has passed
         // since its claim; after that, with no manifest of it standing, this one takes over.
         std::vector<manifest_part> theirs;

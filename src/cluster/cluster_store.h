@@ -335,12 +335,11 @@ private:
     io::task<base::result<void>> claim_upload(const std::string& bucket, const std::string& key,
                                               const store::upload_record& u,
                                               const upload_claim& was, const upload_claim& now);
-    // What a Complete does with the upload's claim before it writes its manifest.
-    io::task<base::result<void>> claim_for_completion(const std::string& bucket,
-                                                      const std::string& key,
-                                                      const store::upload_record& u,
-                                                      const upload_claim& found,
-                                                      const std::vector<manifest_part>& chosen);
+    // What a Complete does with the upload's claim before it writes its manifest; the claim it
+    // wrote into `mine`.
+    io::task<base::result<void>> claim_for_completion(
+        const std::string& bucket, const std::string& key, const store::upload_record& u,
+        const upload_claim& found, const std::vector<manifest_part>& chosen, upload_claim& mine);
     io::task<void> read_into(key_place place, read_decision decision, store::byte_range range,
                              byte_pipe* pipe,
                              const std::function<void(std::span<const std::byte>)>* observe);
