@@ -265,9 +265,9 @@ base::result<std::unique_ptr<tier>> tier::open_blocking(tier_options options) {
     FJORD_ASSERT(options.cores >= 1);
     std::unique_ptr<tier> t(new tier(std::move(options)));
     std::error_code ec;
-    std::filesystem::create_directories(t->_options.directory, ec);
-    // Only the server's user reads the cache's blocks (docs/security.md, "Files on disk")
-    if (!ec)
+    // Only the server's user reads the cache's blocks (docs/security.md): a directory it makes is
+    // 0700; one an operator made keeps its mode
+    if (std::filesystem::create_directories(t->_options.directory, ec) && !ec)
         std::filesystem::permissions(t->_options.directory, std::filesystem::perms::owner_all, ec);
     if (ec)
         return base::fail(base::errc::io_error,

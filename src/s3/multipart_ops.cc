@@ -150,7 +150,8 @@ base::result<store::object_record> build_object(const store::upload_record& u,
 // count; a checksum in another algorithm than the upload's is refused.
 base::result<void> check_named_checksum(const payload_options& named,
                                         const store::object_record& r) {
-    if (named.checksum == checksum_algorithm::none) return {};
+    // Only a value names a checksum (x-amz-sdk-checksum-algorithm or a trailer alone name none)
+    if (named.checksum == checksum_algorithm::none || !named.checksum_expected) return {};
     auto alg = parse_checksum_algorithm(r.checksum_algorithm);
     if (!alg || *alg != named.checksum)
         return base::fail(base::errc::invalid_request,

@@ -229,8 +229,9 @@ io::task<void> service::store_posted(context& c, const post_form& form,
     if (auto h = headers_of(form, file_type, head); !h) co_return co_await send_error(c, h.err());
     // Authorized on the form's fields, which are signed and stored, never on the unsigned HTTP headers
     c.form_head = &head;
-    if (auto allowed = check_access(c, access_kind::other, "PutObject"); !allowed)
-        co_return co_await send_error(c, allowed.err());
+    auto allowed = check_access(c, access_kind::other, "PutObject");
+    c.form_head = nullptr;  // `head` is this frame's
+    if (!allowed) co_return co_await send_error(c, allowed.err());
     if (auto acl = resolve_write_acl(c, head, false); !acl)
         co_return co_await send_error(c, acl.err());
     store::object_record metadata;
