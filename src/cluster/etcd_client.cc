@@ -140,22 +140,24 @@ io::task<base::result<range_result>> etcd_client::range_prefix(std::string prefi
     const std::string end = prefix_end(prefix);
     range_result all;
     std::string from = std::move(prefix);
-    std::int64_t limit = prefix_page_keys;
     for (std::size_t pages = 0; pages < max_prefix_pages;) {
-        auto page = co_await range(from, end, limit, all.revision);
-        if (!page && page.code() == base::errc::entity_too_large && limit > 1) {
-            limit = std::max<std::int64_t>(1, limit / 2);  // large values: fewer keys a page
+        // The page size is remembered between pages and calls: halved when an answer is too large
+        // (large values), doubled back after each page that fits, so a map with large records is not
+        // asked for whole again on every refresh
+        auto page = co_await range(from, end, _page_keys, all.revision);
+        if (!page && page.code() == base::errc::entity_too_large && _page_keys > 1) {
+            _page_keys = std::max<std::int64_t>(1, _page_keys / 2);
             continue;
         }
         if (!page) co_return page.as_failure();
         ++pages;
+        _page_keys = std::min(prefix_page_keys, _page_keys * 2);
         if (all.revision == 0) all.revision = page->revision;
         const bool more = page->more && !page->kvs.empty();
         if (more) from = page->kvs.back().key + std::string(1, '\0');  // the next key after it
         for (auto& kv : page->kvs) all.kvs.push_back(std::move(kv));
         all.count = static_cast<std::int64_t>(all.kvs.size());
         if (!more) co_return all;
-        limit = prefix_page_keys;
     }
     co_return base::fail(base::errc::entity_too_large,
                          "more than " + std::to_string(max_prefix_pages) + " pages under a prefix");

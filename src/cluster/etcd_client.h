@@ -44,7 +44,7 @@ public:
                                                std::int64_t limit = 0, std::int64_t revision = 0);
     // Every key under `prefix`, read in pages of one revision: no answer is larger than
     // max_response_bytes however much the prefix holds (a page too large is asked for again in
-    // halves, down to one key). At most max_prefix_pages pages.
+    // halves, down to one key; the size is remembered and grows back). At most max_prefix_pages.
     io::task<base::result<range_result>> range_prefix(std::string prefix);
     static constexpr std::int64_t prefix_page_keys = 256;
     static constexpr std::size_t max_prefix_pages = 100'000;
@@ -76,6 +76,7 @@ private:
     // One call at a time on the connection: several requests of a core may ask etcd at once (a
     // bucket this core does not know, a CreateBucket), and their bytes must not interleave.
     io::semaphore _calls{1};
+    std::int64_t _page_keys = prefix_page_keys;  // range_prefix's page size (see there)
 };
 
 }  // namespace fjord::cluster
