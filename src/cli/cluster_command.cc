@@ -84,7 +84,7 @@ io::task<void> pause(std::int64_t ms) { co_await io::sleep_for(ms); }
 
 struct heal_figures {
     std::uint64_t queue = 0, healed = 0, corrupt = 0, keys = 0, below = 0, remaining = 0,
-                  unreachable = 0;
+                  unreachable = 0, unrepairable = 0;
     std::int64_t finished_ms = 0;
     bool known = false;
 };
@@ -99,6 +99,7 @@ heal_figures figures_of(const cluster::cluster_view& view, const std::string& no
     f.queue = doc.value("queue", std::uint64_t{0});
     f.healed = doc.value("healed", std::uint64_t{0});
     f.corrupt = doc.value("corrupt", std::uint64_t{0});
+    f.unrepairable = doc.value("unrepairable", std::uint64_t{0});
     if (doc.contains("scan") && doc["scan"].is_object()) {
         const auto& scan = doc["scan"];
         f.keys = scan.value("keys", std::uint64_t{0});
@@ -111,13 +112,20 @@ heal_figures figures_of(const cluster::cluster_view& view, const std::string& no
 }
 
 // Objects below full width as the nodes last saw them: what their last scans could not heal, what
-// they could not decide, and what waits in their queues.
+// they could not decide, and what waits in their queues. What no heal can repair is set aside and
+// counted apart (unrepairable_objects): waiting cannot change it.
 std::uint64_t below_full_width(const cluster::cluster_view& view) {
     std::uint64_t total = 0;
     for (const auto& m : view.members) {
         heal_figures f = figures_of(view, m.node.node_id);
         total += f.remaining + f.unreachable + f.queue;
     }
+    return total;
+}
+
+std::uint64_t unrepairable_objects(const cluster::cluster_view& view) {
+    std::uint64_t total = 0;
+    for (const auto& m : view.members) total += figures_of(view, m.node.node_id).unrepairable;
     return total;
 }
 
@@ -333,8 +341,8 @@ std::string utc_text(std::int64_t unix_ms) {
 }
 
 void print_healing(const cluster::cluster_view& view) {
-    std::printf("%-24s %7s %8s %8s %10s %9s %8s  %s\n", "NODE", "QUEUE", "HEALED", "CORRUPT",
-                "SCAN KEYS", "BELOW", "LEFT", "SCAN FINISHED (UTC)");
+    std::printf("%-24s %7s %8s %8s %8s %10s %9s %8s  %s\n", "NODE", "QUEUE", "HEALED", "CORRUPT",
+                "UNREPAIR", "SCAN KEYS", "BELOW", "LEFT", "SCAN FINISHED (UTC)");
     for (const auto& m : view.members) {
         heal_figures f = figures_of(view, m.node.node_id);
         if (!f.known) {
@@ -342,10 +350,11 @@ void print_healing(const cluster::cluster_view& view) {
             continue;
         }
         std::printf(
-            "%-24s %7llu %8llu %8llu %10llu %9llu %8llu  %s\n", m.node.node_id.c_str(),
+            "%-24s %7llu %8llu %8llu %8llu %10llu %9llu %8llu  %s\n", m.node.node_id.c_str(),
             static_cast<unsigned long long>(f.queue), static_cast<unsigned long long>(f.healed),
-            static_cast<unsigned long long>(f.corrupt), static_cast<unsigned long long>(f.keys),
-            static_cast<unsigned long long>(f.below),
+            static_cast<unsigned long long>(f.corrupt),
+            static_cast<unsigned long long>(f.unrepairable),
+            static_cast<unsigned long long>(f.keys), static_cast<unsigned long long>(f.below),
             static_cast<unsigned long long>(f.remaining + f.unreachable),
             f.finished_ms ? utc_text(f.finished_ms).c_str() : "(running or none yet)");
     }
@@ -438,6 +447,29 @@ void print_status(const cluster_command& cmd, const cluster::cluster_view& view)
             mark.node.c_str());
 }
 
+// What `heal` did; with --wait, 0 once nothing is below full width.
+int print_heal(const cluster_command& cmd, const cluster_outcome& out) {
+    std::printf("asked every node of cluster %s for a scan (request %lld)\n", cmd.cluster.c_str(),
+                static_cast<long long>(out.heal_request));
+    if (!cmd.wait) return 0;
+    print_healing(out.view);
+    if (out.timed_out) {
+        std::fprintf(stderr, "fjord cluster heal: not every node finished its scan in %lld s\n",
+                     static_cast<long long>(cmd.timeout_s));
+        return 1;
+    }
+    const std::uint64_t below = below_full_width(out.view);
+    std::printf("objects below full width: %llu\n", static_cast<unsigned long long>(below));
+    if (const std::uint64_t lost = unrepairable_objects(out.view); lost > 0)
+        std::printf(
+            "objects no heal can repair (their parts are gone; each named once in its node's "
+            "log): %llu\n",
+            static_cast<unsigned long long>(lost));
+    for (const auto& node : out.rebuilt)
+        std::printf("node %s holds every shard it should: no longer rebuilding\n", node.c_str());
+    return below == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int cluster_main(int argc, char** argv) {
@@ -462,23 +494,7 @@ int cluster_main(int argc, char** argv) {
         std::fprintf(stderr, "fjord cluster: %s\n", out.status.err().message.c_str());
         return 1;
     }
-    if (cmd->op == "heal") {
-        std::printf("asked every node of cluster %s for a scan (request %lld)\n",
-                    cmd->cluster.c_str(), static_cast<long long>(out.heal_request));
-        if (!cmd->wait) return 0;
-        print_healing(out.view);
-        if (out.timed_out) {
-            std::fprintf(stderr, "fjord cluster heal: not every node finished its scan in %lld s\n",
-                         static_cast<long long>(cmd->timeout_s));
-            return 1;
-        }
-        const std::uint64_t below = below_full_width(out.view);
-        std::printf("objects below full width: %llu\n", static_cast<unsigned long long>(below));
-        for (const auto& node : out.rebuilt)
-            std::printf("node %s holds every shard it should: no longer rebuilding\n",
-                        node.c_str());
-        return below == 0 ? 0 : 1;
-    }
+    if (cmd->op == "heal") return print_heal(*cmd, out);
     if (cmd->op == "status") {
         print_status(*cmd, out.view);
     } else if (cmd->op == "topology") {

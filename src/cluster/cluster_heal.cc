@@ -96,8 +96,8 @@ io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_plac
 
 // Whether healing may take up the decided version now (copy it, trim before it): not a young one below
 // W, nor a young manifest or one whose parts are gone. `changes`: the heal would copy or trim.
-io::task<bool> cluster_store::may_take_up(const key_place& place, const read_decision& d,
-                                          bool changes) {
+io::task<base::result<bool>> cluster_store::may_take_up(const key_place& place,
+                                                        const read_decision& d, bool changes) {
     const std::int64_t age_ms = base::unix_now_ms() - written_ms(d.meta);
     // Readable but on fewer than W nodes, and young: a write that failed (or is still going) whose
     // writer may yet withdraw it. Copied to the rest now, with the versions before it trimmed, it
@@ -115,12 +115,13 @@ io::task<bool> cluster_store::may_take_up(const key_place& place, const read_dec
     // no manifest, has landed by then) and while its parts are all readable. One whose parts are gone
     // (an abort that crossed its completion's commits) is left as it is, its reads failing, and the
     // versions before it stay: withdrawing it could bring back what an acknowledged completion
-    // replaced.
+    // replaced. No heal can repair it, so it is answered as such (the healer sets it aside).
     if (age_ms < leftover_age_ms()) co_return false;
     auto parts = co_await parts_readable(place, d.meta);
     if (parts && !*parts)
-        LOG_WARN("%s/%s: version %s names parts that are gone: not healed", place.bucket.c_str(),
-                 place.key.c_str(), d.meta.version.text().c_str());
+        co_return base::fail(base::errc::data_corrupted,
+                             "version " + d.meta.version.text() +
+                                 " is a manifest whose parts are gone: unrepairable");
     co_return parts && *parts;
 }
 
@@ -139,7 +140,9 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
               place.bucket.c_str(), place.key.c_str(), place.space, decided.text().c_str(),
               d->holders, place.width(), targets.size(), unreachable ? ", a node not settled" : "");
     if (d->holders == 0) co_return !unreachable;
-    if (!co_await may_take_up(place, *d, !targets.empty() || d->others)) co_return false;
+    auto may = co_await may_take_up(place, *d, !targets.empty() || d->others);
+    if (!may) co_return may.as_failure();
+    if (!*may) co_return false;
     if (d->meta.kind == shard_kind::deleted && d->full_width && !unreachable &&
         now_ms - decided.unix_ms() > _options.tombstone_age_ms) {
         // Every node has had the deletion for long: the tombstones go too, and what they hid. Only

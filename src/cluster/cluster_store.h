@@ -238,7 +238,8 @@ public:
                                                                  std::vector<std::string> keys,
                                                                  bool insist = false);
     // Copies the decided version onto the set's nodes that lack it (rebuilding their shards from k
-    // others); true when every node of the set then holds it.
+    // others); true when every node of the set then holds it. data_corrupted: the version can never
+    // be healed (a manifest whose parts are gone); trying again will not help.
     io::task<base::result<bool>> heal_key(key_place place);
     // Adds the rebuilding marks of the place's nodes in this core's newest snapshot to those it had: a
     // node marked while a read was going, or unmarked meanwhile (its "absent" may predate its healing),
@@ -308,7 +309,9 @@ private:
     io::task<base::result<std::optional<std::string>>> read_small(key_place place);
     // Removes every version of a key from its set's nodes (best effort; the scanner finds leftovers).
     io::task<void> purge(key_place place);
-    io::task<bool> may_take_up(const key_place& place, const read_decision& d, bool changes);
+    // data_corrupted: a manifest whose parts are gone, which no heal can repair.
+    io::task<base::result<bool>> may_take_up(const key_place& place, const read_decision& d,
+                                             bool changes);
     // Whether every part a manifest names can still be read (false: one is gone for sure).
     io::task<base::result<bool>> parts_readable(const key_place& place, const shard_meta& manifest);
     // A completed upload's record and the part attempts its manifest did not choose go (spawned).

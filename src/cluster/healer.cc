@@ -23,9 +23,14 @@ constexpr std::size_t max_deferred = 100'000;
 constexpr std::uint32_t scan_page_keys = 48;
 constexpr std::int64_t retry_ms = 1'000;
 constexpr std::int64_t max_retry_ms = 60'000;
+constexpr std::size_t max_set_aside = 100'000;
 
 std::string deferred_name(const cluster_store::heal_item& item) {
     return item.bucket + '\0' + item.space + item.key;
+}
+
+bool unrepairable(const base::result<bool>& healed) {
+    return !healed && healed.code() == base::errc::data_corrupted;
 }
 
 // Checks a shard's bytes, as the engine reads them back, against the CRC32C of each of its blocks.
@@ -81,12 +86,14 @@ std::string healer::stats_json() const {
                            {"degraded", _scan_degraded.load()},
                            {"healed", _scan_healed.load()},
                            {"remaining", _scan_remaining.load()},
+                           {"unrepairable", _scan_unrepairable.load()},
                            {"unreachable", _scan_unreachable.load()},
                            {"request", _completed_request.load()}};
     return nlohmann::json{{"queue", _cluster.heal_queue_length() + _deferred_size.load()},
                           {"queue_dropped", _cluster.heal_queue_dropped()},
                           {"healed", _healed.load()},
                           {"corrupt", _corrupt.load()},
+                          {"unrepairable", _set_aside_size.load()},
                           {"scans", _scans.load()},
                           {"scan", scan}}
         .dump();
@@ -97,7 +104,7 @@ io::task<void> healer::run() {
     while (!stopping()) {
         for (std::int64_t waited = 0; waited < _options.queue_interval_ms && !stopping();
              waited += 100)
-            co_await io::sleep_for(100);
+            co_await pause(100);
         if (stopping() || !_cluster.ready()) continue;
         co_await drain_queue(false);
         const std::int64_t now = base::unix_now_ms();
@@ -135,6 +142,12 @@ io::task<void> healer::drain_queue(bool everything_due) {
         if (place) {
             auto healed = co_await _cluster.heal_key(*place);
             done = healed && *healed;
+            if (unrepairable(healed)) {
+                set_aside(*place, healed.err().message);
+                done = true;  // no retry can help: set aside, not tried every minute forever
+            } else if (done) {
+                take_back(*place);
+            }
         }
         it = _deferred.find(name);  // (the map may have changed while healing)
         if (it == _deferred.end()) continue;
@@ -155,6 +168,7 @@ io::task<void> healer::scan() {
     _scan_started_ms = base::unix_now_ms();
     _scan_finished_ms = 0;
     _scan_keys = _scan_degraded = _scan_healed = _scan_remaining = _scan_unreachable = 0;
+    _scan_unrepairable = 0;
     _pace_started_ms = base::unix_now_ms();
     _paced_keys = 0;
     _verified_bytes = 0;
@@ -170,12 +184,13 @@ io::task<void> healer::scan() {
     if (_scan_degraded.load() > 0 || _scan_unreachable.load() > 0)
         LOG_INFO(
             "cluster scan: %llu keys, %llu below full width, %llu healed, %llu remaining, "
-            "%llu not decidable now",
+            "%llu not decidable now, %llu unrepairable",
             static_cast<unsigned long long>(_scan_keys.load()),
             static_cast<unsigned long long>(_scan_degraded.load()),
             static_cast<unsigned long long>(_scan_healed.load()),
             static_cast<unsigned long long>(_scan_remaining.load()),
-            static_cast<unsigned long long>(_scan_unreachable.load()));
+            static_cast<unsigned long long>(_scan_unreachable.load()),
+            static_cast<unsigned long long>(_scan_unrepairable.load()));
 }
 
 io::task<void> healer::scan_bucket(std::string bucket, char space, std::string shard_bucket) {
@@ -249,12 +264,17 @@ io::task<void> healer::scan_keys(std::string bucket, char space, std::vector<std
                 degraded = true;
                 actor = _node;  // its own shard: it rebuilds it
             }
+            if (!degraded && !_set_aside.empty()) take_back(*place);  // written again since
             if (degraded && actor == _node) {
                 ++_scan_degraded;
                 auto healed = co_await _cluster.heal_key(*place);
                 if (healed && *healed) {
                     ++_scan_healed;
                     ++_healed;
+                    take_back(*place);
+                } else if (unrepairable(healed)) {
+                    ++_scan_unrepairable;
+                    set_aside(*place, healed.err().message);
                 } else {
                     ++_scan_remaining;
                 }
@@ -262,6 +282,20 @@ io::task<void> healer::scan_keys(std::string bucket, char space, std::vector<std
             co_await pace_keys(1);
         }
     }
+}
+
+void healer::set_aside(const key_place& place, const std::string& why) {
+    std::string name = place.bucket + '\0' + place.space + place.key;
+    if (_set_aside.count(name) > 0 || _set_aside.size() >= max_set_aside) return;
+    _set_aside.insert(std::move(name));
+    _set_aside_size = _set_aside.size();
+    LOG_ERROR("%s/%s: %s; set aside (reported once; a new write of the key replaces it)",
+              place.bucket.c_str(), place.key.c_str(), why.c_str());
+}
+
+void healer::take_back(const key_place& place) {
+    if (_set_aside.erase(place.bucket + '\0' + place.space + place.key) > 0)
+        _set_aside_size = _set_aside.size();
 }
 
 // Reads this node's shard back; false (after marking it damaged, so that healing rewrites it) when it
@@ -299,7 +333,14 @@ io::task<void> healer::pace_keys(std::size_t keys) {
     const std::int64_t by_bytes = static_cast<std::int64_t>(
         _verified_bytes * 1000 / std::max<std::uint64_t>(1, _options.verify_bytes_per_second));
     const std::int64_t ahead = std::max(by_keys, by_bytes) - elapsed;
-    if (ahead > 0) co_await io::sleep_for(std::min<std::int64_t>(ahead, 1000));
+    if (ahead > 0) co_await pause(std::min<std::int64_t>(ahead, 1000));
+}
+
+io::task<void> healer::pause(std::int64_t ms) {
+    if (_options.pause)
+        co_await _options.pause(ms);
+    else
+        co_await io::sleep_for(ms);
 }
 
 }  // namespace fjord::cluster

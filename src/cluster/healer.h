@@ -14,6 +14,8 @@
 //  - verification: the scan also reads back the node's own shards at a bounded rate and checks every
 //    block against its CRC32C (the engine checks its own checksums on the way); a shard that fails is
 //    withdrawn and rebuilt from the others.
+// A key no heal can repair (a manifest whose parts are gone) is logged once, counted ("unrepairable")
+// and set aside: it leaves the queue, and `heal --wait` does not wait for it.
 // The rates (keys and bytes a second) bound what healing takes from the node's disk and network.
 //
 // The healer's figures are published in etcd with the node's lease (stats/<node>, JSON) and shown by
@@ -22,7 +24,9 @@
 // Threading: run() on core 0; stats_json() and request_scan() from any thread.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +41,8 @@ struct healer_options {
     std::int64_t scan_interval_ms = 10LL * 60 * 1000;
     std::uint64_t scan_keys_per_second = 2'000;
     std::uint64_t verify_bytes_per_second = 64 * base::MiB;
+    // How the healer waits, when not io::sleep_for (a simulation's clock).
+    std::function<io::task<void>(std::int64_t ms)> pause;
 };
 
 class healer {
@@ -46,7 +52,7 @@ public:
     // A scan asked for by `fjord cluster heal` (the id it wrote in etcd); one is started unless a
     // scan at least as new already ran.
     void request_scan(std::int64_t id);
-    // The figures, for etcd: {"queue", "healed", "corrupt", "scans", "scan": {...}}.
+    // The figures, for etcd: {"queue", "healed", "corrupt", "unrepairable", "scans", "scan": {...}}.
     std::string stats_json() const;
 
 private:
@@ -57,6 +63,11 @@ private:
     io::task<void> scan_keys(std::string bucket, char space, std::vector<std::string> keys);
     io::task<bool> verify_local(const key_place& place, const shard_meta& meta);
     io::task<void> pace_keys(std::size_t keys);
+    io::task<void> pause(std::int64_t ms);
+    // A key no heal can repair (heal_key's data_corrupted): logged the first time, counted, and no
+    // longer retried from the queue; a scan still looks at it (a new write replaces it: take_back).
+    void set_aside(const key_place& place, const std::string& why);
+    void take_back(const key_place& place);
 
     cluster_store& _cluster;
     store::object_store& _local;
@@ -85,6 +96,9 @@ private:
     std::atomic<std::uint64_t> _scan_remaining{0};
     std::atomic<std::uint64_t> _scan_unreachable{0};
     std::atomic<std::size_t> _deferred_size{0};
+    std::set<std::string> _set_aside;  // by bucket, namespace and key; at most max_set_aside
+    std::atomic<std::size_t> _set_aside_size{0};
+    std::atomic<std::uint64_t> _scan_unrepairable{0};
 };
 
 }  // namespace fjord::cluster

@@ -19,22 +19,24 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 11; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 12; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
 // objects read through every node of a healthy cluster, none waiting on a timer (healthy_small_reads),
 // an abort crossing a completion (abort_crossing_completion), a part retried while its upload is
 // completed (part_retried_during_completion), a node whose clock runs far ahead (clock_ahead), a
-// tombstone expired while two nodes are suspect (tombstone_expiry).
+// tombstone expired while two nodes are suspect (tombstone_expiry), a manifest whose parts are gone
+// set aside by the healer (parts_lost).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..11] [--verbose]
+//                    [--scenario 1..12] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
 #include <random>
@@ -46,6 +48,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "cluster/cluster_store.h"
+#include "cluster/healer.h"
 #include "cluster/shard_service.h"
 #include "http/connection.h"
 #include "io/cross_core.h"
@@ -210,8 +213,9 @@ struct simulation {
     std::set<std::string> hold_part_commits_to;  // ... of part attempts' shard uploads only
     unsigned clients_running = 0;
     tally counts;
-    bool replaces_a_drive = false;     // this seed: a drive replaced, no bit rot
-    std::set<std::string> rebuilding;  // as the topology marks them
+    std::unique_ptr<cluster::healer> healer;  // scenario 12: node 1's
+    bool replaces_a_drive = false;            // this seed: a drive replaced, no bit rot
+    std::set<std::string> rebuilding;         // as the topology marks them
     std::int64_t view_revision = 0;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
@@ -1054,6 +1058,83 @@ io::task<void> clock_ahead(simulation& sim) {
     co_await settle(sim);
 }
 
+// Every shard of every part attempt in the bucket removed from every node's drive (lost for good).
+io::task<void> lose_parts(simulation& sim) {
+    auto snap = sim.nodes[0]->store->snapshot();
+    const std::string parts =
+        cluster::shard_bucket(bucket, snap->buckets.at(bucket).generation, 'p');
+    for (auto& n : sim.nodes) {
+        store::list_request request;
+        request.bucket = parts;
+        request.max_keys = 1000;
+        auto page = co_await n->engine->list_versions(request);
+        if (!page) continue;
+        for (const auto& e : page->entries)
+            (void)co_await n->engine->remove_version(parts, e.name, e.version_id);
+    }
+}
+
+io::task<void> simulated_pause(std::int64_t ms) {
+    std::int64_t until = after_ms(ms);
+    do {
+        co_await io::yield_now{};
+    } while (base::monotonic_now_ns() < until && !io::reactor::current().stopping());
+}
+
+// Node 1's healer, as `fjord serve` runs it, until its scan asked for now has finished; its figures.
+io::task<nlohmann::json> scan_with_healer(simulation& sim) {
+    cluster::healer_options o;
+    o.queue_interval_ms = 100;
+    o.scan_interval_ms = 3'600'000;
+    o.pause = simulated_pause;
+    sim.healer = std::make_unique<cluster::healer>(*sim.nodes[0]->store, *sim.nodes[0]->engine, o);
+    io::spawn(sim.healer->run());
+    sim.healer->request_scan(1);
+    nlohmann::json stats;
+    for (auto t = after_ms(10'000); base::monotonic_now_ns() < t;) {
+        for (auto step = after_ms(100); base::monotonic_now_ns() < step;) co_await io::yield_now{};
+        stats = nlohmann::json::parse(sim.healer->stats_json());
+        if (stats["scan"]["request"] == 1 && stats["scan"]["finished_unix_ms"] != 0)
+            co_return stats;
+    }
+    sim.violation("node 1's healer did not finish a scan in 10 s");
+    co_return stats;
+}
+
+// Scenario 12: a manifest whose parts are gone: its completion acknowledged with node 4 cut off (so the
+// manifest is below full width), then every part shard lost. No heal can repair it: heal_key answers
+// data_corrupted (it answered "not yet", and the healer retried the key every minute forever, which
+// kept `heal --wait`, and so a rebuilding mark, from ever finishing). Node 1's healer sets it aside
+// once: counted as unrepairable, nothing left in its queue or its scan's remaining.
+io::task<void> parts_lost(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n4 = *sim.nodes[3];
+    const std::string key = "mp-parts-lost";
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation(key + ": the first PUT failed");
+        co_return;
+    }
+    const std::string id = co_await upload_one_part(sim, n1, key, 2);
+    if (id.empty()) co_return;
+    cut(sim, n4, true);
+    const bool completed = co_await complete_as(sim, n1, key, id, 2);
+    cut(sim, n4, false);
+    if (!completed) {
+        sim.violation(key + ": a completion with one node of 2+2 cut off failed");
+        co_return;
+    }
+    co_await lose_parts(sim);
+    for (auto t = after_ms(1'200); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    auto place = n1.store->place(bucket, key);
+    auto healed = co_await n1.store->heal_key(*place);
+    if (healed || healed.code() != base::errc::data_corrupted)
+        sim.violation(key + ": healing a manifest whose parts are gone answered " +
+                      (healed ? (*healed ? "healed" : "not yet") : healed.err().message));
+    const nlohmann::json stats = co_await scan_with_healer(sim);
+    if (stats.value("unrepairable", 0) != 1 || stats["scan"].value("unrepairable", 0) != 1 ||
+        stats.value("queue", 1) != 0 || stats["scan"].value("remaining", 1) != 0)
+        sim.violation(key + ": node 1's healer did not set the manifest aside: " + stats.dump());
+}
+
 // Scenario 11 (tombstones expire after 1.5 s): a key written, then deleted and healed to full width
 // through node 1, to which nodes 3 and 4 are suspect: the trims skip them, so the value stays there
 // under the tombstone. Once the tombstone is old, a heal through node 2, to which nodes 3 and 4 are
@@ -1164,7 +1245,9 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 11)
+        if (sim.options.scenario == 12)
+            co_await parts_lost(sim);
+        else if (sim.options.scenario == 11)
             co_await tombstone_expiry(sim);
         else if (sim.options.scenario == 10)
             co_await clock_ahead(sim);
@@ -1243,7 +1326,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..11] [--verbose]\n");
+                 "[--requests N] [--scenario 1..12] [--verbose]\n");
     return 64;
 }
 
@@ -1259,7 +1342,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 11 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 12 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();
