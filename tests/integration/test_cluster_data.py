@@ -37,6 +37,10 @@ def cluster(tmp_path):
     init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], *LEFTOVER_AGE)
     servers = made.start(CLUSTER, 4, extra_args=NODE_ARGS)
     wait_serving(servers)
+    # etcd's view has every node up; each node's own map must too, or a write through a node that
+    # has not yet read the last one joining counts that node down (503 with two of 2+2 "down").
+    for server in servers:
+        wait_log(server, "4 members, 4 up")
     yield etcd, servers
     made.kill_all()
     etcd.kill()
