@@ -282,24 +282,63 @@ io::task<base::result<void>> cluster_store::create_bucket(std::string name) {
     co_return base::result<void>{};
 }
 
+// A write acknowledged between the emptiness probe and the record's removal would be lost, and its
+// node-local shard bucket made again after the drop: so every node up in the map first closes the
+// bucket's shard buckets to new shards (waiting for those already committing), then the probe runs.
+// Fences not lifted expire after shard_service::fence_ms, by when every node has seen the deletion.
 io::task<base::result<void>> cluster_store::delete_bucket(std::string name) {
+    auto b = local().snapshot->buckets.find(name);
+    const std::string generation =
+        b == local().snapshot->buckets.end() ? std::string() : b->second.generation;
+    const std::string fence = generation.empty() ? std::string() : shard_bucket(name, generation);
+    if (!fence.empty()) {
+        if (auto fenced = co_await fence_bucket(fence, true); !fenced) {
+            (void)co_await fence_bucket(fence, false);
+            co_return fenced;
+        }
+    }
     store::list_request probe;
     probe.bucket = name;
     probe.max_keys = 1;
     auto page = co_await list(probe);
-    if (!page) co_return page.as_failure();
-    if (!page->entries.empty())
-        co_return base::fail(base::errc::bucket_not_empty, "the bucket is not empty");
-    auto b = local().snapshot->buckets.find(name);
-    const std::string generation =
-        b == local().snapshot->buckets.end() ? std::string() : b->second.generation;
-    auto removed = co_await delete_bucket_record(local().etcd, _options.cluster, name);
-    if (!removed) co_return removed;
+    base::result<void> removed;
+    if (!page)
+        removed = page.as_failure();
+    else if (!page->entries.empty())
+        removed = base::fail(base::errc::bucket_not_empty, "the bucket is not empty");
+    else if (_options.remove_bucket_record)
+        removed = co_await _options.remove_bucket_record(name);
+    else
+        removed = co_await delete_bucket_record(local().etcd, _options.cluster, name);
+    if (!removed) {
+        if (!fence.empty()) (void)co_await fence_bucket(fence, false);
+        co_return removed;
+    }
     co_await apply_bucket_change(name, std::nullopt);
     // Objects, and the unfinished uploads' records and parts: they go with the bucket, as on AWS.
     if (!generation.empty())
         for (char space : {'c', 'u', 'p'})
             io::spawn(drop_shard_buckets(shard_bucket(name, generation, space)));
+    co_return base::result<void>{};
+}
+
+io::task<base::result<void>> cluster_store::fence_bucket(std::string shards, bool on) {
+    auto snap = local().snapshot;
+    for (const auto& [node, entry] : snap->nodes) {
+        if (!entry.up) continue;  // down: it takes no shard (and learns the deletion on its way up)
+        peer_pool* pool = pool_for(node);
+        bool confirmed = false;
+        if (pool) {
+            auto link = co_await pool->acquire();
+            auto answer =
+                co_await link->call(on ? "POST" : "DELETE", rpc_path("fence", shards), "", {}, "");
+            confirmed = answer && answer->status == 200;
+        }
+        if (on && !confirmed)
+            co_return base::fail(
+                base::errc::service_unavailable,
+                "node " + node + " did not close the bucket to new writes: try again");
+    }
     co_return base::result<void>{};
 }
 

@@ -87,6 +87,9 @@ struct cluster_store_options {
     // Tombstones on every node of the set are removed once this old (a write slower than this that
     // arrives after could bring back what was deleted).
     std::int64_t tombstone_age_ms = 24LL * 3600 * 1000;
+    // Where the catalog is not etcd (the simulation publishes its own views): removes a bucket's
+    // record. Empty: etcd's (catalog.h, delete_bucket_record).
+    std::function<io::task<base::result<void>>(std::string bucket)> remove_bucket_record;
 };
 
 // One node as the coordinator sees it.
@@ -276,6 +279,9 @@ private:
     // Applies a bucket change this node made to every core of the node before it is answered.
     io::task<void> apply_bucket_change(std::string name, std::optional<bucket_record> record);
     io::task<void> drop_shard_buckets(std::string shard_bucket);
+    // Closes a bucket generation's shard buckets to new shards on every node up in the map (`on`),
+    // or lifts that (best effort); fails unless every such node confirmed the fence.
+    io::task<base::result<void>> fence_bucket(std::string shard_bucket, bool on);
     void queue_heal(const key_place& place);
 
     struct write_outcome;

@@ -14,6 +14,9 @@
 //   GET    list/<bucket>?prefix=P&after=A&max=N   the node's shards in key order, every version, as
 //                                 summaries
 //   DELETE bucket/<bucket>        remove a node-local shard bucket and what it holds
+//   POST   fence/<bucket>         close the bucket generation of this shard bucket (every namespace)
+//                                 to new shards (DeleteBucket); 200 once those committing are done
+//   DELETE fence/<bucket>         lift that fence
 //
 // <bucket> is the node-local shard bucket (stripe.h, shard_bucket); keys are percent-encoded as S3
 // paths are. Integers in bodies are little-endian, strings length-prefixed (store/codec.h).
@@ -42,7 +45,7 @@ constexpr std::size_t max_rpc_keys = 1000;
 constexpr std::size_t max_trailer_bytes = 4 * 1024 * 1024;
 
 struct rpc_target {
-    std::string op;  // shard, trim, meta, list, bucket
+    std::string op;  // shard, trim, meta, list, bucket, fence
     std::string bucket;
     std::string key;
 };

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "cluster/rpc.h"
 #include "cluster/stripe.h"
+#include "io/ops.h"
 #include "store/codec.h"
 
 namespace fjord::cluster {
@@ -293,6 +294,8 @@ io::task<void> shard_service::handle(http::exchange& ex) {
         co_await list(ex, *target);
     else if (target->op == "bucket" && method == "DELETE")
         co_await drop_bucket(ex, *target);
+    else if (target->op == "fence" && (method == "POST" || method == "DELETE"))
+        co_await fence(ex, *target);
     else
         co_await answer_error(
             ex, base::error{base::errc::method_not_allowed, "no such cluster request"});
@@ -319,6 +322,11 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
         co_return;
     }
     if (_clock) _clock->observe(head->version);
+    if (fenced(target.bucket)) {  // (and its shard bucket is not made again once dropped)
+        co_await answer_error(ex, base::error{base::errc::no_such_bucket,
+                                              "the bucket is being deleted or was deleted"});
+        co_return;
+    }
     if (auto made = co_await ensure_bucket(target.bucket); !made) {
         co_await answer_error(ex, made.err());
         co_return;
@@ -338,12 +346,16 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
     // A write's shard commits only within its deadline: past it, healing may have withdrawn the
     // version from the other nodes as one that never reached its quorum (docs/cluster.md, "Versions").
     const auto commit_within = base::parse_u64(h.value_of("x-fjord-commit-within"));
-    auto finish =
-        [&source, commit_within](const store::written_data&) -> base::result<store::object_record> {
+    bool counted = false;
+    auto finish = [this, &source, commit_within, &counted,
+                   &target](const store::written_data&) -> base::result<store::object_record> {
         const shard_meta& meta = source.meta();
         if (commit_within && base::unix_now_ms() >= meta.object.modified_ms +
                                                         static_cast<std::int64_t>(*commit_within))
             return base::fail(base::errc::timed_out, "the write's shard came too late to commit");
+        // Checked at the commit itself: a DeleteBucket's fence waits for what passed it.
+        if (auto open = begin_commit(target.bucket); !open) return open.as_failure();
+        counted = true;
         store::object_record record;
         record.etag = shard_etag(meta);
         record.modified_ms = meta.object.modified_ms;
@@ -351,6 +363,7 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
         return record;
     };
     auto stored = co_await _local.put(std::move(request), source, finish);
+    if (counted) end_commit(target.bucket);
     if (stored) {
         co_await answer_ok(ex, {});
         co_return;
@@ -556,6 +569,74 @@ io::task<void> shard_service::list(http::exchange& ex, const rpc_target& target)
             listing.entries.erase(first_of_last, listing.entries.end());
     }
     co_await answer_ok(ex, encode_listing(listing));
+}
+
+namespace {
+// A fence names a bucket generation: a shard bucket's name without its namespace ("c.b.g" -> ".b.g").
+std::string generation_of(const std::string& shard_bucket) { return shard_bucket.substr(1); }
+constexpr std::size_t max_fences = 100'000;
+constexpr std::int64_t fence_drain_ms = 10'000;
+}  // namespace
+
+bool shard_service::fenced(const std::string& shard_bucket) {
+    std::lock_guard lock(_fence_mutex);
+    auto it = _fenced_until_ms.find(generation_of(shard_bucket));
+    if (it == _fenced_until_ms.end()) return false;
+    if (it->second > base::monotonic_now_ns() / 1'000'000) return true;
+    _fenced_until_ms.erase(it);
+    return false;
+}
+
+base::result<void> shard_service::begin_commit(const std::string& shard_bucket) {
+    if (fenced(shard_bucket))
+        return base::fail(base::errc::no_such_bucket, "the bucket is being deleted or was deleted");
+    std::lock_guard lock(_fence_mutex);
+    ++_committing[generation_of(shard_bucket)];
+    return {};
+}
+
+void shard_service::end_commit(const std::string& shard_bucket) {
+    std::lock_guard lock(_fence_mutex);
+    auto it = _committing.find(generation_of(shard_bucket));
+    if (it != _committing.end() && --it->second == 0) _committing.erase(it);
+}
+
+io::task<void> shard_service::fence(http::exchange& ex, const rpc_target& target) {
+    const std::string generation = generation_of(target.bucket);
+    const std::int64_t now_ms = base::monotonic_now_ns() / 1'000'000;
+    bool full = false;
+    {
+        std::lock_guard lock(_fence_mutex);
+        if (ex.head().method_text == "DELETE") {
+            _fenced_until_ms.erase(generation);
+        } else {
+            for (auto it = _fenced_until_ms.begin(); it != _fenced_until_ms.end();)
+                it = it->second <= now_ms ? _fenced_until_ms.erase(it) : std::next(it);
+            full = _fenced_until_ms.size() >= max_fences;
+            if (!full) _fenced_until_ms[generation] = now_ms + fence_ms;
+        }
+    }
+    if (full) {
+        co_await answer_error(ex, base::error{base::errc::slow_down, "too many fences"});
+        co_return;
+    }
+    // Shards that passed their check before the fence commit (or fail) before it is confirmed: the
+    // deleter's emptiness probe then sees every shard this node will ever take for the generation.
+    for (;;) {
+        bool drained = ex.head().method_text == "DELETE";
+        if (!drained) {
+            std::lock_guard lock(_fence_mutex);
+            drained = _committing.count(generation) == 0;
+        }
+        if (drained) break;
+        if (base::monotonic_now_ns() / 1'000'000 - now_ms > fence_drain_ms) {
+            co_await answer_error(ex, base::error{base::errc::service_unavailable,
+                                                  "shards of the bucket are still committing"});
+            co_return;
+        }
+        co_await io::yield_now{};
+    }
+    co_await answer_ok(ex, {});
 }
 
 io::task<void> shard_service::drop_bucket(http::exchange& ex, const rpc_target& target) {

@@ -16,6 +16,9 @@
 //
 // Threading: one service shared by every core; each request runs on the core of its connection.
 #include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "auth/sigv4.h"
@@ -51,6 +54,9 @@ public:
     // (drive_identity.h).
     void hold_answers() { _answers_held.store(true, std::memory_order_release); }
     void release_answers() { _answers_held.store(false, std::memory_order_release); }
+    // How long a DeleteBucket's fence keeps a bucket generation's shard buckets closed to new shards
+    // when it is not lifted: longer than any node's map takes to learn the deletion.
+    static constexpr std::int64_t fence_ms = 10LL * 60 * 1000;
 
 private:
     io::task<void> put_shard(http::exchange& ex, const rpc_target& target);
@@ -64,12 +70,24 @@ private:
     io::task<void> answer_refused(http::exchange& ex, const rpc_target& target,
                                   const std::string& version_text);
     io::task<base::result<void>> ensure_bucket(const std::string& bucket);
+    // Fences (DeleteBucket, docs/cluster.md "Failure model"): POST closes a bucket generation's
+    // shard buckets (every namespace) to new shards and answers once the shards already past their
+    // check have committed; DELETE lifts it.
+    io::task<void> fence(http::exchange& ex, const rpc_target& target);
+    bool fenced(const std::string& shard_bucket);
+    // A shard about to commit: refused when fenced, else counted until end_commit.
+    base::result<void> begin_commit(const std::string& shard_bucket);
+    void end_commit(const std::string& shard_bucket);
 
     store::object_store& _local;
     stamp_clock* _clock;
     auth::credential_store _root;
     auth::verify_options _verify;
     std::atomic<bool> _answers_held{false};
+    // By generation (a shard bucket's name without its namespace): fenced until, and shards committing.
+    std::mutex _fence_mutex;
+    std::map<std::string, std::int64_t> _fenced_until_ms;
+    std::map<std::string, unsigned> _committing;
 };
 
 class node_handler final : public http::handler {

@@ -7,6 +7,7 @@ down (reads go on), damaged shards (never served, rebuilt), and the data plane's
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import random
 import shutil
@@ -132,6 +133,60 @@ def test_a_bucket_made_through_one_node_is_known_at_once_to_the_others(cluster):
         with pytest.raises(ClientError) as e:
             server.client().put_object(Bucket="made-nowhere", Key="k", Body=b"x")
         assert e.value.response["Error"]["Code"] == "NoSuchBucket"
+
+
+def test_a_put_crossing_a_delete_bucket_is_not_acknowledged_into_a_deleted_bucket(cluster):
+    """A PUT through node 1 whose body is still arriving when DeleteBucket through node 2 finds the
+    bucket empty, and PUTs through the other nodes right after: the deletion fences the bucket's
+    shard buckets on every node first, so no shard of either kind commits and no PUT answers 200 for
+    an object whose bucket is gone (an acknowledged write lost)."""
+    _, servers = cluster
+    writer, deleter = servers[0], servers[1]
+    make_bucket(servers, "doomed")
+    path, body = "/doomed/late", b"x" * (256 * 1024)
+    signed_head = s3util.sign_headers(writer.credentials, "PUT", writer.host, path).headers
+    connection = http.client.HTTPConnection(writer.host, timeout=30)
+    try:
+        connection.putrequest("PUT", path, skip_host=True, skip_accept_encoding=True)
+        for name, value in signed_head.items():
+            connection.putheader(name, value)
+        connection.putheader("content-length", str(len(body)))
+        connection.endheaders()
+        connection.send(body[:-1])  # every byte but the last: no shard can commit yet
+        time.sleep(0.5)
+        deleter.client().delete_bucket(Bucket="doomed")
+        # At once, PUTs through the other nodes, whose maps may still hold the bucket (they learn
+        # the deletion at their next read of etcd): before the fences these were acknowledged, their
+        # shard buckets made again on every node and never reclaimed.
+        stale = [signed(server, server.credentials, "PUT", f"/doomed/after-{server.name}", b"y")
+                 for server in servers if server is not deleter]
+        connection.send(body[-1:])
+        answer = connection.getresponse()
+        status_code, text = answer.status, answer.read()
+    finally:
+        connection.close()
+    assert status_code != 200, "the PUT was acknowledged into a bucket deleted before it committed"
+    assert status_code in (404, 503), text
+    for put in stale:
+        assert put.status_code in (404, 503), f"a PUT after the deletion answered {put.status_code}"
+    # A deletion refused for objects lifts its fences: writes go on.
+    make_bucket(servers, "kept")
+    servers[2].client().put_object(Bucket="kept", Key="a", Body=b"a")
+    with pytest.raises(ClientError) as refused:
+        deleter.client().delete_bucket(Bucket="kept")
+    assert refused.value.response["Error"]["Code"] == "BucketNotEmpty"
+    for server in servers:
+        server.client().put_object(Bucket="kept", Key=f"b-{server.name}", Body=b"b")
+    deadline = time.monotonic() + 15  # the deletion reaches every node's map
+    for server in servers:
+        while True:
+            try:
+                server.client().head_bucket(Bucket="doomed")
+            except ClientError as e:
+                assert e.response["Error"]["Code"] in ("404", "NoSuchBucket")
+                break
+            assert time.monotonic() < deadline, f"{server.name} still has the deleted bucket"
+            time.sleep(0.1)
 
 
 def test_small_objects_read_without_waiting_on_a_timer(cluster):

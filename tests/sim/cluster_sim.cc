@@ -19,7 +19,7 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 12; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 13; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
@@ -27,10 +27,10 @@
 // an abort crossing a completion (abort_crossing_completion), a part retried while its upload is
 // completed (part_retried_during_completion), a node whose clock runs far ahead (clock_ahead), a
 // tombstone expired while two nodes are suspect (tombstone_expiry), a manifest whose parts are gone
-// set aside by the healer (parts_lost).
+// set aside by the healer (parts_lost), a DeleteBucket crossing a PUT (delete_bucket_crossing_put).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..12] [--verbose]
+//                    [--scenario 1..13] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -217,6 +217,8 @@ struct simulation {
     bool replaces_a_drive = false;            // this seed: a drive replaced, no bit rot
     std::set<std::string> rebuilding;         // as the topology marks them
     std::int64_t view_revision = 0;
+    bool bucket_deleted = false;  // scenario 13
+    const bool* put_done_before_removal = nullptr;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
@@ -393,8 +395,23 @@ cluster::cluster_view view_of(simulation& sim) {
     }
     v.layout = *cluster::default_topology(ids, 64 * 1024);
     for (const auto& id : sim.rebuilding) v.layout->rebuilding.push_back({id, 0});
-    v.buckets[bucket] = cluster::bucket_record{bucket, 1, "0001", {}, 1};
+    if (!sim.bucket_deleted) v.buckets[bucket] = cluster::bucket_record{bucket, 1, "0001", {}, 1};
     return v;
+}
+
+void publish_view(simulation& sim);
+
+// The catalog's removal of the bucket's record (etcd's, in `fjord serve`): the next view lacks it.
+io::task<base::result<void>> remove_record(simulation* sim, std::string name) {
+    if (name != bucket || sim->bucket_deleted)
+        co_return base::fail(base::errc::no_such_bucket, "no such bucket");
+    if (sim->put_done_before_removal) {  // scenario 13: the held PUT lands between probe and removal
+        sim->hold_commits_to.clear();
+        while (!*sim->put_done_before_removal) co_await io::yield_now{};
+    }
+    sim->bucket_deleted = true;
+    publish_view(*sim);
+    co_return base::result<void>{};
 }
 
 // The node's drive: a file system and the engine on it (`generation` > 0: a replacement drive).
@@ -429,6 +446,7 @@ base::result<void> open_node(simulation& sim, unsigned i) {
     co.peers.connect_timeout_ms = 500;
     co.leftover_age_ms = 1'000;
     if (sim.options.scenario == 11) co.tombstone_age_ms = 1'500;  // tombstones expire in the run
+    co.remove_bucket_record = [&sim](std::string name) { return remove_record(&sim, name); };
     node_side* self = n.get();
     co.peers.transport = [&sim, self](const io::endpoint& where) {
         return std::unique_ptr<cluster::peer_transport>(new sim_transport(sim, self, where));
@@ -1135,6 +1153,43 @@ io::task<void> parts_lost(simulation& sim) {
         sim.violation(key + ": node 1's healer did not set the manifest aside: " + stats.dump());
 }
 
+io::task<void> put_outcome(node_side& n, std::string key, base::result<void>& outcome, bool& done) {
+    string_source body(value_bytes(1));
+    store::put_request r{bucket, key, value_bytes(1).size(), 1 << 20, {}};
+    auto put = co_await n.store->put(r, body, finisher(1));
+    outcome = put ? base::result<void>{} : put.as_failure();
+    done = true;
+}
+
+// Scenario 13: DeleteBucket through node 2 while a PUT through node 1 is under way, the ends of its
+// shard uploads held until the deletion has probed the bucket (empty) and is removing its record. At most one of them may succeed: a PUT
+// acknowledged into a bucket whose deletion also succeeded is lost. Nor may a node's shard bucket of
+// the deleted bucket be made again by the late shards (it was never reclaimed). Without the fences,
+// the probe saw an empty bucket, the deletion succeeded, and the held shards then committed: both
+// answered OK.
+io::task<void> delete_bucket_crossing_put(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1];
+    const std::string generation = n1.store->snapshot()->buckets.at(bucket).generation;
+    for (auto& n : sim.nodes) sim.hold_commits_to.insert(n->id);
+    base::result<void> put = base::fail(base::errc::internal);
+    bool put_done = false;
+    io::spawn(put_outcome(n1, "crossed-by-delete", put, put_done));
+    for (auto t = after_ms(20 + sim.draw(40)); base::monotonic_now_ns() < t;)
+        co_await io::yield_now{};
+    sim.put_done_before_removal = &put_done;
+    auto deleted = co_await n2.store->delete_bucket(bucket);
+    sim.hold_commits_to.clear();
+    while (!put_done) co_await io::yield_now{};
+    if (put && deleted)
+        sim.violation("a PUT was acknowledged into a bucket whose deletion succeeded (lost)");
+    if (!deleted) co_return;  // (the PUT won: its shards committed before the fence)
+    for (auto t = after_ms(500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    for (auto& n : sim.nodes)
+        for (char space : {'c', 'u', 'p'})
+            if (n->engine->bucket_exists(cluster::shard_bucket(bucket, generation, space)))
+                sim.violation(n->id + " still holds a shard bucket of the deleted bucket");
+}
+
 // Scenario 11 (tombstones expire after 1.5 s): a key written, then deleted and healed to full width
 // through node 1, to which nodes 3 and 4 are suspect: the trims skip them, so the value stays there
 // under the tombstone. Once the tombstone is old, a heal through node 2, to which nodes 3 and 4 are
@@ -1245,7 +1300,9 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 12)
+        if (sim.options.scenario == 13)
+            co_await delete_bucket_crossing_put(sim);
+        else if (sim.options.scenario == 12)
             co_await parts_lost(sim);
         else if (sim.options.scenario == 11)
             co_await tombstone_expiry(sim);
@@ -1326,7 +1383,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..12] [--verbose]\n");
+                 "[--requests N] [--scenario 1..13] [--verbose]\n");
     return 64;
 }
 
@@ -1342,7 +1399,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 12 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 13 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();
