@@ -29,12 +29,6 @@ private:
     unsigned _width;
 };
 
-// When a version's write ended, by its writer's clock: healing ages a write's leftovers from it (a
-// long upload's stamp is as old as its first byte).
-std::int64_t written_ms(const shard_meta& v) {
-    return std::max(v.version.unix_ms(), v.object.modified_ms);
-}
-
 // The nodes of the set that lack the decided version (`targets`), after withdrawing what failed
 // writes left there long enough ago; `unreachable` when a node could not be judged now.
 io::task<std::vector<unsigned>> heal_targets(cluster_store* self, const key_place& place,

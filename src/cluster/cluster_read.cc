@@ -5,6 +5,7 @@
 #include <map>
 
 #include "base/checksum.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "cluster/byte_pipe.h"
 #include "cluster/cluster_store.h"
@@ -145,16 +146,22 @@ io::task<std::shared_ptr<shard_source>> open_shard_source(
 
 }  // namespace
 
-// The newest version the reports allow reading: a tombstone, or data on k shards at least.
-base::result<read_decision> decide_version(const key_place& place,
-                                           const std::vector<node_report>& by_node) {
-    read_decision d;
-    d.shards.resize(place.width());
-    d.damaged.assign(place.width(), false);
-    struct held {
-        std::vector<unsigned> sound, damaged;
-    };
-    std::map<stamp, held, std::greater<>> versions;
+std::int64_t written_ms(const shard_meta& v) {
+    return std::max(v.version.unix_ms(), v.object.modified_ms);
+}
+
+namespace {
+
+// The nodes holding each version, newest first.
+struct held {
+    std::vector<unsigned> sound, damaged;
+};
+using holders_by_version = std::map<stamp, held, std::greater<>>;
+
+// Who holds what, and how many nodes answered (a rebuilding node's answer is not one).
+holders_by_version gather_versions(const key_place& place, const std::vector<node_report>& by_node,
+                                   read_decision& d) {
+    holders_by_version versions;
     for (unsigned i = 0; i < by_node.size(); ++i) {
         const node_report& r = by_node[i];
         const bool rebuilding = i < place.rebuilding.size() && place.rebuilding[i];
@@ -168,6 +175,19 @@ base::result<read_decision> decide_version(const key_place& place,
                 (meta.damaged ? versions[meta.version].damaged : versions[meta.version].sound)
                     .push_back(i);
     }
+    return versions;
+}
+
+}  // namespace
+
+// The newest version the reports allow reading: a tombstone, or data on k shards at least.
+base::result<read_decision> decide_version(const key_place& place,
+                                           const std::vector<node_report>& by_node,
+                                           std::int64_t undecided_young_ms) {
+    read_decision d;
+    d.shards.resize(place.width());
+    d.damaged.assign(place.width(), false);
+    const holders_by_version versions = gather_versions(place, by_node, d);
     if (d.answered < place.read_quorum())
         return base::fail(base::errc::service_unavailable,
                           "only " + std::to_string(d.answered) + " of " +
@@ -184,11 +204,25 @@ base::result<read_decision> decide_version(const key_place& place,
     // W nodes), and then no older version may stand in for it. Only a version that cannot have reached
     // W is passed over: a write that failed (or is still going), whose outcome its writer does not know.
     const std::size_t unanswered = place.width() - d.answered;
+    const std::int64_t now_ms = undecided_young_ms > 0 ? base::unix_now_ms() : 0;
     for (const auto& [version, holders] : versions) {
         const unsigned any_node =
             holders.sound.empty() ? holders.damaged.front() : holders.sound.front();
         const shard_meta& any = meta_on(any_node, version);
         const bool tombstone = any.kind == shard_kind::deleted;
+        // Young and not known to be on W nodes: its writer may still withdraw it (decide_version's
+        // note). Below W for sure, it is passed over; possibly on W (a node did not answer), it can
+        // be neither returned nor passed over now.
+        // (A version stamped past the skew this node's clock follows has no age it can tell: the
+        // clocks are outside what the rules assume, and it is judged as before.)
+        const std::size_t held = holders.sound.size() + holders.damaged.size();
+        const std::int64_t age_ms = now_ms - written_ms(any);
+        if (undecided_young_ms > 0 && held < place.write_quorum() && age_ms < undecided_young_ms &&
+            age_ms >= -stamp_clock::max_skew_ms) {
+            if (held + unanswered < place.write_quorum()) continue;
+            return base::fail(base::errc::service_unavailable,
+                              "the key's newest version is still being written: try again");
+        }
         // A tombstone or a manifest has no bytes here: one sound record of it is enough.
         if (any.kind == shard_kind::object && holders.sound.size() < place.k) {
             if (holders.sound.size() + holders.damaged.size() + unanswered >= place.write_quorum())
@@ -264,7 +298,9 @@ io::task<base::result<read_decision>> cluster_store::quorum_read(key_place place
         std::vector<node_report> by_node;
         for (auto& node : reports) by_node.push_back(std::move(node[0]));
         refresh_marks(place);
-        decision = decide_version(place, by_node);
+        // A write's coordinator withdraws it only within L/2 of its last byte, by the nodes' clocks
+        // (which agree within L/4): past 3L/4, no withdrawal can take a version a read returned.
+        decision = decide_version(place, by_node, leftover_age_ms() * 3 / 4);
         if (decision || decision.code() != base::errc::service_unavailable) break;
     }
     if (decision)

@@ -148,8 +148,20 @@ struct read_decision {
 // quorum (counting its damaged shards and the nodes that did not answer); otherwise, and when fewer
 // than the read quorum answered, the decision fails (service_unavailable: try again). A rebuilding
 // node's answer is not counted as one: what it lacks, the node it replaced may have held.
+//
+// With `undecided_young_ms` (a read that answers a client: quorum_read), a version younger than that
+// and not known to be on W nodes (its writer may still withdraw it) is not returned: a read that
+// returned it, followed by its withdrawal, would let the next read go back to the version before
+// (reads must be monotonic). Below W for sure, it is passed over; possibly on W (nodes that did not
+// answer), the decision fails (service_unavailable). Healing decides such a version only after
+// that age.
 base::result<read_decision> decide_version(const key_place& place,
-                                           const std::vector<node_report>& by_node);
+                                           const std::vector<node_report>& by_node,
+                                           std::int64_t undecided_young_ms = 0);
+
+// When a version's write ended, by its writer's clock: a failed write's leftovers age from it (a long
+// upload's stamp is as old as its first byte).
+std::int64_t written_ms(const shard_meta& v);
 
 // What a completion or an abort wrote over an upload's record before it acts (cluster_multipart.cc):
 // each must win that conditional write first, so they exclude each other.

@@ -185,6 +185,18 @@ struct key_history {
     std::int64_t acked = absent_value;  // the last acknowledged value (absent_value: deleted)
     std::set<std::int64_t> unknown;     // written since, outcome unknown
     bool allows(std::int64_t v) const { return v == acked || unknown.count(v) > 0; }
+    // Monotonic reads: the writes in the order issued (absent_value: a DELETE), and the place in it
+    // of the newest write a completed read returned. A read that starts later (the key's reads are
+    // one client's, one after another, through any node) must not return an older one.
+    std::vector<std::int64_t> writes;
+    std::ptrdiff_t read_at = -1;
+    // Where a read's value stands: a value, its write; absent, the last DELETE issued (or the start).
+    std::optional<std::ptrdiff_t> place_of(std::int64_t v) const {
+        auto it = std::find(writes.rbegin(), writes.rend(), v);
+        if (it != writes.rend()) return writes.rend() - it - 1;
+        if (v == absent_value) return -1;
+        return std::nullopt;  // a write this history does not order (a conditional create's)
+    }
 };
 
 struct simulation {
@@ -553,16 +565,24 @@ io::task<std::optional<std::int64_t>> read_key(simulation& sim, node_side& n, st
 
 void check_read(simulation& sim, const std::string& key, std::int64_t v, const std::string& where) {
     ++sim.counts.reads;
-    const key_history& h = sim.keys[key];
+    key_history& h = sim.keys[key];
     if (!h.allows(v))
         sim.violation(key + ": read " + std::to_string(v) + " through " + where +
                       " but the last acknowledged was " + std::to_string(h.acked));
+    if (auto at = h.place_of(v)) {
+        if (*at < h.read_at)
+            sim.violation(key + ": read " + std::to_string(v) + " through " + where +
+                          " after a read had returned the newer " +
+                          std::to_string(h.writes[h.read_at]) + " (reads went back)");
+        h.read_at = std::max(h.read_at, *at);
+    }
 }
 
 // A PUT of value v through n, its outcome kept in the key's history; true when acknowledged.
 io::task<bool> put_value(simulation& sim, node_side& n, std::string key, std::int64_t v) {
     key_history& h = sim.keys[key];
     h.unknown.insert(v);
+    h.writes.push_back(v);
     string_source body(value_bytes(v));
     store::put_request r{bucket, key, value_bytes(v).size(), 1 << 20, {}};
     auto put = co_await n.store->put(r, body, finisher(v));
@@ -608,6 +628,7 @@ io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_
         if (v) check_read(sim, key, *v, n.id);
     } else {
         h.unknown.insert(absent_value);
+        h.writes.push_back(absent_value);
         auto removed = co_await n.store->remove(bucket, key, {});
         if (removed) {
             h.acked = absent_value, h.unknown.clear();
@@ -767,6 +788,10 @@ io::task<void> settle(simulation& sim) {
                 check_read(sim, key, *v, n->id + " after healing");
         }
     // m nodes cut off, node 1 among them: its files may have rotted unseen, which is a failure too.
+    // First every version is past its writer's decision (3/4 of the leftover age): a younger one whose
+    // holders cannot all be heard is not returned (its writer could still withdraw it).
+    for (auto t = base::monotonic_now_ns() + 1'000'000'000; base::monotonic_now_ns() < t;)
+        co_await io::yield_now{};
     cut(sim, *sim.nodes[0], true);
     for (unsigned i = 1; i < m; ++i) cut(sim, *sim.nodes[sim.nodes.size() - i], true);
     for (auto& [key, h] : sim.keys) {
@@ -903,6 +928,7 @@ io::task<void> retry_part(simulation& sim, node_side& n, std::string key, std::s
 io::task<bool> complete_as(simulation& sim, node_side& n, std::string key, std::string id,
                            std::int64_t v) {
     sim.keys[key].unknown.insert(v);
+    sim.keys[key].writes.push_back(v);
     auto done = co_await n.store->complete_upload(
         bucket, key, id,
         [v](const store::upload_record& u) -> base::result<store::object_record> {
