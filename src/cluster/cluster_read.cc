@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <span>
 
 #include "base/checksum.h"
 #include "base/clock.h"
@@ -36,11 +37,40 @@ struct records_fan final : fan_out {
     std::vector<std::vector<node_report>> reports;  // by node, then key
 };
 
+// One node's records of `keys`: asked again in halves when the answer is longer than a peer's answer
+// may be (keys with many versions, or long manifests), so that large records cost one more request,
+// not the node's whole answer.
+io::task<base::result<std::vector<meta_reply>>> fetch_records(peer_pool* pool,
+                                                              const std::string& node,
+                                                              const std::string& shard_bucket,
+                                                              std::span<const std::string> keys,
+                                                              std::string body) {
+    auto link = co_await pool->acquire();
+    auto answer = co_await link->call("POST", rpc_path("meta", shard_bucket), "", {}, body);
+    link.reset();
+    if (!answer && answer.code() == base::errc::entity_too_large && keys.size() > 1) {
+        const auto first = keys.first(keys.size() / 2), rest = keys.subspan(keys.size() / 2);
+        auto replies =
+            co_await fetch_records(pool, node, shard_bucket, first, encode_key_list(first));
+        if (!replies) co_return replies;
+        auto more = co_await fetch_records(pool, node, shard_bucket, rest, encode_key_list(rest));
+        if (!more) co_return more;
+        for (auto& r : *more) replies->push_back(std::move(r));
+        co_return replies;
+    }
+    if (!answer) co_return answer.as_failure();
+    if (!answer->ok())
+        co_return base::fail(base::errc::internal,
+                             "node " + node + " answered " + std::to_string(answer->status));
+    co_return decode_meta_replies(answer->body, keys.size());
+}
+
 // `insist`: ask even a node that is down in etcd's view or suspect (a second round, when too few
 // answered without it).
 io::task<void> ask_records(cluster_store* self, std::shared_ptr<records_fan> fan, unsigned i,
-                           std::string node, std::string shard_bucket, std::string body,
-                           std::size_t keys, bool insist) {
+                           std::string node, std::string shard_bucket,
+                           std::shared_ptr<const std::vector<std::string>> keys, std::string body,
+                           bool insist) {
     auto fail_all = [&](base::error e) {
         for (auto& r : fan->reports[i]) r = node_report{node_report::state::failed, {}, e};
     };
@@ -50,19 +80,12 @@ io::task<void> ask_records(cluster_store* self, std::shared_ptr<records_fan> fan
         fan->finish_one();
         co_return;
     }
-    auto link = co_await pool->acquire();
-    auto answer = co_await link->call("POST", rpc_path("meta", shard_bucket), "", {}, body);
-    link.reset();
-    if (!answer) {
-        if (transport_failure(answer.err())) self->suspect(node);
-        fail_all(answer.err());
-    } else if (!answer->ok()) {
-        fail_all(base::error{base::errc::internal,
-                             "node " + node + " answered " + std::to_string(answer->status)});
-    } else if (auto replies = decode_meta_replies(answer->body, keys); !replies) {
+    auto replies = co_await fetch_records(pool, node, shard_bucket, *keys, std::move(body));
+    if (!replies) {
+        if (transport_failure(replies.err())) self->suspect(node);
         fail_all(replies.err());
     } else {
-        for (std::size_t j = 0; j < keys; ++j) {
+        for (std::size_t j = 0; j < keys->size(); ++j) {
             auto& reply = (*replies)[j];
             node_report& r = fan->reports[i][j];
             if (reply.kind == meta_reply::state::present) {
@@ -250,10 +273,11 @@ io::task<std::vector<std::vector<node_report>>> cluster_store::read_records(
     const unsigned n = place.width();
     fan->reports.assign(n, std::vector<node_report>(keys.size()));
     const std::string body = encode_key_list(keys);
+    auto shared_keys = std::make_shared<const std::vector<std::string>>(keys);
     std::vector<bool> skipped(n, false);
     for (unsigned i = 0; i < n; ++i) {
         skipped[i] = !insist && !usable(place.nodes[i]);
-        io::spawn(ask_records(this, fan, i, place.nodes[i], place.shard_bucket, body, keys.size(),
+        io::spawn(ask_records(this, fan, i, place.nodes[i], place.shard_bucket, shared_keys, body,
                               insist));
     }
     // A quorum within the data plane's own time limits, then the rest for a short grace.
@@ -273,8 +297,8 @@ io::task<std::vector<std::vector<node_report>>> cluster_store::read_records(
         for (unsigned i = 0; i < n; ++i)
             if (skipped[i]) {
                 ++asked;
-                io::spawn(ask_records(this, second, i, place.nodes[i], place.shard_bucket, body,
-                                      keys.size(), true));
+                io::spawn(ask_records(this, second, i, place.nodes[i], place.shard_bucket,
+                                      shared_keys, body, true));
             }
         (void)co_await second->wait_for(asked, limit_ms);
         fan = second;

@@ -19,7 +19,7 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 13; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 14; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
@@ -27,10 +27,11 @@
 // an abort crossing a completion (abort_crossing_completion), a part retried while its upload is
 // completed (part_retried_during_completion), a node whose clock runs far ahead (clock_ahead), a
 // tombstone expired while two nodes are suspect (tombstone_expiry), a manifest whose parts are gone
-// set aside by the healer (parts_lost), a DeleteBucket crossing a PUT (delete_bucket_crossing_put).
+// set aside by the healer (parts_lost), a DeleteBucket crossing a PUT (delete_bucket_crossing_put), a
+// batch of records larger than a peer's answer (large_record_batch).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..13] [--verbose]
+//                    [--scenario 1..14] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -456,6 +457,7 @@ base::result<void> open_node(simulation& sim, unsigned i) {
     co.peers.credentials = root;
     co.peers.io_timeout_ms = 2'000;
     co.peers.connect_timeout_ms = 500;
+    if (sim.options.scenario == 14) co.peers.max_answer_bytes = 1024;
     co.leftover_age_ms = 1'000;
     if (sim.options.scenario == 11) co.tombstone_age_ms = 1'500;  // tombstones expire in the run
     co.remove_bucket_record = [&sim](std::string name) { return remove_record(&sim, name); };
@@ -1216,6 +1218,33 @@ io::task<void> delete_bucket_crossing_put(simulation& sim) {
                 sim.violation(n->id + " still holds a shard bucket of the deleted bucket");
 }
 
+// Scenario 14 (a peer's answer may be at most 1 KiB): 40 keys written, then their records read from
+// every node in one batch, as a heal scan does. The batch's answer is larger than a peer's answer may
+// be; the reader asks again in halves. Without that, each node's whole answer failed (every key of
+// the batch "not decidable" for the scan), however few of its keys were large.
+io::task<void> large_record_batch(simulation& sim) {
+    node_side& n1 = *sim.nodes[0];
+    std::vector<std::string> keys;
+    for (int i = 0; i < 40; ++i) {
+        keys.push_back("batch/" + std::to_string(100 + i));
+        if (!co_await put_value(sim, n1, keys.back(), i + 1)) {
+            sim.violation(keys.back() + ": a PUT to a healthy cluster was not acknowledged");
+            co_return;
+        }
+    }
+    auto place = n1.store->place(bucket, keys.front());
+    std::vector<std::string> same_set;
+    for (const auto& key : keys)
+        if (auto p = n1.store->place(bucket, key); p && p->nodes == place->nodes)
+            same_set.push_back(key);
+    auto reports = co_await n1.store->read_records(*place, same_set);
+    for (std::size_t i = 0; i < reports.size(); ++i)
+        for (std::size_t j = 0; j < same_set.size(); ++j)
+            if (reports[i][j].kind != cluster::node_report::state::present)
+                sim.violation(same_set[j] + ": node " + place->nodes[i] +
+                              "'s record was not read: " + reports[i][j].failure.message);
+}
+
 // Scenario 11 (tombstones expire after 1.5 s): a key written, then deleted and healed to full width
 // through node 1, to which nodes 3 and 4 are suspect: the trims skip them, so the value stays there
 // under the tombstone. Once the tombstone is old, a heal through node 2, to which nodes 3 and 4 are
@@ -1326,7 +1355,9 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 13)
+        if (sim.options.scenario == 14)
+            co_await large_record_batch(sim);
+        else if (sim.options.scenario == 13)
             co_await delete_bucket_crossing_put(sim);
         else if (sim.options.scenario == 12)
             co_await parts_lost(sim);
@@ -1409,7 +1440,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..13] [--verbose]\n");
+                 "[--requests N] [--scenario 1..14] [--verbose]\n");
     return 64;
 }
 
@@ -1425,7 +1456,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 13 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 14 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();
