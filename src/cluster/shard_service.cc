@@ -578,20 +578,27 @@ constexpr std::size_t max_fences = 100'000;
 constexpr std::int64_t fence_drain_ms = 10'000;
 }  // namespace
 
-bool shard_service::fenced(const std::string& shard_bucket) {
-    std::lock_guard lock(_fence_mutex);
-    auto it = _fenced_until_ms.find(generation_of(shard_bucket));
+bool shard_service::fenced_locked(const std::string& generation) {
+    auto it = _fenced_until_ms.find(generation);
     if (it == _fenced_until_ms.end()) return false;
     if (it->second > base::monotonic_now_ns() / 1'000'000) return true;
     _fenced_until_ms.erase(it);
     return false;
 }
 
-base::result<void> shard_service::begin_commit(const std::string& shard_bucket) {
-    if (fenced(shard_bucket))
-        return base::fail(base::errc::no_such_bucket, "the bucket is being deleted or was deleted");
+bool shard_service::fenced(const std::string& shard_bucket) {
     std::lock_guard lock(_fence_mutex);
-    ++_committing[generation_of(shard_bucket)];
+    return fenced_locked(generation_of(shard_bucket));
+}
+
+// The check and the count under one lock: a fence set between them would otherwise be confirmed
+// before this commit is counted, and the commit land after the deleter's probe.
+base::result<void> shard_service::begin_commit(const std::string& shard_bucket) {
+    const std::string generation = generation_of(shard_bucket);
+    std::lock_guard lock(_fence_mutex);
+    if (fenced_locked(generation))
+        return base::fail(base::errc::no_such_bucket, "the bucket is being deleted or was deleted");
+    ++_committing[generation];
     return {};
 }
 

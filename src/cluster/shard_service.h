@@ -75,6 +75,7 @@ private:
     // check have committed; DELETE lifts it.
     io::task<void> fence(http::exchange& ex, const rpc_target& target);
     bool fenced(const std::string& shard_bucket);
+    bool fenced_locked(const std::string& generation);  // _fence_mutex held
     // A shard about to commit: refused when fenced, else counted until end_commit.
     base::result<void> begin_commit(const std::string& shard_bucket);
     void end_commit(const std::string& shard_bucket);
