@@ -826,12 +826,16 @@ std::unique_ptr<cluster::cluster_store> make_cluster_store(const serve_config& c
 // snapshot it reads goes to the cluster store.
 std::unique_ptr<cluster::membership_agent> make_membership_agent(serve_config& cfg,
                                                                  cluster::cluster_store* objects,
-                                                                 cluster::healer* healing) {
+                                                                 cluster::healer* healing,
+                                                                 cluster::shard_service* shards) {
     if (cfg.etcd_url.empty()) return nullptr;
     cfg.membership.node.started_unix_ms = base::unix_now_ms();
+    const std::string self = cfg.membership.node.node_id;
     if (objects)
-        cfg.membership.on_view = [objects, healing](const cluster::cluster_view& v) {
+        cfg.membership.on_view = [objects, healing, shards, self](const cluster::cluster_view& v) {
             objects->publish(v);
+            if (shards)
+                shards->note_view(v.layout && v.layout->is_rebuilding(self), v.read_began_ns);
             if (healing) healing->request_scan(v.heal_request);
         };
     if (healing) cfg.membership.stats = [healing] { return healing->stats_json(); };
@@ -871,7 +875,7 @@ struct cluster_node {
             front = std::make_unique<cluster::node_handler>(s3, *shards);
             healing = std::make_unique<cluster::healer>(*objects, engine, cfg.healing);
         }
-        membership = make_membership_agent(cfg, objects.get(), healing.get());
+        membership = make_membership_agent(cfg, objects.get(), healing.get(), shards.get());
         return front ? static_cast<http::handler&>(*front) : s3;
     }
     void attach_core(unsigned core) {
@@ -887,8 +891,9 @@ struct cluster_node {
     }
 
     // The data plane answers for this node's shards once etcd knows its drive; a drive that is not the
-    // one the node had is marked rebuilding first, and every node sees the mark (at its next look at
-    // etcd) before this one answers.
+    // one the node had is marked rebuilding first, and the node says so in every answer about what it
+    // holds (rpc.h, rebuilding_header): a node that has not seen the mark in its map yet learns it
+    // there.
     io::task<void> check_drive(const serve_config& cfg) {
         cluster::etcd_client etcd(cfg.membership.etcd);
         const std::string& name = cfg.membership.cluster;
@@ -898,15 +903,12 @@ struct cluster_node {
             auto checked =
                 co_await cluster::check_drive(etcd, name, cfg.membership.node.node_id, *drive);
             if (checked) {
-                if (*checked) {
+                if (checked->marked_now)
                     LOG_WARN(
                         "cluster %s: this node's drive is not the one it had (empty, or another "
                         "node's): marked rebuilding; run fjord cluster heal --wait to rebuild it",
                         name.c_str());
-                    const std::int64_t refresh_ms =
-                        std::max<std::int64_t>(cfg.membership.lease_ttl_s * 1000 / 3, 200);
-                    co_await io::sleep_for(2 * refresh_ms + 200);
-                }
+                if (checked->rebuilding) shards->declare_rebuilding();
                 shards->release_answers();
                 co_return;
             }

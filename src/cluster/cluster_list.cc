@@ -16,6 +16,7 @@ constexpr int max_rounds = 100'000;
 
 struct list_fan final : fan_out {
     std::vector<std::optional<shard_listing>> pages;  // by node
+    std::vector<bool> rebuilding;  // by node: it said its drive is being rebuilt (rpc.h)
 };
 
 io::task<void> ask_listing(cluster_store* self, std::shared_ptr<list_fan> fan, std::size_t i,
@@ -29,6 +30,7 @@ io::task<void> ask_listing(cluster_store* self, std::shared_ptr<list_fan> fan, s
             if (answer.err().code != base::errc::invalid_argument) self->suspect(node);
         } else if (answer->ok()) {
             if (auto listing = decode_listing(answer->body)) fan->pages[i] = std::move(*listing);
+            fan->rebuilding[i] = answer->header(rebuilding_header) == "1";
         }
     }
     fan->finish_one();
@@ -175,21 +177,22 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
     for (int round = 0; round < max_rounds; ++round) {
         auto fan = std::make_shared<list_fan>();
         fan->pages.resize(nodes.size());
+        fan->rebuilding.assign(nodes.size(), false);
         for (std::size_t i = 0; i < nodes.size(); ++i)
             io::spawn(ask_listing(this, fan, i, nodes[i], path, query_of(request, merge.cursor)));
         (void)co_await fan->wait_for(
             nodes.size(), _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms);
         // Every set must have answered with a read quorum, or a key's newest version may be missed.
         // A rebuilding node's page is merged but is not an answer (decide_version), marked when the
-        // listing began or now (refresh_marks).
+        // listing began or now (refresh_marks), or said by the node itself.
         const auto marks = snapshot();
-        auto rebuilding = [&](const std::string& node) {
-            return snap->layout->is_rebuilding(node) ||
-                   (marks->layout && marks->layout->is_rebuilding(node));
+        auto rebuilding = [&](std::size_t i) {
+            return fan->rebuilding[i] || snap->layout->is_rebuilding(nodes[i]) ||
+                   (marks->layout && marks->layout->is_rebuilding(nodes[i]));
         };
         std::vector<unsigned> answered(snap->layout->sets.size(), 0);
         for (std::size_t i = 0; i < nodes.size(); ++i)
-            if (fan->pages[i] && !rebuilding(nodes[i]))
+            if (fan->pages[i] && !rebuilding(i))
                 for (std::size_t s : sets_of[nodes[i]]) ++answered[s];
         unsigned unanswered = 0;
         for (unsigned a : answered) {

@@ -528,7 +528,8 @@ io::task<base::result<void>> cluster_store::claim_for_completion(
 }
 
 // Every node of the parts' set is asked (a part on k nodes, some silent, is not gone); a part is gone
-// only when its sound shards found plus the silent nodes stay below k.
+// only when its sound shards found plus the silent nodes stay below k. A rebuilding node (marked, or
+// saying so) counts as silent: what it lacks proves nothing.
 io::task<base::result<bool>> cluster_store::parts_readable(const key_place& place,
                                                            const shard_meta& manifest) {
     auto parts_place = place_in('p', place.bucket, place.object_key, std::string());
@@ -541,11 +542,14 @@ io::task<base::result<bool>> cluster_store::parts_readable(const key_place& plac
             keys.push_back(
                 part_key(place.object_key, manifest.upload_id, parts[j].number, parts[j].version));
         auto reports = co_await read_records(*parts_place, keys, true);
+        refresh_marks(*parts_place);
         for (std::size_t j = 0; j < n; ++j) {
             std::size_t sound = 0, silent = 0;
             for (unsigned i = 0; i < reports.size(); ++i) {
                 const node_report& r = reports[i][j];
-                if (r.kind != node_report::state::present && r.kind != node_report::state::absent)
+                if ((r.kind != node_report::state::present &&
+                     r.kind != node_report::state::absent) ||
+                    r.rebuilding || parts_place->rebuilding[i])
                     ++silent;
                 for (const shard_meta& v : r.versions)
                     if (v.version == parts[from + j].version && v.index == i &&

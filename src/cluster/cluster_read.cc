@@ -44,16 +44,17 @@ io::task<base::result<std::vector<meta_reply>>> fetch_records(peer_pool* pool,
                                                               const std::string& node,
                                                               const std::string& shard_bucket,
                                                               std::span<const std::string> keys,
-                                                              std::string body) {
+                                                              std::string body, bool& rebuilding) {
     auto link = co_await pool->acquire();
     auto answer = co_await link->call("POST", rpc_path("meta", shard_bucket), "", {}, body);
     link.reset();
     if (!answer && answer.code() == base::errc::entity_too_large && keys.size() > 1) {
         const auto first = keys.first(keys.size() / 2), rest = keys.subspan(keys.size() / 2);
-        auto replies =
-            co_await fetch_records(pool, node, shard_bucket, first, encode_key_list(first));
+        auto replies = co_await fetch_records(pool, node, shard_bucket, first,
+                                              encode_key_list(first), rebuilding);
         if (!replies) co_return replies;
-        auto more = co_await fetch_records(pool, node, shard_bucket, rest, encode_key_list(rest));
+        auto more = co_await fetch_records(pool, node, shard_bucket, rest, encode_key_list(rest),
+                                           rebuilding);
         if (!more) co_return more;
         for (auto& r : *more) replies->push_back(std::move(r));
         co_return replies;
@@ -62,6 +63,7 @@ io::task<base::result<std::vector<meta_reply>>> fetch_records(peer_pool* pool,
     if (!answer->ok())
         co_return base::fail(base::errc::internal,
                              "node " + node + " answered " + std::to_string(answer->status));
+    if (answer->header(rebuilding_header) == "1") rebuilding = true;
     co_return decode_meta_replies(answer->body, keys.size());
 }
 
@@ -80,7 +82,9 @@ io::task<void> ask_records(cluster_store* self, std::shared_ptr<records_fan> fan
         fan->finish_one();
         co_return;
     }
-    auto replies = co_await fetch_records(pool, node, shard_bucket, *keys, std::move(body));
+    bool rebuilding = false;
+    auto replies =
+        co_await fetch_records(pool, node, shard_bucket, *keys, std::move(body), rebuilding);
     if (!replies) {
         if (transport_failure(replies.err())) self->suspect(node);
         fail_all(replies.err());
@@ -88,6 +92,7 @@ io::task<void> ask_records(cluster_store* self, std::shared_ptr<records_fan> fan
         for (std::size_t j = 0; j < keys->size(); ++j) {
             auto& reply = (*replies)[j];
             node_report& r = fan->reports[i][j];
+            r.rebuilding = rebuilding;
             if (reply.kind == meta_reply::state::present) {
                 r.kind = node_report::state::present;
                 r.versions = std::move(reply.versions);
@@ -187,7 +192,8 @@ holders_by_version gather_versions(const key_place& place, const std::vector<nod
     holders_by_version versions;
     for (unsigned i = 0; i < by_node.size(); ++i) {
         const node_report& r = by_node[i];
-        const bool rebuilding = i < place.rebuilding.size() && place.rebuilding[i];
+        const bool rebuilding =
+            r.rebuilding || (i < place.rebuilding.size() && place.rebuilding[i]);
         if (!rebuilding &&
             (r.kind == node_report::state::absent || r.kind == node_report::state::present))
             ++d.answered;

@@ -129,6 +129,8 @@ struct node_report {
     enum class state : std::uint8_t { pending, absent, present, failed } kind = state::pending;
     std::vector<shard_meta> versions;  // present: every version the node holds, newest first
     base::error failure;
+    // The node said its drive is being rebuilt (rpc.h): not an answer, whatever the map says.
+    bool rebuilding = false;
 };
 
 // The version a quorum read settled on.
@@ -147,7 +149,8 @@ struct read_decision {
 // sound shards at least. A newer version is passed over only when it cannot have reached its write
 // quorum (counting its damaged shards and the nodes that did not answer); otherwise, and when fewer
 // than the read quorum answered, the decision fails (service_unavailable: try again). A rebuilding
-// node's answer is not counted as one: what it lacks, the node it replaced may have held.
+// node's answer (marked in the place, or said by the node itself) is not counted as one: what it
+// lacks, the node it replaced may have held.
 //
 // With `undecided_young_ms` (a read that answers a client: quorum_read), a version younger than that
 // and not known to be on W nodes (its writer may still withdraw it) is not returned: a read that

@@ -94,27 +94,27 @@ std::string drive_key(std::string_view cluster, std::string_view node) {
     return cluster_prefix(cluster) + "drives/" + std::string(node);
 }
 
-io::task<base::result<bool>> check_drive(etcd_client& etcd, std::string cluster, std::string node,
-                                         drive_id drive) {
+io::task<base::result<drive_check>> check_drive(etcd_client& etcd, std::string cluster,
+                                                std::string node, drive_id drive) {
     const std::string key = drive_key(cluster, node);
     auto known = co_await etcd.range(key);
     if (!known) co_return known.as_failure();
-    if (!known->kvs.empty() && known->kvs[0].value == drive.id) co_return false;
-    bool marked = false;
-    if (!known->kvs.empty()) {
-        auto view = co_await read_view(etcd, cluster);
-        if (!view) co_return view.as_failure();
-        if (view->layout && view->layout->is_in_a_set(node)) {
-            auto replaced =
-                co_await replace_topology_node(etcd, cluster, node, node, view->heal_request);
-            if (!replaced) co_return replaced.as_failure();
-            marked = true;
-        }
+    drive_check out;
+    auto view = co_await read_view(etcd, cluster);
+    if (!view) co_return view.as_failure();
+    const bool in_a_set = view->layout && view->layout->is_in_a_set(node);
+    out.rebuilding = view->layout && view->layout->is_rebuilding(node);
+    if (!known->kvs.empty() && known->kvs[0].value == drive.id) co_return out;
+    if (!known->kvs.empty() && in_a_set) {
+        auto replaced =
+            co_await replace_topology_node(etcd, cluster, node, node, view->heal_request);
+        if (!replaced) co_return replaced.as_failure();
+        out.marked_now = out.rebuilding = true;
     }
     // Recorded only after the mark: a crash in between finds the ids still different next time.
     auto put = co_await etcd.put(key, drive.id);
     if (!put) co_return put.as_failure();
-    co_return marked;
+    co_return out;
 }
 
 }  // namespace fjord::cluster

@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/encoding.h"
 #include "base/log.h"
 #include "io/ops.h"
@@ -138,10 +139,12 @@ std::size_t cluster_view::up() const {
 }
 
 io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster) {
+    const std::int64_t began_ns = base::monotonic_now_ns();
     auto got = co_await etcd.range_prefix(cluster_prefix(cluster));
     if (!got) co_return got.as_failure();
     cluster_view view;
     view.revision = got->revision;
+    view.read_began_ns = began_ns;
     const std::string members = cluster_prefix(cluster) + "members/";
     const std::string alive = cluster_prefix(cluster) + "alive/";
     const std::string buckets = buckets_prefix(cluster);

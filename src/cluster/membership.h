@@ -50,6 +50,7 @@ struct member_state {
 struct cluster_view {
     std::int64_t epoch = 0;
     std::int64_t revision = 0;          // etcd's revision of the snapshot
+    std::int64_t read_began_ns = 0;     // monotonic: when the read of it was sent
     std::vector<member_state> members;  // by node id
     std::optional<topology> layout;     // none before `fjord cluster init`
     std::map<std::string, bucket_record> buckets;

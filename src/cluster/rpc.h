@@ -18,6 +18,12 @@
 //                                 to new shards (DeleteBucket); 200 once those committing are done
 //   DELETE fence/<bucket>         lift that fence
 //
+// A node whose drive is being rebuilt (it came back empty, or took another's place, and healing has not
+// yet given it every shard: catalog.h, rebuild_mark) answers meta and list with the header
+// x-fjord-rebuilding: 1. What it says it lacks proves nothing, and a coordinator does not count it as
+// an answer whatever its own map says (a coordinator that has not read the map since the node was
+// marked learns it here).
+//
 // <bucket> is the node-local shard bucket (stripe.h, shard_bucket); keys are percent-encoded as S3
 // paths are. Integers in bodies are little-endian, strings length-prefixed (store/codec.h).
 //
@@ -90,6 +96,8 @@ bool matches(const upload_head& head, const shard_meta& meta);
 
 // The final frame of an upload: the shard's record, length-prefixed.
 std::string trailer_frame(const shard_meta& meta);
+
+inline constexpr const char* rebuilding_header = "x-fjord-rebuilding";
 
 std::string encode_key_list(std::span<const std::string> keys);
 base::result<std::vector<std::string>> decode_key_list(std::string_view body);

@@ -46,8 +46,13 @@ io::task<void> answer_error(http::exchange& ex, const base::error& err) {
     (void)co_await ex.send_all(status, headers, err.message);
 }
 
-io::task<void> answer_ok(http::exchange& ex, std::string_view body) {
-    (void)co_await ex.send_all(200, {{"Content-Type", "application/octet-stream"}}, body);
+io::task<void> answer_ok(http::exchange& ex, std::string_view body, bool rebuilding = false) {
+    // A rebuilding node says so with what it holds: its "absent" proves nothing (rpc.h).
+    if (rebuilding)
+        (void)co_await ex.send_all(
+            200, {{"Content-Type", "application/octet-stream"}, {rebuilding_header, "1"}}, body);
+    else
+        (void)co_await ex.send_all(200, {{"Content-Type", "application/octet-stream"}}, body);
 }
 
 io::task<base::result<void>> read_exact(http::body_reader& body, std::byte* dst, std::size_t len) {
@@ -247,6 +252,23 @@ shard_service::shard_service(store::object_store& local, auth::credentials root,
     : _local(local), _clock(clock) {
     _root.add(std::move(root));
     _verify.region = std::move(region);
+}
+
+void shard_service::declare_rebuilding() {
+    std::lock_guard<std::mutex> lock(_rebuilding_mutex);
+    _declared_ns = base::monotonic_now_ns();
+    _rebuilding.store(true, std::memory_order_release);
+}
+
+void shard_service::note_view(bool marked, std::int64_t read_began_ns) {
+    std::lock_guard<std::mutex> lock(_rebuilding_mutex);
+    if (marked) {
+        _rebuilding.store(true, std::memory_order_release);
+        return;
+    }
+    // A map read before the node marked itself does not have the mark yet: it proves nothing.
+    if (read_began_ns > _declared_ns && _rebuilding.exchange(false, std::memory_order_acq_rel))
+        LOG_INFO("cluster: this node's drive is rebuilt (the map no longer marks it)");
 }
 
 io::task<void> node_handler::handle(http::exchange& ex) {
@@ -532,7 +554,7 @@ io::task<void> shard_service::meta(http::exchange& ex, const rpc_target& target)
                                                           : meta_reply::state::present;
         }
     }
-    co_await answer_ok(ex, encode_meta_replies(replies));
+    co_await answer_ok(ex, encode_meta_replies(replies), rebuilding());
 }
 
 io::task<void> shard_service::list(http::exchange& ex, const rpc_target& target) {
@@ -545,7 +567,7 @@ io::task<void> shard_service::list(http::exchange& ex, const rpc_target& target)
         std::clamp<std::uint64_t>(query_number(query, "max").value_or(1000), 1, max_rpc_keys));
     shard_listing listing;
     if (!_local.bucket_exists(target.bucket)) {
-        co_await answer_ok(ex, encode_listing(listing));
+        co_await answer_ok(ex, encode_listing(listing), rebuilding());
         co_return;
     }
     auto page = co_await _local.list_versions(std::move(request));
@@ -568,7 +590,7 @@ io::task<void> shard_service::list(http::exchange& ex, const rpc_target& target)
         if (first_of_last != listing.entries.begin())
             listing.entries.erase(first_of_last, listing.entries.end());
     }
-    co_await answer_ok(ex, encode_listing(listing));
+    co_await answer_ok(ex, encode_listing(listing), rebuilding());
 }
 
 namespace {

@@ -54,6 +54,13 @@ public:
     // (drive_identity.h).
     void hold_answers() { _answers_held.store(true, std::memory_order_release); }
     void release_answers() { _answers_held.store(false, std::memory_order_release); }
+    // Whether this node's drive is being rebuilt (rpc.h, rebuilding_header). Declared when the node
+    // marks itself (drive_identity.h) or finds itself marked in a map it reads; withdrawn only by a
+    // map whose read began after the last declaration and that no longer marks it (the heal that
+    // rebuilt it finished). Any thread.
+    void declare_rebuilding();
+    void note_view(bool marked, std::int64_t read_began_ns);
+    bool rebuilding() const { return _rebuilding.load(std::memory_order_acquire); }
     // How long a DeleteBucket's fence keeps a bucket generation's shard buckets closed to new shards
     // when it is not lifted: longer than any node's map takes to learn the deletion.
     static constexpr std::int64_t fence_ms = 10LL * 60 * 1000;
@@ -85,6 +92,9 @@ private:
     auth::credential_store _root;
     auth::verify_options _verify;
     std::atomic<bool> _answers_held{false};
+    std::atomic<bool> _rebuilding{false};
+    std::mutex _rebuilding_mutex;   // orders declarations and maps
+    std::int64_t _declared_ns = 0;  // monotonic, of the last declaration
     // By generation (a shard bucket's name without its namespace): fenced until, and shards committing.
     std::mutex _fence_mutex;
     std::map<std::string, std::int64_t> _fenced_until_ms;

@@ -19,7 +19,7 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 14; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 15; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
@@ -28,10 +28,11 @@
 // completed (part_retried_during_completion), a node whose clock runs far ahead (clock_ahead), a
 // tombstone expired while two nodes are suspect (tombstone_expiry), a manifest whose parts are gone
 // set aside by the healer (parts_lost), a DeleteBucket crossing a PUT (delete_bucket_crossing_put), a
-// batch of records larger than a peer's answer (large_record_batch).
+// batch of records larger than a peer's answer (large_record_batch), a node rebuilding read through
+// one that has not seen its mark (stale_view_rebuild).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..14] [--verbose]
+//                    [--scenario 1..15] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -229,6 +230,7 @@ struct simulation {
     std::unique_ptr<cluster::healer> healer;  // scenario 12: node 1's
     bool replaces_a_drive = false;            // this seed: a drive replaced, no bit rot
     std::set<std::string> rebuilding;         // as the topology marks them
+    std::set<std::string> stale_views;        // nodes no new view reaches (etcd out of their reach)
     std::int64_t view_revision = 0;
     bool bucket_deleted = false;  // scenario 13
     const bool* put_done_before_removal = nullptr;
@@ -396,6 +398,7 @@ private:
 cluster::cluster_view view_of(simulation& sim) {
     cluster::cluster_view v;
     v.revision = ++sim.view_revision;
+    v.read_began_ns = base::monotonic_now_ns();
     v.epoch = static_cast<std::int64_t>(sim.nodes.size());
     std::vector<std::string> ids;
     for (auto& n : sim.nodes) {
@@ -483,7 +486,11 @@ void cut(simulation&, node_side& n, bool off) {
 
 void publish_view(simulation& sim) {
     const cluster::cluster_view view = view_of(sim);
-    for (auto& n : sim.nodes) n->store->publish(view);
+    for (auto& n : sim.nodes) {
+        if (sim.stale_views.count(n->id)) continue;
+        n->store->publish(view);
+        n->shards->note_view(view.layout->is_rebuilding(n->id), view.read_began_ns);
+    }
 }
 
 // The node's drive is swapped for an empty one (its coordinator, clock and address stay), and the
@@ -502,6 +509,7 @@ void replace_drive(simulation& sim, node_side& n) {
     n.front = std::make_unique<cluster::node_handler>(n.s3, *n.shards);
     sim.rebuilding.insert(n.id);
     publish_view(sim);
+    n.shards->declare_rebuilding();  // as `fjord serve` does once its check of the drive marked it
     cut(sim, n, false);
 }
 
@@ -1282,6 +1290,43 @@ io::task<void> tombstone_expiry(simulation& sim) {
     co_await settle(sim);
 }
 
+// Scenario 15: a node whose drive was replaced (empty) is read through a node that cannot read the map
+// (etcd out of its reach), so it has not seen the rebuilding mark: a key acknowledged on the wiped node
+// and two others, one of them cut off at the read. Counting what the wiped node lacks as an answer, the
+// reader settled on "absent" and an acknowledged PUT read as missing (404). The wiped node says it is
+// rebuilding in its answers (rpc.h): the read cannot settle until the holder is back (503), then reads
+// the value.
+io::task<void> stale_view_rebuild(simulation& sim) {
+    const std::string key = "stale";
+    auto place = sim.nodes[0]->store->place(bucket, key);
+    auto node = [&](unsigned shard) -> node_side& {
+        for (auto& n : sim.nodes)
+            if (n->id == place->nodes[shard]) return *n;
+        return *sim.nodes[0];
+    };
+    node_side &wiped = node(0), &holder = node(1), &cut_holder = node(2), &reader = node(3);
+    cut(sim, reader, true);
+    if (!co_await put_value(sim, holder, key, 1)) {
+        sim.violation("a PUT on W nodes was not acknowledged");
+        co_return;
+    }
+    cut(sim, reader, false);
+    sim.stale_views.insert(reader.id);
+    replace_drive(sim, wiped);
+    cut(sim, cut_holder, true);
+    if (auto v = co_await read_key(sim, reader, key)) check_read(sim, key, *v, reader.id);
+    cut(sim, cut_holder, false);
+    for (auto t = after_ms(2'500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    auto v = co_await read_key(sim, reader, key);
+    if (!v)
+        sim.violation(key + ": unreadable through " + reader.id +
+                      " with every node back: " + sim.last_error);
+    else
+        check_read(sim, key, *v, reader.id + " with every node back");
+    sim.stale_views.clear();
+    co_await settle(sim);
+}
+
 io::task<void> held_withdrawal(simulation& sim) {
     const unsigned scenario = sim.options.scenario;
     node_side &n1 = *sim.nodes[0], &n2 = *sim.nodes[1], &n4 = *sim.nodes[3];
@@ -1355,7 +1400,9 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 14)
+        if (sim.options.scenario == 15)
+            co_await stale_view_rebuild(sim);
+        else if (sim.options.scenario == 14)
             co_await large_record_batch(sim);
         else if (sim.options.scenario == 13)
             co_await delete_bucket_crossing_put(sim);
@@ -1440,7 +1487,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..14] [--verbose]\n");
+                 "[--requests N] [--scenario 1..15] [--verbose]\n");
     return 64;
 }
 
@@ -1456,7 +1503,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 14 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 15 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();

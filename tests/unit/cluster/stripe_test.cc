@@ -328,6 +328,14 @@ TEST(DecideVersion, ARebuildingNodesAbsenceIsNotEvidence) {
     auto right = decide_version(place, by_node);
     ASSERT_FALSE(right);
     EXPECT_EQ(right.code(), base::errc::service_unavailable);
+    // The same when the mark is not in this coordinator's map but the node says it (rpc.h).
+    place.rebuilding[3] = false;
+    by_node[3].rebuilding = true;
+    auto said = decide_version(place, by_node);
+    ASSERT_FALSE(said);
+    EXPECT_EQ(said.code(), base::errc::service_unavailable);
+    by_node[3].rebuilding = false;
+    place.rebuilding[3] = true;
     // Once the replacement holds version 2, it is read from nodes 1 and 3.
     by_node[3] = {node_report::state::present, {shard(2000, 3)}, {}};
     auto healed = decide_version(place, by_node);
