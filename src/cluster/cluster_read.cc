@@ -180,11 +180,14 @@ std::int64_t written_ms(const shard_meta& v) {
 
 namespace {
 
-// The nodes holding each version, newest first.
+// The nodes holding each version, newest first. A version is its stamp and its object's ETag: one
+// stamp may name two writes (a clock stepped back across a restart, two nodes' tags alike), whose
+// shards must never be decoded together.
 struct held {
     std::vector<unsigned> sound, damaged;
 };
-using holders_by_version = std::map<stamp, held, std::greater<>>;
+using version_key = std::pair<stamp, std::string>;
+using holders_by_version = std::map<version_key, held, std::greater<>>;
 
 // Who holds what, and how many nodes answered (a rebuilding node's answer is not one).
 holders_by_version gather_versions(const key_place& place, const std::vector<node_report>& by_node,
@@ -200,9 +203,10 @@ holders_by_version gather_versions(const key_place& place, const std::vector<nod
         if (r.kind != node_report::state::present) continue;
         for (const shard_meta& meta : r.versions)
             // A shard the placement does not put on this node (another topology's) does not count.
-            if (meta.index == i && meta.k == place.k && meta.m == place.m)
-                (meta.damaged ? versions[meta.version].damaged : versions[meta.version].sound)
-                    .push_back(i);
+            if (meta.index == i && meta.k == place.k && meta.m == place.m) {
+                held& h = versions[{meta.version, meta.object.etag}];
+                (meta.damaged ? h.damaged : h.sound).push_back(i);
+            }
     }
     return versions;
 }
@@ -222,9 +226,9 @@ base::result<read_decision> decide_version(const key_place& place,
                           "only " + std::to_string(d.answered) + " of " +
                               std::to_string(place.width()) + " nodes of the set answered (" +
                               std::to_string(place.read_quorum()) + " needed)");
-    auto meta_on = [&by_node](unsigned node, const stamp& version) -> const shard_meta& {
+    auto meta_on = [&by_node](unsigned node, const version_key& version) -> const shard_meta& {
         for (const auto& meta : by_node[node].versions)
-            if (meta.version == version) return meta;
+            if (meta.version == version.first && meta.object.etag == version.second) return meta;
         FJORD_ASSERT(false, "a holder without its version");
         return by_node[node].versions.front();
     };
@@ -528,8 +532,9 @@ io::task<base::result<read_decision>> holders_now(cluster_store& store, const ke
     d.shards.assign(place.width(), std::nullopt);
     for (unsigned i = 0; i < place.width(); ++i)
         for (const shard_meta& meta : reports[i][0].versions)
-            if (meta.version == decision.meta.version && meta.index == i && meta.k == place.k &&
-                meta.m == place.m && !meta.damaged) {
+            if (meta.version == decision.meta.version &&
+                meta.object.etag == decision.meta.object.etag && meta.index == i &&
+                meta.k == place.k && meta.m == place.m && !meta.damaged) {
                 d.shards[i] = meta;
                 ++d.holders;
             }

@@ -98,6 +98,9 @@ bool matches(const upload_head& head, const shard_meta& meta);
 std::string trailer_frame(const shard_meta& meta);
 
 inline constexpr const char* rebuilding_header = "x-fjord-rebuilding";
+// A shard upload of a version the node already holds: the entity tag (stripe.h, shard_etag) of the
+// shard it holds, stored only if it is the uploader's own.
+inline constexpr const char* held_etag_header = "x-fjord-held-etag";
 
 std::string encode_key_list(std::span<const std::string> keys);
 base::result<std::vector<std::string>> decode_key_list(std::string_view body);

@@ -398,7 +398,10 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
 }
 
 // The node holds a newer version (or, for a conditional write, one past its bound): a repeated upload
-// of a version it already holds counts as stored; otherwise 409 with the newest version it holds.
+// of a version it already holds counts as stored, with the entity tag of what it holds
+// (x-fjord-held-etag), which the coordinator compares with its own (one stamp may name two writes:
+// a clock stepped back across a restart, or two nodes' tags alike); otherwise 409 with the newest
+// version it holds.
 io::task<void> shard_service::answer_refused(http::exchange& ex, const rpc_target& target,
                                              const std::string& version_text) {
     auto same = co_await _local.head_version(target.bucket, target.key, version_text);
@@ -406,7 +409,7 @@ io::task<void> shard_service::answer_refused(http::exchange& ex, const rpc_targe
     std::string held = current ? current->etag.substr(0, stamp::text_bytes) : std::string();
     if (!ex.body().finished()) ex.close_after();
     if (same) {
-        co_await answer_ok(ex, {});
+        (void)co_await ex.send_all(200, {{held_etag_header, same->etag}}, {});
         co_return;
     }
     (void)co_await ex.send_all(

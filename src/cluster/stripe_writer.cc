@@ -53,7 +53,7 @@ io::task<void> send_block(cluster_store* store, upload* u, const std::uint8_t* b
     }
 }
 
-io::task<void> finish_upload(cluster_store* store, upload* u, std::string frame) {
+io::task<void> finish_upload(cluster_store* store, upload* u, std::string frame, std::string etag) {
     auto answer = co_await u->link->finish(frame);
     u->link.reset();
     if (!answer) {
@@ -61,6 +61,11 @@ io::task<void> finish_upload(cluster_store* store, upload* u, std::string frame)
         u->failure = answer.err();
         u->maybe_stored = true;  // the end of the body may have reached it
         if (transport_failure(answer.err())) store->suspect(u->node);
+    } else if (answer->ok() && !answer->header(held_etag_header).empty() &&
+               answer->header(held_etag_header) != etag) {
+        // The node holds another write under this version's stamp: not this write's shard.
+        u->kind = upload::state::refused;
+        u->held = std::string(answer->header(held_etag_header).substr(0, stamp::text_bytes));
     } else if (answer->ok()) {
         u->kind = upload::state::stored;
     } else if (answer->status == 409) {
@@ -180,7 +185,7 @@ io::task<base::result<streamed_version>> stream_version(
         shard_meta own = meta;
         own.index = u.index;
         own.block_crcs = u.crcs;
-        co_await finishing.spawn(finish_upload(&store, &u, trailer_frame(own)));
+        co_await finishing.spawn(finish_upload(&store, &u, trailer_frame(own), shard_etag(own)));
     }
     co_await finishing.wait();
     out.meta = std::move(meta);

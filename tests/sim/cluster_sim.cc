@@ -19,7 +19,7 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 15; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 16; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
@@ -29,10 +29,11 @@
 // tombstone expired while two nodes are suspect (tombstone_expiry), a manifest whose parts are gone
 // set aside by the healer (parts_lost), a DeleteBucket crossing a PUT (delete_bucket_crossing_put), a
 // batch of records larger than a peer's answer (large_record_batch), a node rebuilding read through
-// one that has not seen its mark (stale_view_rebuild).
+// one that has not seen its mark (stale_view_rebuild), a write stamped as an earlier one after a
+// restart with the clock stepped back (repeated_stamp).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..15] [--verbose]
+//                    [--scenario 1..16] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -145,6 +146,7 @@ struct node_side {
     bool cut_off = false;
     std::vector<std::shared_ptr<sim_connection>> connections;  // to its data plane
     std::vector<retired_drive> retired;
+    std::vector<std::unique_ptr<cluster::cluster_store>> retired_stores;  // coordinators restarted
 };
 
 // A node as the network reaches it: its data plane, except that a shard upload the scenario names is
@@ -447,15 +449,28 @@ base::result<void> open_drive(simulation& sim, node_side& n, unsigned generation
     return {};
 }
 
+std::unique_ptr<cluster::cluster_store> make_store(simulation& sim, node_side& n);
+
 base::result<void> open_node(simulation& sim, unsigned i) {
     auto n = std::make_unique<node_side>();
     n->id = "n" + std::to_string(i + 1);
     n->index = i;
     n->where = io::endpoint{"10.1.0." + std::to_string(i + 1), 9000};
     if (auto drive = open_drive(sim, *n, 0); !drive) return drive;
+    n->store = make_store(sim, *n);
+    n->shards =
+        std::make_unique<cluster::shard_service>(*n->engine, root, "us-east-1", &n->store->clock());
+    n->front = std::make_unique<cluster::node_handler>(n->s3, *n->shards);
+    n->gate = std::make_unique<node_gate>(sim.fail_upload_at, *n);
+    sim.nodes.push_back(std::move(n));
+    return {};
+}
+
+// The node's coordinator, as `fjord serve` makes it.
+std::unique_ptr<cluster::cluster_store> make_store(simulation& sim, node_side& n) {
     cluster::cluster_store_options co;
     co.cluster = "sim";
-    co.node_id = n->id;
+    co.node_id = n.id;
     co.cores = 1;
     co.peers.credentials = root;
     co.peers.io_timeout_ms = 2'000;
@@ -464,17 +479,11 @@ base::result<void> open_node(simulation& sim, unsigned i) {
     co.leftover_age_ms = 1'000;
     if (sim.options.scenario == 11) co.tombstone_age_ms = 1'500;  // tombstones expire in the run
     co.remove_bucket_record = [&sim](std::string name) { return remove_record(&sim, name); };
-    node_side* self = n.get();
+    node_side* self = &n;
     co.peers.transport = [&sim, self](const io::endpoint& where) {
         return std::unique_ptr<cluster::peer_transport>(new sim_transport(sim, self, where));
     };
-    n->store = std::make_unique<cluster::cluster_store>(co);
-    n->shards =
-        std::make_unique<cluster::shard_service>(*n->engine, root, "us-east-1", &n->store->clock());
-    n->front = std::make_unique<cluster::node_handler>(n->s3, *n->shards);
-    n->gate = std::make_unique<node_gate>(sim.fail_upload_at, *n);
-    sim.nodes.push_back(std::move(n));
-    return {};
+    return std::make_unique<cluster::cluster_store>(co);
 }
 
 void cut(simulation&, node_side& n, bool off) {
@@ -1290,6 +1299,45 @@ io::task<void> tombstone_expiry(simulation& sim) {
     co_await settle(sim);
 }
 
+// Scenario 16: node 1 writes a key at full width, then restarts (its coordinator and its clock afresh)
+// with its wall clock stepped back, and its next write of the key gets the same stamp as the first
+// (forced here: the clock is moved to just before it, as a step back of the right size does). Every
+// node holds that stamp already and counted the upload as a repeat of it: the second write answered
+// 200 though no node holds its bytes, and reads returned the first. A node now says what it holds
+// under the stamp (its entity tag) and the coordinator counts it stored only if it is its own.
+io::task<void> repeated_stamp(simulation& sim) {
+    node_side& n1 = *sim.nodes[0];
+    const std::string key = "repeated";
+    if (!co_await put_value(sim, n1, key, 1)) {
+        sim.violation("a PUT to a healthy cluster was not acknowledged");
+        co_return;
+    }
+    auto place = n1.store->place(bucket, key);
+    auto first = co_await n1.store->quorum_read(*place);
+    if (!first || !first->found) {
+        sim.violation(key + ": the first write did not read back");
+        co_return;
+    }
+    sim.clock.step_unix_ms(-1'000);
+    n1.retired_stores.push_back(std::move(n1.store));
+    n1.store = make_store(sim, n1);
+    n1.store->attach_core(0);
+    n1.store->publish(view_of(sim));
+    while (!n1.store->ready()) co_await io::yield_now{};
+    const cluster::stamp held = first->meta.version;
+    n1.store->clock().observe(cluster::stamp{held.time - 1, held.node});
+    (void)co_await put_value(sim, n1, key, 2);  // its stamp is the first write's
+    if (auto v = co_await read_key(sim, n1, key)) check_read(sim, key, *v, n1.id);
+    if (!co_await put_value(sim, n1, key, 3))  // past the stamp it was refused for
+        sim.violation(key + ": the write after the refused one was not acknowledged");
+    for (auto& n : sim.nodes)
+        if (auto v = co_await read_key(sim, *n, key)) check_read(sim, key, *v, n->id);
+    // Its stamp is the first write's time, 1 s ahead of the clock stepped back: past its writer's
+    // decision only once that much more has gone by.
+    for (auto t = after_ms(1'500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    co_await settle(sim);
+}
+
 // Scenario 15: a node whose drive was replaced (empty) is read through a node that cannot read the map
 // (etcd out of its reach), so it has not seen the rebuilding mark: a key acknowledged on the wiped node
 // and two others, one of them cut off at the read. Counting what the wiped node lacks as an answer, the
@@ -1400,7 +1448,9 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 15)
+        if (sim.options.scenario == 16)
+            co_await repeated_stamp(sim);
+        else if (sim.options.scenario == 15)
             co_await stale_view_rebuild(sim);
         else if (sim.options.scenario == 14)
             co_await large_record_batch(sim);
@@ -1487,7 +1537,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..15] [--verbose]\n");
+                 "[--requests N] [--scenario 1..16] [--verbose]\n");
     return 64;
 }
 
@@ -1503,7 +1553,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 15 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 16 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();

@@ -36,6 +36,8 @@ public:
     std::int64_t monotonic_ns() override { return _now_ns; }
     std::int64_t now_ms() const { return _now_ns / 1'000'000; }
     void advance_ns(std::int64_t ns) { _now_ns += ns; }
+    // The wall clock stepped (back, when negative), as NTP steps it; monotonic time goes on.
+    void step_unix_ms(std::int64_t ms) { _unix_start_ms += ms; }
 
 private:
     std::int64_t _unix_start_ms;

@@ -344,6 +344,38 @@ TEST(DecideVersion, ARebuildingNodesAbsenceIsNotEvidence) {
     EXPECT_EQ(healed->meta.version, (stamp{std::uint64_t{2000} << 16, 1}));
 }
 
+// One stamp naming two writes (a clock stepped back across a restart): nodes 0-2 hold one object under
+// it, node 3 another. The read takes the first's holders only: decoding shards of both would serve
+// bytes of neither.
+TEST(DecideVersion, ShardsOfTwoWritesUnderOneStampAreNeverMixed) {
+    key_place place;
+    place.k = 2;
+    place.m = 2;
+    place.nodes = {"a", "b", "c", "d"};
+    auto shard = [](unsigned index, const char* etag) {
+        shard_meta meta;
+        meta.version = stamp{std::uint64_t{5000} << 16, 1};
+        meta.k = 2;
+        meta.m = 2;
+        meta.index = index;
+        meta.object.size_bytes = 10;
+        meta.object.etag = etag;
+        return meta;
+    };
+    std::vector<node_report> by_node(4);
+    for (unsigned i = 0; i < 3; ++i)
+        by_node[i] = {node_report::state::present, {shard(i, "A")}, {}};
+    by_node[3] = {node_report::state::present, {shard(3, "B")}, {}};
+    auto d = decide_version(place, by_node);
+    ASSERT_TRUE(d);
+    ASSERT_TRUE(d->found);
+    EXPECT_EQ(d->meta.object.etag, "A");
+    EXPECT_EQ(d->holders, 3u);
+    EXPECT_FALSE(d->shards[3].has_value());
+    EXPECT_FALSE(d->full_width);
+    EXPECT_TRUE(d->others);
+}
+
 TEST(DriveId, MadeOnceKeptAndNeverGuessed) {
     namespace fs = std::filesystem;
     const fs::path dir =
