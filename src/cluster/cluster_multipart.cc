@@ -226,6 +226,16 @@ io::task<base::result<std::optional<std::string>>> cluster_store::read_small(key
 }
 
 io::task<void> cluster_store::purge(key_place place) {
+    // A tombstone over every version: healing carries it to the nodes the purge did not reach (down,
+    // or passed over as suspect) instead of copying back the version they still hold (on k of them,
+    // a readable one). Its write trims the versions before it from the nodes that took it. Where no
+    // tombstone can be written (fewer than W nodes take it), every version goes where it can.
+    auto version = co_await version_for_write(place, {});
+    if (version) {
+        auto written = co_await write_version(place, nullptr, 0, {}, shard_kind::deleted,
+                                              version->first, version->second);
+        if (written) co_return;
+    }
     co_await trim(this, place.shard_bucket, place.key, place.nodes, stamp{~0ULL, ~0U});
 }
 

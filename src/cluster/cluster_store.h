@@ -328,7 +328,9 @@ private:
     io::task<base::result<store::list_page>> list_shards(char space, store::list_request request);
     // A small object of the cluster's own (an upload's record), whole; nullopt when absent.
     io::task<base::result<std::optional<std::string>>> read_small(key_place place);
-    // Removes every version of a key from its set's nodes (best effort; the scanner finds leftovers).
+    // Deletes a key of the cluster's own (an upload's record, a part attempt) with a tombstone, which
+    // healing carries to the nodes it missed; without one (fewer than W nodes took it), removes every
+    // version from the nodes it reaches (best effort).
     io::task<void> purge(key_place place);
     // data_corrupted: a manifest whose parts are gone, which no heal can repair.
     io::task<base::result<bool>> may_take_up(const key_place& place, const read_decision& d,

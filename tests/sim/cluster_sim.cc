@@ -19,7 +19,7 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 16; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 17; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
@@ -30,10 +30,11 @@
 // set aside by the healer (parts_lost), a DeleteBucket crossing a PUT (delete_bucket_crossing_put), a
 // batch of records larger than a peer's answer (large_record_batch), a node rebuilding read through
 // one that has not seen its mark (stale_view_rebuild), a write stamped as an earlier one after a
-// restart with the clock stepped back (repeated_stamp).
+// restart with the clock stepped back (repeated_stamp), an abort whose purge missed k nodes
+// (partial_purge).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..16] [--verbose]
+//                    [--scenario 1..17] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -1145,12 +1146,13 @@ io::task<void> simulated_pause(std::int64_t ms) {
 }
 
 // Node 1's healer, as `fjord serve` runs it, until its scan asked for now has finished; its figures.
-io::task<nlohmann::json> scan_with_healer(simulation& sim) {
+io::task<nlohmann::json> scan_with_healer(simulation& sim, unsigned node = 0) {
     cluster::healer_options o;
     o.queue_interval_ms = 100;
     o.scan_interval_ms = 3'600'000;
     o.pause = simulated_pause;
-    sim.healer = std::make_unique<cluster::healer>(*sim.nodes[0]->store, *sim.nodes[0]->engine, o);
+    node_side& n = *sim.nodes[node];
+    sim.healer = std::make_unique<cluster::healer>(*n.store, *n.engine, o);
     io::spawn(sim.healer->run());
     sim.healer->request_scan(1);
     nlohmann::json stats;
@@ -1160,7 +1162,7 @@ io::task<nlohmann::json> scan_with_healer(simulation& sim) {
         if (stats["scan"]["request"] == 1 && stats["scan"]["finished_unix_ms"] != 0)
             co_return stats;
     }
-    sim.violation("node 1's healer did not finish a scan in 10 s");
+    sim.violation(n.id + "'s healer did not finish a scan in 10 s");
     co_return stats;
 }
 
@@ -1338,6 +1340,49 @@ io::task<void> repeated_stamp(simulation& sim) {
     co_await settle(sim);
 }
 
+// The keys of a shard bucket as node n's engine holds them.
+io::task<std::vector<std::string>> shard_keys(node_side& n, std::string shard_bucket) {
+    store::list_request r;
+    r.bucket = shard_bucket;
+    r.max_keys = 1000;
+    auto page = co_await n.engine->list(std::move(r));
+    std::vector<std::string> keys;
+    if (page)
+        for (const auto& e : page->entries) keys.push_back(e.name);
+    co_return keys;
+}
+
+// Scenario 17: an upload of one part aborted through node 1, to which nodes 3 and 4 are suspect: the
+// abort's claim reaches every node (suspects are asked when too few are open), but a purge by trims
+// skips them, so the part stays on 2 = k nodes. Node 3's scan then read it as a readable version and
+// healed it back to full width: the aborted upload's part back for good, its space never reclaimed. A
+// purge now writes a tombstone, which healing carries to the nodes the purge missed.
+io::task<void> partial_purge(simulation& sim) {
+    node_side &n1 = *sim.nodes[0], &n3 = *sim.nodes[2], &n4 = *sim.nodes[3];
+    const std::string key = "purged";
+    const std::string id = co_await upload_one_part(sim, n1, key, 1);
+    if (id.empty()) co_return;
+    auto parts = n1.store->place_in('p', bucket, key, std::string());
+    const std::vector<std::string> part_keys = co_await shard_keys(n3, parts->shard_bucket);
+    if (part_keys.empty()) {
+        sim.violation(key + ": the part is not on " + n3.id);
+        co_return;
+    }
+    n1.store->suspect(n3.id);
+    n1.store->suspect(n4.id);
+    if (auto aborted = co_await n1.store->abort_upload(bucket, key, id); !aborted)
+        sim.violation(key + ": the abort failed: " + aborted.err().message);
+    for (auto t = after_ms(2'500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
+    (void)co_await scan_with_healer(sim, 2);
+    for (const auto& part_key : part_keys) {
+        auto place = n1.store->place_in('p', bucket, key, part_key);
+        auto d = co_await n1.store->quorum_read(*place);
+        if (d && d->found)
+            sim.violation(key + ": a part of the aborted upload came back by healing, on " +
+                          std::to_string(d->holders) + " nodes");
+    }
+}
+
 // Scenario 15: a node whose drive was replaced (empty) is read through a node that cannot read the map
 // (etcd out of its reach), so it has not seen the rebuilding mark: a key acknowledged on the wiped node
 // and two others, one of them cut off at the read. Counting what the wiped node lacks as an answer, the
@@ -1448,7 +1493,9 @@ io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 16)
+        if (sim.options.scenario == 17)
+            co_await partial_purge(sim);
+        else if (sim.options.scenario == 16)
             co_await repeated_stamp(sim);
         else if (sim.options.scenario == 15)
             co_await stale_view_rebuild(sim);
@@ -1537,7 +1584,7 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..16] [--verbose]\n");
+                 "[--requests N] [--scenario 1..17] [--verbose]\n");
     return 64;
 }
 
@@ -1553,7 +1600,7 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 16 ||
+        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 17 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();
