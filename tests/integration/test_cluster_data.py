@@ -489,6 +489,72 @@ def test_a_wiped_node_is_not_counted_by_a_node_that_has_not_read_its_mark(tmp_pa
         etcd.kill()
 
 
+def test_an_abort_crossing_a_completion_never_leaves_an_acknowledged_object_unreadable(cluster):
+    """CompleteMultipartUpload through n1 and AbortMultipartUpload through n2 at once, twenty times,
+    each round started at a different moment of the other: at most one of them succeeds, a completion
+    that answered 200 reads back byte for byte through every node (the abort never purged the parts
+    it chose), and an upload whose both answers failed is still either completed or abortable."""
+    _, servers = cluster
+    make_bucket(servers, "race")
+    rng = random.Random(SEED + 12)
+    for round_ in range(20):
+        key = f"race/{round_}"
+        body = body_of(rng, rng.choice([1, 70_000, 300_000]))
+        upload_id = servers[0].client().create_multipart_upload(Bucket="race", Key=key)["UploadId"]
+        etag = servers[2].client().upload_part(Bucket="race", Key=key, UploadId=upload_id,
+                                               PartNumber=1, Body=body)["ETag"]
+        start = threading.Barrier(2)
+        outcome = {}
+        delay = rng.uniform(-0.01, 0.01)  # > 0: the abort starts later; < 0: the completion
+
+        def complete():
+            client = servers[0].client()
+            start.wait()
+            time.sleep(max(0.0, -delay))
+            try:
+                client.complete_multipart_upload(
+                    Bucket="race", Key=key, UploadId=upload_id,
+                    MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+                outcome["complete"] = 200
+            except ClientError as e:
+                outcome["complete"] = e.response["Error"]["Code"]
+
+        def abort():
+            client = servers[1].client()
+            start.wait()
+            time.sleep(max(0.0, delay))
+            try:
+                client.abort_multipart_upload(Bucket="race", Key=key, UploadId=upload_id)
+                outcome["abort"] = 204
+            except ClientError as e:
+                outcome["abort"] = e.response["Error"]["Code"]
+
+        threads = [threading.Thread(target=complete), threading.Thread(target=abort)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not (outcome["complete"] == 200 and outcome["abort"] == 204), (round_, outcome)
+        if outcome["complete"] == 200:
+            for server in servers:
+                assert server.client().get_object(Bucket="race", Key=key)["Body"].read() == body
+        elif outcome["abort"] != 204:
+            deadline = time.monotonic() + 30  # both refused (503 past the client's retries)
+            while True:
+                try:
+                    servers[3].client().abort_multipart_upload(Bucket="race", Key=key,
+                                                               UploadId=upload_id)
+                    break
+                except ClientError as e:
+                    assert e.response["ResponseMetadata"]["HTTPStatusCode"] == 503, (round_, outcome)
+                    assert time.monotonic() < deadline, (round_, outcome)
+                    time.sleep(0.2)
+        if outcome["complete"] != 200:
+            with pytest.raises(ClientError) as absent:
+                servers[3].client().get_object(Bucket="race", Key=key)
+            assert absent.value.response["Error"]["Code"] == "NoSuchKey", (round_, outcome)
+
+
 def data_files(server):
     found = []
     for d in server.data_dirs:
