@@ -881,6 +881,13 @@ struct cluster_node {
     void attach_core(unsigned core) {
         if (objects) objects->attach_core(core);
     }
+    // What a cluster node's readiness and /metrics add: its reads of the map (membership.h).
+    void add_health(s3::service_options& o) {
+        o.not_ready = [this]() -> std::optional<std::string> {
+            return membership ? membership->not_ready() : std::nullopt;
+        };
+        o.more_metrics = [this] { return membership ? membership->metrics_text() : std::string(); };
+    }
     // What the S3 API serves: the cluster's objects, or this server's own.
     store::object_store& served(store::object_store& own) { return objects ? *objects : own; }
     // Membership, healing and the drive's check run on core 0.
@@ -947,6 +954,7 @@ int serve(int argc, char** argv) {
     std::unique_ptr<s3::access_log> access;
     if (!make_access_log(cfg, access_fd, access)) return 1;
     cluster_node node{make_cluster_store(cfg)};  // a cluster node's S3 API serves its objects
+    node.add_health(cfg.service);
     if (!node.open_drive(cfg)) return 1;
     store::object_store& objects = node.served(router);
     s3::service svc(objects, cfg.service, metrics, access.get());

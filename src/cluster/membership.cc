@@ -1,6 +1,7 @@
 #include "cluster/membership.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -314,11 +315,25 @@ io::task<void> membership_agent::refresh_view() {
                 "cluster %s: cannot read the cluster map from etcd (%s); serving the last one read",
                 _options.cluster.c_str(), parsed.err().message.c_str());
         _view_failing = true;
+        _map_failures.fetch_add(1, std::memory_order_relaxed);
+        {
+            std::lock_guard<std::mutex> lock(_map_error_mutex);
+            _map_error = parsed.err().message;
+        }
+        // etcd answered (not a transport failure, nor etcd saying it cannot serve): the map itself
+        // cannot be read.
+        const base::errc code = parsed.code();
+        _map_broken.store(code != base::errc::timed_out && code != base::errc::io_error &&
+                              code != base::errc::closed && code != base::errc::cancelled &&
+                              code != base::errc::service_unavailable,
+                          std::memory_order_relaxed);
         co_return;
     }
     if (_view_failing)
         LOG_INFO("cluster %s: the cluster map reads again", _options.cluster.c_str());
     _view_failing = false;
+    _map_broken.store(false, std::memory_order_relaxed);
+    _map_read_ns.store(parsed->read_began_ns, std::memory_order_relaxed);
     if (_options.on_view) _options.on_view(*parsed);
     std::int64_t before = _epoch.exchange(parsed->epoch, std::memory_order_relaxed);
     std::size_t up_before = _members_up.exchange(parsed->up(), std::memory_order_relaxed);
@@ -362,6 +377,36 @@ io::task<void> membership_agent::run() {
                      _options.node.node_id.c_str());
     }
     reactor.release();
+}
+
+std::optional<std::string> membership_agent::not_ready() const {
+    if (!_map_broken.load(std::memory_order_relaxed)) return std::nullopt;
+    std::lock_guard<std::mutex> lock(_map_error_mutex);
+    return "cluster " + _options.cluster + ": the cluster map cannot be read from etcd (" +
+           _map_error + "); serving an old one";
+}
+
+std::string membership_agent::metrics_text() const {
+    const std::int64_t read_ns = _map_read_ns.load(std::memory_order_relaxed);
+    const double age_s =
+        read_ns == 0 ? -1.0 : static_cast<double>(base::monotonic_now_ns() - read_ns) / 1e9;
+    char text[640];
+    std::snprintf(text, sizeof text,
+                  "# HELP fjord_cluster_map_read_failures_total Reads of the cluster map from etcd "
+                  "that failed.\n"
+                  "# TYPE fjord_cluster_map_read_failures_total counter\n"
+                  "fjord_cluster_map_read_failures_total %llu\n"
+                  "# HELP fjord_cluster_map_age_seconds Age of the cluster map this node serves "
+                  "from (-1: none read yet).\n"
+                  "# TYPE fjord_cluster_map_age_seconds gauge\n"
+                  "fjord_cluster_map_age_seconds %.3f\n"
+                  "# HELP fjord_cluster_map_unreadable 1 while etcd answers but the map cannot be "
+                  "read from it.\n"
+                  "# TYPE fjord_cluster_map_unreadable gauge\n"
+                  "fjord_cluster_map_unreadable %d\n",
+                  static_cast<unsigned long long>(_map_failures.load(std::memory_order_relaxed)),
+                  age_s, _map_broken.load(std::memory_order_relaxed) ? 1 : 0);
+    return text;
 }
 
 }  // namespace fjord::cluster

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,6 +99,13 @@ public:
     io::task<void> run();
 
     bool registered() const { return _registered.load(std::memory_order_relaxed); }
+    // Why the node is not ready: etcd answers its heartbeats but the map cannot be read from it (a
+    // record that does not decode, an answer over the cap): the node serves from a map that stays
+    // old for good. An etcd that does not answer at all is not a reason (the node serves on, by
+    // design). nullopt when ready. Any thread.
+    std::optional<std::string> not_ready() const;
+    // Prometheus text: failed reads of the map, and the age of the one served from. Any thread.
+    std::string metrics_text() const;
     std::int64_t epoch() const { return _epoch.load(std::memory_order_relaxed); }
     std::size_t members_up() const { return _members_up.load(std::memory_order_relaxed); }
 
@@ -116,6 +124,11 @@ private:
     bool _view_failing = false;  // the last read of the map failed (said once, in the log)
     bool _waiting_logged = false;
     std::atomic<bool> _registered{false};
+    std::atomic<bool> _map_broken{false};         // read failed while etcd answers
+    std::atomic<std::uint64_t> _map_failures{0};  // reads of the map that failed
+    std::atomic<std::int64_t> _map_read_ns{0};    // monotonic, when the last good read began
+    mutable std::mutex _map_error_mutex;
+    std::string _map_error;
     std::atomic<std::int64_t> _epoch{0};
     std::atomic<std::size_t> _members_up{0};
 };

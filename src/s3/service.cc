@@ -567,8 +567,9 @@ io::task<void> service::send_metrics(context& c) {
     store::storage_stats st = _store.stats();
     base::storage_figures storage{st.spare_files_kept, st.spare_files_reused,
                                   st.spare_files_removed, st.spare_bytes, st.reserved_ahead_bytes};
-    (void)co_await c.ex.send_all(200, headers,
-                                 base::render_prometheus(_metrics.collect(), storage));
+    std::string text = base::render_prometheus(_metrics.collect(), storage);
+    if (_options.more_metrics) text += _options.more_metrics();
+    (void)co_await c.ex.send_all(200, headers, text);
 }
 
 io::task<void> service::handle(http::exchange& ex) {
@@ -665,7 +666,10 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     if (is_health_check(head)) {
         c.op = base::operation_class::admin;
         c.operation = "Health";
-        (void)co_await c.ex.send_all(200, c.common_headers(), "");
+        std::optional<std::string> why;
+        if (head.path == "/health/ready" && _options.not_ready) why = _options.not_ready();
+        (void)co_await c.ex.send_all(why ? 503 : 200, c.common_headers(),
+                                     why ? *why + "\n" : std::string());
         co_return;
     }
     auto routed = route(head, _options.domains);

@@ -8,7 +8,9 @@
 // core inside the engine). Besides S3 it answers /health/live, /health/ready and /metrics.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +62,11 @@ struct service_options {
     // and suites written before then expect; BucketOwnerEnforced (S3's default since) when the
     // operator chooses it (docs/security.md, "ACLs").
     object_ownership default_ownership = object_ownership::writer;
+    // What else the server's readiness depends on (a cluster node: its map reads from etcd): why it
+    // is not ready (GET /health/ready then answers 503 with it), or nullopt. Any core.
+    std::function<std::optional<std::string>()> not_ready;
+    // More Prometheus text for GET /metrics (a cluster node's own figures). Any core.
+    std::function<std::string()> more_metrics;
 };
 
 // A routed request: which bucket and key it names (decoded) and its query parameters (decoded).

@@ -6,15 +6,17 @@ The data the nodes share is tested in test_cluster_data.py; here only what membe
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import time
 
 import pytest
+import requests
 from botocore.exceptions import ClientError
 
 from cluster_support import (DOWN_DEADLINE_S, LEASE_TTL_S, UP_DEADLINE_S, Etcd, Nodes, cluster_cli,
                              init_topology, log_has, states, status, wait_for, wait_log, wait_serving)
-from conftest import binary_path, free_port
+from conftest import binary_path, fetch_metrics, free_port
 
 
 @pytest.fixture
@@ -120,6 +122,49 @@ def test_losing_etcd_stops_membership_not_the_data_path(etcd, nodes):
         wait_log(server, "etcd answers again", deadline_s=30)
     wait_for(etcd, "ce", lambda v: v["up"] == 2, UP_DEADLINE_S, "both nodes up after the outage")
     assert s3.get_object(Bucket="during-outage", Key="k")["Body"].read() == body
+
+
+def etcd_kv(etcd: Etcd, verb: str, key: str, value: bytes | None = None):
+    """A put or deleterange through etcd's JSON gateway, as an operator's etcdctl would."""
+    body = {"key": base64.b64encode(key.encode()).decode()}
+    if value is not None:
+        body["value"] = base64.b64encode(value).decode()
+    requests.post(f"{etcd.url}/v3/kv/{verb}", json=body, timeout=5).raise_for_status()
+
+
+def test_a_map_that_cannot_be_read_makes_the_node_not_ready_and_says_so(etcd, nodes):
+    """etcd answers, but the map it holds cannot be read (here a member record that does not decode):
+    the node serves on from the map it has, logs it once, answers /health/ready with 503 and the
+    reason, and counts it in /metrics; once the map reads again it is ready again. An etcd that does
+    not answer at all leaves it ready (it serves on by design)."""
+    servers = nodes.start("cm", 2)
+    node = servers[0]
+    assert requests.get(f"{node.endpoint}/health/ready", timeout=5).status_code == 200
+    broken = "/fjord/cm/members/zz"
+    etcd_kv(etcd, "put", broken, b"not a member record")
+    wait_log(node, "cannot read the cluster map from etcd")
+    deadline = time.monotonic() + 10
+    while (ready := requests.get(f"{node.endpoint}/health/ready", timeout=5)).status_code != 503:
+        assert time.monotonic() < deadline, ready.text
+        time.sleep(0.1)
+    assert "the cluster map cannot be read from etcd" in ready.text, ready.text
+    text = fetch_metrics(node).text
+    assert "fjord_cluster_map_unreadable 1" in text, text
+    failures = [line for line in text.splitlines()
+                if line.startswith("fjord_cluster_map_read_failures_total ")]
+    assert failures and int(failures[0].split()[1]) >= 1, text
+    node.client().list_buckets()  # the data path goes on
+    etcd_kv(etcd, "deleterange", broken)
+    wait_log(node, "the cluster map reads again")
+    deadline = time.monotonic() + 10
+    while requests.get(f"{node.endpoint}/health/ready", timeout=5).status_code != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert "fjord_cluster_map_unreadable 0" in fetch_metrics(node).text
+    etcd.kill()
+    wait_log(node, "etcd unreachable", deadline_s=LEASE_TTL_S + 10)
+    time.sleep(1)  # a map read or two fail meanwhile: etcd down is not "unreadable"
+    assert requests.get(f"{node.endpoint}/health/ready", timeout=5).status_code == 200
 
 
 def test_remove_node_decommissions_only_a_node_that_is_down(etcd, nodes):
