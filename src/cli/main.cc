@@ -872,6 +872,9 @@ struct cluster_node {
             shards = std::make_unique<cluster::shard_service>(
                 engine, *keys.find(keys.first_access_key()), cfg.service.region, &objects->clock());
             if (drive) shards->hold_answers();  // until the drive is checked (start)
+            cluster::cluster_store* store = objects.get();
+            shards->on_bucket_deleted(
+                [store](std::string shard_bucket) { return store->forget_bucket(shard_bucket); });
             front = std::make_unique<cluster::node_handler>(s3, *shards);
             healing = std::make_unique<cluster::healer>(*objects, engine, cfg.healing);
         }

@@ -315,11 +315,30 @@ io::task<base::result<void>> cluster_store::delete_bucket(std::string name) {
         co_return removed;
     }
     co_await apply_bucket_change(name, std::nullopt);
+    if (!fence.empty()) co_await announce_deleted(fence);
     // Objects, and the unfinished uploads' records and parts: they go with the bucket, as on AWS.
     if (!generation.empty())
         for (char space : {'c', 'u', 'p'})
             io::spawn(drop_shard_buckets(shard_bucket(name, generation, space)));
     co_return base::result<void>{};
+}
+
+io::task<void> cluster_store::announce_deleted(std::string shards) {
+    auto snap = local().snapshot;
+    for (const auto& [node, entry] : snap->nodes) {
+        if (!entry.up || node == _options.node_id) continue;
+        if (peer_pool* pool = pool_for(node)) {
+            auto link = co_await pool->acquire();
+            (void)co_await link->call("POST", rpc_path("fence", shards), "deleted=1", {}, "");
+        }
+    }
+}
+
+io::task<void> cluster_store::forget_bucket(std::string shards) {
+    std::string name;
+    for (const auto& [n, b] : local().snapshot->buckets)
+        if (shard_bucket(n, b.generation) == shards) name = n;
+    if (!name.empty()) co_await apply_bucket_change(name, std::nullopt);
 }
 
 io::task<base::result<void>> cluster_store::fence_bucket(std::string shards, bool on) {

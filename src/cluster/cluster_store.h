@@ -263,6 +263,9 @@ public:
     // node marked while a read was going, or unmarked meanwhile (its "absent" may predate its healing),
     // does not count as an answer (decide_version).
     void refresh_marks(key_place& place) const;
+    // A DeleteBucket through another node removed the bucket whose shard bucket this is (shard_service
+    // on_bucket_deleted): every core forgets it now, not at the next read of the map.
+    io::task<void> forget_bucket(std::string shard_bucket);
     // Objects written below full width since start, waiting for the healer (core 0's queue).
     struct heal_item {
         std::string bucket;
@@ -297,6 +300,9 @@ private:
     // Closes a bucket generation's shard buckets to new shards on every node up in the map (`on`),
     // or lifts that (best effort); fails unless every such node confirmed the fence.
     io::task<base::result<void>> fence_bucket(std::string shard_bucket, bool on);
+    // Tells every node up in the map that the bucket generation is gone (best effort; a node not
+    // told learns it at its next read of the map, its writes refused by its fence meanwhile).
+    io::task<void> announce_deleted(std::string shard_bucket);
     void queue_heal(const key_place& place);
 
     struct write_outcome;

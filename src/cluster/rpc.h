@@ -17,6 +17,8 @@
 //   POST   fence/<bucket>         close the bucket generation of this shard bucket (every namespace)
 //                                 to new shards (DeleteBucket); 200 once those committing are done
 //   DELETE fence/<bucket>         lift that fence
+//   POST   fence/<bucket>?deleted=1   the same, once the bucket is deleted: the node's coordinator forgets
+//                                 the bucket at once
 //
 // A node whose drive is being rebuilt (it came back empty, or took another's place, and healing has not
 // yet given it every shard: catalog.h, rebuild_mark) answers meta and list with the header

@@ -668,6 +668,8 @@ io::task<void> shard_service::fence(http::exchange& ex, const rpc_target& target
         }
         co_await io::yield_now{};
     }
+    if (ex.head().method_text == "POST" && query_value(ex.head().query, "deleted") && _on_deleted)
+        co_await _on_deleted(target.bucket);
     co_await answer_ok(ex, {});
 }
 

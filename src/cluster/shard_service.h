@@ -17,6 +17,7 @@
 // Threading: one service shared by every core; each request runs on the core of its connection.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -61,6 +62,12 @@ public:
     void declare_rebuilding();
     void note_view(bool marked, std::int64_t read_began_ns);
     bool rebuilding() const { return _rebuilding.load(std::memory_order_acquire); }
+    // Called (on the request's core) when a DeleteBucket that went through tells this node its bucket
+    // generation is gone (POST fence/<shard bucket>?deleted): the node's own coordinator forgets the
+    // bucket before its next read of the map. The answer waits for it.
+    void on_bucket_deleted(std::function<io::task<void>(std::string shard_bucket)> f) {
+        _on_deleted = std::move(f);
+    }
     // How long a DeleteBucket's fence keeps a bucket generation's shard buckets closed to new shards
     // when it is not lifted: longer than any node's map takes to learn the deletion.
     static constexpr std::int64_t fence_ms = 10LL * 60 * 1000;
@@ -92,6 +99,7 @@ private:
     auth::credential_store _root;
     auth::verify_options _verify;
     std::atomic<bool> _answers_held{false};
+    std::function<io::task<void>(std::string)> _on_deleted;
     std::atomic<bool> _rebuilding{false};
     std::mutex _rebuilding_mutex;   // orders declarations and maps
     std::int64_t _declared_ns = 0;  // monotonic, of the last declaration

@@ -489,6 +489,42 @@ def test_a_wiped_node_is_not_counted_by_a_node_that_has_not_read_its_mark(tmp_pa
         etcd.kill()
 
 
+def test_a_bucket_deleted_through_one_node_is_gone_at_once_on_the_others(tmp_path):
+    """A node that reads the map seldom (n4: a 300 s lease, one read every 100 s) knows a bucket; it
+    is deleted through n1. n4 must not answer for it as if it were there (HeadBucket 200, a PUT
+    refused with 503): DeleteBucket tells every node, and n4 answers NoSuchBucket at once."""
+    etcd = Etcd(tmp_path)
+    etcd.start()
+    made = Nodes(tmp_path, etcd)
+    try:
+        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], *LEFTOVER_AGE)
+        servers = [made.node(CLUSTER, f"n{i}", extra_args=NODE_ARGS) for i in (1, 2, 3)]
+        for server in servers:
+            server.start()
+        wait_for(etcd, CLUSTER, lambda v: v["up"] == 3, 20, "3 nodes up")
+        reader = made.node(CLUSTER, "n4", extra_args=[*NODE_ARGS, "--lease-ttl-s", "300"])
+        reader.start()
+        servers.append(reader)
+        wait_serving(servers)
+        for server in servers:
+            wait_log(server, "4 members, 4 up")
+        make_bucket(servers, "gone")
+        servers[0].client().delete_bucket(Bucket="gone")
+        with pytest.raises(ClientError) as head:
+            reader.client().head_bucket(Bucket="gone")
+        assert head.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+        with pytest.raises(ClientError) as put:
+            reader.client().put_object(Bucket="gone", Key="k", Body=b"x")
+        assert put.value.response["Error"]["Code"] == "NoSuchBucket"
+        assert "gone" not in [b["Name"] for b in reader.client().list_buckets()["Buckets"]]
+        servers[1].client().create_bucket(Bucket="gone")  # made again: a new generation, empty
+        reader.client().put_object(Bucket="gone", Key="k", Body=b"again")
+        assert servers[2].client().get_object(Bucket="gone", Key="k")["Body"].read() == b"again"
+    finally:
+        made.kill_all()
+        etcd.kill()
+
+
 def test_an_abort_crossing_a_completion_never_leaves_an_acknowledged_object_unreadable(cluster):
     """CompleteMultipartUpload through n1 and AbortMultipartUpload through n2 at once, twenty times,
     each round started at a different moment of the other: at most one of them succeeds, a completion
