@@ -102,6 +102,15 @@ base::result<std::string> combine_part_checksums(
     return composite.finish_base64() + "-" + std::to_string(parts.size());
 }
 
+// Who started an upload: kept with its metadata under a header of the server's own (never one a
+// client's request stores, never copied into the object: build_object drops it); uploads from before
+// it was kept, and anonymous ones, name the owner (upload_initiator).
+constexpr std::string_view initiator_header = "fjord-initiator";
+
+void drop_initiator(store::object_record& r) {
+    std::erase_if(r.headers, [](const auto& h) { return h.first == initiator_header; });
+}
+
 // Validates the client's part list against the upload and builds the object record (runs on the owner core).
 base::result<store::object_record> build_object(const store::upload_record& u,
                                                 const std::vector<requested_part>& wanted,
@@ -124,6 +133,7 @@ base::result<store::object_record> build_object(const store::upload_record& u,
         parts.push_back(&it->second);
     }
     store::object_record r = u.object;
+    drop_initiator(r);
     base::digest etag_md5(base::digest_kind::md5);
     for (std::size_t i = 0; i < parts.size(); ++i) {
         if (i + 1 < parts.size() && parts[i]->data.size_bytes < min_part_bytes)
@@ -184,13 +194,18 @@ base::result<store::object_record> completed_before(const store::object_record& 
     return current;
 }
 
-// Who started an upload and will own its object: the owner its ACL names (the writer, in a bucket with
-// ACLs enabled), else the bucket's owner. Fjord keeps no other initiator: in a BucketOwnerEnforced
-// bucket a user a policy let in is shown as the bucket's owner.
+// Who will own an upload's object: the owner its ACL names (the writer, in a bucket with ACLs
+// enabled), else the bucket's owner (BucketOwnerEnforced).
 std::string upload_owner(const store::upload_record& u, const std::string& bucket_owner) {
     if (u.object.acl.empty()) return bucket_owner;
     auto acl = decode_acl(u.object.acl);
     return acl && !acl->owner.empty() ? acl->owner : bucket_owner;
+}
+
+std::string upload_initiator(const store::upload_record& u, const std::string& bucket_owner) {
+    for (const auto& [name, value] : u.object.headers)
+        if (name == initiator_header) return value;
+    return upload_owner(u, bucket_owner);
 }
 
 base::result<std::uint32_t> part_number_of(const s3_request& r) {
@@ -208,6 +223,10 @@ io::task<void> service::create_multipart_upload(context& c) {
     metadata.acl = c.write_acl;
     if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m)
         co_return co_await send_error(c, m.err());
+    if (!c.auth.access_key.empty())
+        metadata.headers.emplace_back(initiator_header, _users.is_root(c.auth.access_key)
+                                                            ? _users.root_id()
+                                                            : c.auth.access_key);
     std::string checksum_type =
         base::to_lower(head.value_of("x-amz-checksum-type")) == "full_object" ? "FULL_OBJECT" : "";
     std::string_view alg_text = head.value_of("x-amz-checksum-algorithm");
@@ -365,7 +384,11 @@ io::task<void> service::list_parts(context& c) {
         .element("UploadId", upload->upload_id);
     x.element("PartNumberMarker", marker);
     const std::string owner = upload_owner(*upload, listing_owner(c));
-    x.open("Initiator").element("ID", owner).element("DisplayName", owner).close("Initiator");
+    const std::string initiator = upload_initiator(*upload, listing_owner(c));
+    x.open("Initiator")
+        .element("ID", initiator)
+        .element("DisplayName", initiator)
+        .close("Initiator");
     x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
     x.element("StorageClass", "STANDARD");
     if (!upload->object.checksum_algorithm.empty()) {
@@ -411,8 +434,12 @@ struct uploads_page {
 void upload_xml(xml_writer& x, const std::string& key, const store::upload_record& u,
                 const std::string& bucket_owner) {
     const std::string owner = upload_owner(u, bucket_owner);
+    const std::string initiator = upload_initiator(u, bucket_owner);
     x.open("Upload").element("Key", key).element("UploadId", u.upload_id);
-    x.open("Initiator").element("ID", owner).element("DisplayName", owner).close("Initiator");
+    x.open("Initiator")
+        .element("ID", initiator)
+        .element("DisplayName", initiator)
+        .close("Initiator");
     x.open("Owner").element("ID", owner).element("DisplayName", owner).close("Owner");
     x.element("StorageClass", "STANDARD")
         .element("Initiated", base::format_iso8601_ms(u.initiated_ms));

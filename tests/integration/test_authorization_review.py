@@ -179,3 +179,28 @@ def test_uploads_name_the_user_who_started_them(server):
     assert (parts["Initiator"]["ID"], parts["Owner"]["ID"]) == (BOB[0], BOB[0])
     parts = alice.list_parts(Bucket="uploads", Key="from-alice", UploadId=alices)
     assert (parts["Initiator"]["ID"], parts["Owner"]["ID"]) == (ALICE[0], ALICE[0])
+
+
+def test_in_an_enforced_bucket_an_upload_names_its_initiator_and_the_bucket_owner(server):
+    """With BucketOwnerEnforced the bucket owner owns every object, but the Initiator is still the
+    user who started the upload (it was shown as the bucket owner); what records it never reaches the
+    object."""
+    alice, bob = client_of(server, ALICE), client_of(server, BOB)
+    alice.create_bucket(Bucket="enforced", ObjectOwnership="BucketOwnerEnforced")
+    alice.put_bucket_policy(Bucket="enforced", Policy=policy(
+        allow({"AWS": BOB[0]}, ["s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts"],
+              "arn:aws:s3:::enforced/*")))
+    bobs = bob.create_multipart_upload(Bucket="enforced", Key="from-bob")["UploadId"]
+    listed = {u["UploadId"]: (u["Initiator"]["ID"], u["Owner"]["ID"])
+              for u in alice.list_multipart_uploads(Bucket="enforced")["Uploads"]}
+    assert listed == {bobs: (BOB[0], ALICE[0])}
+    parts = bob.list_parts(Bucket="enforced", Key="from-bob", UploadId=bobs)
+    assert (parts["Initiator"]["ID"], parts["Owner"]["ID"]) == (BOB[0], ALICE[0])
+    etag = bob.upload_part(Bucket="enforced", Key="from-bob", UploadId=bobs, PartNumber=1,
+                           Body=b"bob's bytes")["ETag"]
+    bob.complete_multipart_upload(Bucket="enforced", Key="from-bob", UploadId=bobs,
+                                  MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    got = alice.get_object(Bucket="enforced", Key="from-bob")
+    assert got["Body"].read() == b"bob's bytes"
+    headers = got["ResponseMetadata"]["HTTPHeaders"]
+    assert not [h for h in headers if "initiator" in h], headers
