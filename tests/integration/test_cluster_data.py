@@ -427,102 +427,93 @@ def test_a_node_back_on_an_empty_drive_marks_itself_rebuilding(cluster):
         assert servers[2].client().get_object(Bucket="wiped", Key=key)["Body"].read() == body
 
 
-def test_a_wiped_node_is_not_counted_by_a_node_that_has_not_read_its_mark(tmp_path):
+@pytest.fixture
+def stale_reader_cluster(tmp_path):
+    """Four nodes as `cluster` has them, but n4 reads the map seldom: a lease TTL of 300 s, so one
+    read every 100 s (as a node cut off from etcd, which serves on, reads it never)."""
+    etcd = Etcd(tmp_path)
+    etcd.start()
+    made = Nodes(tmp_path, etcd)
+    init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], *LEFTOVER_AGE)
+    servers = [made.node(CLUSTER, f"n{i}", extra_args=NODE_ARGS) for i in (1, 2, 3)]
+    for server in servers:
+        server.start()
+    wait_for(etcd, CLUSTER, lambda v: v["up"] == 3, 20, "3 nodes up")
+    reader = made.node(CLUSTER, "n4", extra_args=[*NODE_ARGS, "--lease-ttl-s", "300"])
+    reader.start()
+    servers.append(reader)
+    wait_serving(servers)
+    for server in servers:
+        wait_log(server, "4 members, 4 up")
+    yield servers
+    made.kill_all()
+    etcd.kill()
+
+
+def test_a_wiped_node_is_not_counted_by_a_node_that_has_not_read_its_mark(stale_reader_cluster):
     """A node back on an empty drive marks itself rebuilding in etcd, but a node that reads the map
     seldom (here n4, with a lease TTL of 300 s: one read every 100 s; likewise a node cut off from
     etcd) has not seen the mark. A key acknowledged on n1, n2 (then wiped) and n4, read through n4
     while n1 is down, must not read as missing (n3 truly lacks it): n2 says it is rebuilding in its
     answers, so the read waits (503) until n1 is back, then returns the bytes."""
-    etcd = Etcd(tmp_path)
-    etcd.start()
-    made = Nodes(tmp_path, etcd)
+    servers = stale_reader_cluster
+    reader = servers[3]
+    n1, n2, n3 = servers[:3]
+    make_bucket(servers, "stale")
+    body = random.Random(SEED + 11).randbytes(70_000)
+    n3.process.send_signal(signal.SIGSTOP)  # the PUT reaches W = 3 nodes: n1, n2 and n4
     try:
-        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], *LEFTOVER_AGE)
-        servers = [made.node(CLUSTER, f"n{i}", extra_args=NODE_ARGS) for i in (1, 2, 3)]
-        for server in servers:
-            server.start()
-        wait_for(etcd, CLUSTER, lambda v: v["up"] == 3, 20, "3 nodes up")
-        reader = made.node(CLUSTER, "n4", extra_args=[*NODE_ARGS, "--lease-ttl-s", "300"])
-        reader.start()
-        servers.append(reader)
-        wait_serving(servers)
-        for server in servers:
-            wait_log(server, "4 members, 4 up")
-        n1, n2, n3 = servers[:3]
-        make_bucket(servers, "stale")
-        body = random.Random(SEED + 11).randbytes(70_000)
-        n3.process.send_signal(signal.SIGSTOP)  # the PUT reaches W = 3 nodes: n1, n2 and n4
-        try:
-            wait_log(n1, "4 members, 3 up")  # n1 passes n3 over rather than wait on it
-            n1.client().put_object(Bucket="stale", Key="k", Body=body)
-            n1.kill()  # and its heal queue with it: the key stays off n3
-        finally:
-            n3.process.send_signal(signal.SIGCONT)
-        n2.kill()
-        for d in n2.data_dirs:
-            shutil.rmtree(d)
-            d.mkdir()
-        n2.start()
-        wait_log(n2, "marked rebuilding")
-        # n4's map still lacks the mark (its next read is 100 s after its start).
-        deadline = time.monotonic() + 6
-        while time.monotonic() < deadline:
-            try:
-                got = reader.client().get_object(Bucket="stale", Key="k")["Body"].read()
-                assert False, f"read through n4 with one holder left: {len(got)} bytes"
-            except ClientError as e:
-                code = e.response["ResponseMetadata"]["HTTPStatusCode"]
-                assert code == 503, f"an acknowledged PUT read as {code} through n4"
-            time.sleep(0.2)
-        n1.start()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert reader.client().get_object(Bucket="stale", Key="k")["Body"].read() == body
-                break
-            except ClientError as e:
-                assert e.response["ResponseMetadata"]["HTTPStatusCode"] == 503, e.response
-                assert time.monotonic() < deadline, "the key never read back through n4"
-                time.sleep(0.2)
+        wait_log(n1, "4 members, 3 up")  # n1 passes n3 over rather than wait on it
+        n1.client().put_object(Bucket="stale", Key="k", Body=body)
+        n1.kill()  # and its heal queue with it: the key stays off n3
     finally:
-        made.kill_all()
-        etcd.kill()
+        n3.process.send_signal(signal.SIGCONT)
+    n2.kill()
+    for d in n2.data_dirs:
+        shutil.rmtree(d)
+        d.mkdir()
+    n2.start()
+    wait_log(n2, "marked rebuilding")
+    # n4's map still lacks the mark (its next read is 100 s after its start).
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        try:
+            got = reader.client().get_object(Bucket="stale", Key="k")["Body"].read()
+            assert False, f"read through n4 with one holder left: {len(got)} bytes"
+        except ClientError as e:
+            code = e.response["ResponseMetadata"]["HTTPStatusCode"]
+            assert code == 503, f"an acknowledged PUT read as {code} through n4"
+        time.sleep(0.2)
+    n1.start()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert reader.client().get_object(Bucket="stale", Key="k")["Body"].read() == body
+            break
+        except ClientError as e:
+            assert e.response["ResponseMetadata"]["HTTPStatusCode"] == 503, e.response
+            assert time.monotonic() < deadline, "the key never read back through n4"
+            time.sleep(0.2)
 
 
-def test_a_bucket_deleted_through_one_node_is_gone_at_once_on_the_others(tmp_path):
+def test_a_bucket_deleted_through_one_node_is_gone_at_once_on_the_others(stale_reader_cluster):
     """A node that reads the map seldom (n4: a 300 s lease, one read every 100 s) knows a bucket; it
     is deleted through n1. n4 must not answer for it as if it were there (HeadBucket 200, a PUT
     refused with 503): DeleteBucket tells every node, and n4 answers NoSuchBucket at once."""
-    etcd = Etcd(tmp_path)
-    etcd.start()
-    made = Nodes(tmp_path, etcd)
-    try:
-        init_topology(etcd, CLUSTER, ["n1", "n2", "n3", "n4"], *LEFTOVER_AGE)
-        servers = [made.node(CLUSTER, f"n{i}", extra_args=NODE_ARGS) for i in (1, 2, 3)]
-        for server in servers:
-            server.start()
-        wait_for(etcd, CLUSTER, lambda v: v["up"] == 3, 20, "3 nodes up")
-        reader = made.node(CLUSTER, "n4", extra_args=[*NODE_ARGS, "--lease-ttl-s", "300"])
-        reader.start()
-        servers.append(reader)
-        wait_serving(servers)
-        for server in servers:
-            wait_log(server, "4 members, 4 up")
-        make_bucket(servers, "gone")
-        servers[0].client().delete_bucket(Bucket="gone")
-        with pytest.raises(ClientError) as head:
-            reader.client().head_bucket(Bucket="gone")
-        assert head.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
-        with pytest.raises(ClientError) as put:
-            reader.client().put_object(Bucket="gone", Key="k", Body=b"x")
-        assert put.value.response["Error"]["Code"] == "NoSuchBucket"
-        assert "gone" not in [b["Name"] for b in reader.client().list_buckets()["Buckets"]]
-        servers[1].client().create_bucket(Bucket="gone")  # made again: a new generation, empty
-        reader.client().put_object(Bucket="gone", Key="k", Body=b"again")
-        assert servers[2].client().get_object(Bucket="gone", Key="k")["Body"].read() == b"again"
-    finally:
-        made.kill_all()
-        etcd.kill()
+    servers = stale_reader_cluster
+    reader = servers[3]
+    make_bucket(servers, "gone")
+    servers[0].client().delete_bucket(Bucket="gone")
+    with pytest.raises(ClientError) as head:
+        reader.client().head_bucket(Bucket="gone")
+    assert head.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    with pytest.raises(ClientError) as put:
+        reader.client().put_object(Bucket="gone", Key="k", Body=b"x")
+    assert put.value.response["Error"]["Code"] == "NoSuchBucket"
+    assert "gone" not in [b["Name"] for b in reader.client().list_buckets()["Buckets"]]
+    servers[1].client().create_bucket(Bucket="gone")  # made again: a new generation, empty
+    reader.client().put_object(Bucket="gone", Key="k", Body=b"again")
+    assert servers[2].client().get_object(Bucket="gone", Key="k")["Body"].read() == b"again"
 
 
 def test_an_abort_crossing_a_completion_never_leaves_an_acknowledged_object_unreadable(cluster):
