@@ -100,16 +100,25 @@ io::task<base::result<drive_check>> check_drive(etcd_client& etcd, std::string c
     auto known = co_await etcd.range(key);
     if (!known) co_return known.as_failure();
     drive_check out;
-    auto view = co_await read_view(etcd, cluster);
-    if (!view) co_return view.as_failure();
-    const bool in_a_set = view->layout && view->layout->is_in_a_set(node);
-    out.rebuilding = view->layout && view->layout->is_rebuilding(node);
-    if (!known->kvs.empty() && known->kvs[0].value == drive.id) co_return out;
-    if (!known->kvs.empty() && in_a_set) {
-        auto replaced =
-            co_await replace_topology_node(etcd, cluster, node, node, view->heal_request);
-        if (!replaced) co_return replaced.as_failure();
-        out.marked_now = out.rebuilding = true;
+    if (known->kvs.empty() || known->kvs[0].value == drive.id) {
+        // A first start, or its own drive: marked already (a replacement, or a rebuild not finished)?
+        // One key, not the whole map, whose reads may fail for reasons of their own; the node's reads
+        // of the map say it too (shard_service::note_view).
+        auto layout = co_await etcd.range(topology_key(cluster));
+        if (layout && !layout->kvs.empty())
+            if (auto t = decode_topology(layout->kvs[0].value))
+                out.rebuilding = t->is_rebuilding(node);
+        if (!known->kvs.empty()) co_return out;
+    } else {
+        auto view = co_await read_view(etcd, cluster);
+        if (!view) co_return view.as_failure();
+        out.rebuilding = view->layout && view->layout->is_rebuilding(node);
+        if (view->layout && view->layout->is_in_a_set(node)) {
+            auto replaced =
+                co_await replace_topology_node(etcd, cluster, node, node, view->heal_request);
+            if (!replaced) co_return replaced.as_failure();
+            out.marked_now = out.rebuilding = true;
+        }
     }
     // Recorded only after the mark: a crash in between finds the ids still different next time.
     auto put = co_await etcd.put(key, drive.id);
