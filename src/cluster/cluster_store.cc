@@ -335,10 +335,24 @@ io::task<void> cluster_store::announce_deleted(std::string shards) {
 }
 
 io::task<void> cluster_store::forget_bucket(std::string shards) {
-    std::string name;
-    for (const auto& [n, b] : local().snapshot->buckets)
-        if (shard_bucket(n, b.generation) == shards) name = n;
-    if (!name.empty()) co_await apply_bucket_change(name, std::nullopt);
+    // Each core by the generation it knows: one that already has the name made again keeps it.
+    for (unsigned c = 0; c < _cores.size(); ++c) {
+        auto forget = [this, shards] {
+            return [](cluster_store* self, std::string gone) -> io::task<bool> {
+                core_state& cs = self->local();
+                for (const auto& [name, b] : cs.snapshot->buckets)
+                    if (shard_bucket(name, b.generation) == gone) {
+                        auto next = std::make_shared<cluster_snapshot>(*cs.snapshot);
+                        next->buckets.erase(name);
+                        cs.snapshot = std::move(next);
+                        ++cs.snapshots_taken;
+                        break;
+                    }
+                co_return true;
+            }(this, shards);
+        };
+        (void)co_await io::invoke_on(c, std::move(forget));
+    }
 }
 
 io::task<base::result<void>> cluster_store::fence_bucket(std::string shards, bool on) {
