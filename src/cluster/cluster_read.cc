@@ -238,7 +238,14 @@ base::result<read_decision> decide_version(const key_place& place,
     // W is passed over: a write that failed (or is still going), whose outcome its writer does not know.
     const std::size_t unanswered = place.width() - d.answered;
     const std::int64_t now_ms = undecided_young_ms > 0 ? base::unix_now_ms() : 0;
-    for (const auto& [version, holders] : versions) {
+    // Two writes under one stamp: the one on more nodes first (an acknowledged one is on W).
+    std::vector<std::pair<version_key, held>> ordered(versions.begin(), versions.end());
+    std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+        if (a.first.first != b.first.first) return a.first.first > b.first.first;
+        return a.second.sound.size() + a.second.damaged.size() >
+               b.second.sound.size() + b.second.damaged.size();
+    });
+    for (const auto& [version, holders] : ordered) {
         const unsigned any_node =
             holders.sound.empty() ? holders.damaged.front() : holders.sound.front();
         const shard_meta& any = meta_on(any_node, version);

@@ -374,6 +374,14 @@ TEST(DecideVersion, ShardsOfTwoWritesUnderOneStampAreNeverMixed) {
     EXPECT_FALSE(d->shards[3].has_value());
     EXPECT_FALSE(d->full_width);
     EXPECT_TRUE(d->others);
+    // The other write a manifest (one record is enough to read one) whose ETag sorts first: the
+    // write on more nodes still comes first (it may be acknowledged; the other cannot be).
+    shard_meta manifest = shard(3, "Z");
+    manifest.kind = shard_kind::manifest;
+    by_node[3] = {node_report::state::present, {manifest}, {}};
+    auto again = decide_version(place, by_node);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->meta.object.etag, "A");
 }
 
 TEST(DriveId, MadeOnceKeptAndNeverGuessed) {
