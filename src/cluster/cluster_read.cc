@@ -302,9 +302,10 @@ io::task<std::vector<std::vector<node_report>>> cluster_store::read_records(
     (void)co_await fan->wait_for(place.read_quorum(), limit_ms);
     (void)co_await fan->wait_for(n, _options.straggler_ms);
     std::size_t answered = 0;
-    for (const auto& node : fan->reports)
-        if (!node.empty() && (node[0].kind == node_report::state::present ||
-                              node[0].kind == node_report::state::absent))
+    for (const auto& node : fan->reports)  // (a rebuilding node's answer is not one)
+        if (!node.empty() && !node[0].rebuilding &&
+            (node[0].kind == node_report::state::present ||
+             node[0].kind == node_report::state::absent))
             ++answered;
     if (answered < place.read_quorum()) {
         // Too few: the nodes passed over as down or suspect are asked after all (the view lags).
