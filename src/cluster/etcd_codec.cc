@@ -217,7 +217,10 @@ base::error gateway_error(int http_status, std::string_view text) {
         if (auto m = doc.find("message"); m != doc.end() && m->is_string())
             message = m->get<std::string>();
     }
-    base::errc errc = base::errc::internal;
+    // Without a gRPC code, a 502, 503 or 504 is a proxy's or a gateway's: etcd is out of reach.
+    base::errc errc = code < 0 && http_status >= 502 && http_status <= 504
+                          ? base::errc::service_unavailable
+                          : base::errc::internal;
     if (code == 5)
         errc = base::errc::not_found;  // gRPC NotFound
     else if (code == 14)

@@ -17,7 +17,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -127,8 +126,6 @@ private:
     std::atomic<bool> _map_broken{false};         // read failed while etcd answers
     std::atomic<std::uint64_t> _map_failures{0};  // reads of the map that failed
     std::atomic<std::int64_t> _map_read_ns{0};    // monotonic, when the last good read began
-    mutable std::mutex _map_error_mutex;
-    std::string _map_error;
     std::atomic<std::int64_t> _epoch{0};
     std::atomic<std::size_t> _members_up{0};
 };

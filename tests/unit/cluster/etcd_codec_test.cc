@@ -129,7 +129,10 @@ TEST(EtcdCodec, GatewayErrorsMapToTheTable) {
               base::errc::service_unavailable);
     EXPECT_EQ(gateway_error(400, R"({"code":3,"message":"bad"})").code,
               base::errc::invalid_argument);
-    EXPECT_EQ(gateway_error(502, "<html>").code, base::errc::internal);
+    // A proxy's or gateway's 502-504 without a gRPC code: etcd out of reach, not a broken answer.
+    EXPECT_EQ(gateway_error(502, "<html>").code, base::errc::service_unavailable);
+    EXPECT_EQ(gateway_error(504, "").code, base::errc::service_unavailable);
+    EXPECT_EQ(gateway_error(500, "<html>").code, base::errc::internal);
 }
 
 TEST(Membership, NodeRecordRoundTrip) {
