@@ -247,6 +247,9 @@ void add_object_headers(http::header_list& h, const store::object_record& r, con
         {"cache-control", "response-cache-control"},
         {"expires", "response-expires"}};
     for (const auto& stored : r.headers) {
+        // The server's own (an upload's initiator, kept out of objects: multipart_ops.cc), in case
+        // an object got one (completed by a node of an older version): never a client's to see.
+        if (stored.first.starts_with("fjord-")) continue;
         bool overridden = std::any_of(
             std::begin(overrides), std::end(overrides),
             [&](const auto& o) { return o.first == stored.first && req.has(o.second); });
