@@ -10,14 +10,41 @@
 """
 
 from ._client import BucketInfo, Client, ObjectEntry, ObjectInfo
-from ._errors import (AccessDenied, BucketAlreadyExists, BucketNotEmpty, Error, InvalidRange, NoSuchBucket,
-                      NoSuchKey, NoSuchUpload, PreconditionFailed, RequestTimeout, StorageFull, TransportError)
+from ._errors import (
+    AccessDenied,
+    BucketAlreadyExists,
+    BucketNotEmpty,
+    Error,
+    InvalidRange,
+    NoSuchBucket,
+    NoSuchKey,
+    NoSuchUpload,
+    PreconditionFailed,
+    RequestTimeout,
+    StorageFull,
+    TransportError,
+)
 from ._memory import crc32c
 from ._uri import parse_uri
 
 __all__ = [
-    "Client", "crc32c", "ObjectInfo", "ObjectEntry", "BucketInfo", "parse_uri",
-    "Error", "NoSuchBucket", "NoSuchKey", "NoSuchUpload", "AccessDenied", "PreconditionFailed", "InvalidRange",
-    "BucketNotEmpty", "BucketAlreadyExists", "StorageFull", "TransportError", "RequestTimeout",
+    "Client",
+    "crc32c",
+    "ObjectInfo",
+    "ObjectEntry",
+    "BucketInfo",
+    "parse_uri",
+    "Error",
+    "NoSuchBucket",
+    "NoSuchKey",
+    "NoSuchUpload",
+    "AccessDenied",
+    "PreconditionFailed",
+    "InvalidRange",
+    "BucketNotEmpty",
+    "BucketAlreadyExists",
+    "StorageFull",
+    "TransportError",
+    "RequestTimeout",
 ]
 __version__ = "0.1.0"

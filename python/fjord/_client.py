@@ -18,8 +18,9 @@ import atexit
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 from concurrent.futures import Future
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from . import _native
 from ._errors import AccessDenied, Error, InvalidRange, NoSuchKey, PreconditionFailed, TransportError, from_native
@@ -56,7 +57,7 @@ def _env(*names: str, default: str | None = None) -> str | None:
     return default
 
 
-_live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
 class Client:
@@ -77,30 +78,54 @@ class Client:
     FJORD_CA_CERT, then AWS_CA_BUNDLE; else the system's CAs).
     """
 
-    def __init__(self, endpoint: str | None = None, access_key: str | None = None,
-                 secret_key: str | None = None, *, region: str | None = None, threads: int | None = None,
-                 max_connections: int = 16, max_attempts: int = 4, request_timeout: float = 120.0,
-                 io_timeout: float = 60.0, crc32c: bool = False, part_size: int = 16 * MiB,
-                 in_flight: int = 8, multipart_threshold: int = 64 * MiB, ca_cert: str | None = None):
-        endpoint = endpoint or _env("FJORD_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",
-                                    default="http://127.0.0.1:9000")
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        *,
+        region: str | None = None,
+        threads: int | None = None,
+        max_connections: int = 16,
+        max_attempts: int = 4,
+        request_timeout: float = 120.0,
+        io_timeout: float = 60.0,
+        crc32c: bool = False,
+        part_size: int = 16 * MiB,
+        in_flight: int = 8,
+        multipart_threshold: int = 64 * MiB,
+        ca_cert: str | None = None,
+    ):
+        endpoint = endpoint or _env(
+            "FJORD_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", default="http://127.0.0.1:9000"
+        )
         access_key = access_key or _env("FJORD_ACCESS_KEY", "AWS_ACCESS_KEY_ID")
         secret_key = secret_key or _env("FJORD_SECRET_KEY", "AWS_SECRET_ACCESS_KEY")
         if not access_key or not secret_key:
-            raise ValueError("fjord.Client: no credentials (pass access_key and secret_key, or set "
-                             "FJORD_ACCESS_KEY and FJORD_SECRET_KEY)")
+            raise ValueError(
+                "fjord.Client: no credentials (pass access_key and secret_key, or set "
+                "FJORD_ACCESS_KEY and FJORD_SECRET_KEY)"
+            )
         if part_size < _MIN_PART:
             raise ValueError(f"fjord.Client: part_size must be at least {_MIN_PART} bytes (S3's minimum part)")
         if in_flight < 1 or max_connections < 1 or max_attempts < 1:
             raise ValueError("fjord.Client: in_flight, max_connections and max_attempts must be positive")
         self._config = dict(
-            endpoint=endpoint, access_key=access_key, secret_key=secret_key,
+            endpoint=endpoint,
+            access_key=access_key,
+            secret_key=secret_key,
             region=region or _env("FJORD_REGION", "AWS_REGION", "AWS_DEFAULT_REGION", default="us-east-1"),
-            threads=threads or min(4, os.cpu_count() or 1), max_connections=max_connections,
-            max_attempts=max_attempts, request_timeout=request_timeout, io_timeout=io_timeout,
-            crc32c=crc32c, part_size=part_size, in_flight=in_flight,
+            threads=threads or min(4, os.cpu_count() or 1),
+            max_connections=max_connections,
+            max_attempts=max_attempts,
+            request_timeout=request_timeout,
+            io_timeout=io_timeout,
+            crc32c=crc32c,
+            part_size=part_size,
+            in_flight=in_flight,
             multipart_threshold=multipart_threshold,
-            ca_cert=str(ca_cert or _env("FJORD_CA_CERT", "AWS_CA_BUNDLE", default="")))
+            ca_cert=str(ca_cert or _env("FJORD_CA_CERT", "AWS_CA_BUNDLE", default="")),
+        )
         self._setup()
         self._runtime()  # fails now on a bad endpoint or an io_uring the kernel lacks
 
@@ -129,9 +154,18 @@ class Client:
             if self._rt is None or self._pid != os.getpid():
                 c = self._config
                 self._rt = _native.Runtime(
-                    c["endpoint"], c["access_key"], c["secret_key"], c["region"], c["threads"],
-                    c["max_connections"], c["max_attempts"], int(c["request_timeout"] * 1000),
-                    int(c["io_timeout"] * 1000), c["crc32c"], c["ca_cert"])
+                    c["endpoint"],
+                    c["access_key"],
+                    c["secret_key"],
+                    c["region"],
+                    c["threads"],
+                    c["max_connections"],
+                    c["max_attempts"],
+                    int(c["request_timeout"] * 1000),
+                    int(c["io_timeout"] * 1000),
+                    c["crc32c"],
+                    c["ca_cert"],
+                )
                 self._pid = os.getpid()
             return self._rt
 
@@ -161,7 +195,7 @@ class Client:
         self._pid = None
         self._completer = None
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -212,8 +246,8 @@ class Client:
             self._pending[op.id] = (future, op, convert, what)
             if self._completer is None:
                 self._completer = threading.Thread(
-                    target=_complete, args=(rt, self._pending, self._lock), daemon=True,
-                    name="fjord-completions")
+                    target=_complete, args=(rt, self._pending, self._lock), daemon=True, name="fjord-completions"
+                )
                 self._completer.start()
         return future
 
@@ -242,11 +276,31 @@ class Client:
         if crc32c is not None and n > _MAX_SINGLE_PUT:
             raise ValueError(f"put {bucket}/{key}: crc32c= goes with a single PUT, at most {_MAX_SINGLE_PUT} bytes")
         multipart = not if_none_match and crc32c is None and n >= self._config["multipart_threshold"]
-        return rt.put(bucket, key, memory.address, n, multipart, self._part_size(n, part_size),
-                      in_flight or self._config["in_flight"], if_none_match or "", asynchronous, memory, crc32c)
+        return rt.put(
+            bucket,
+            key,
+            memory.address,
+            n,
+            multipart,
+            self._part_size(n, part_size),
+            in_flight or self._config["in_flight"],
+            if_none_match or "",
+            asynchronous,
+            memory,
+            crc32c,
+        )
 
-    def put(self, bucket: str, key: str, data, *, if_none_match: str | None = None, crc32c: int | None = None,
-            part_size: int | None = None, in_flight: int | None = None) -> ObjectInfo:
+    def put(
+        self,
+        bucket: str,
+        key: str,
+        data,
+        *,
+        if_none_match: str | None = None,
+        crc32c: int | None = None,
+        part_size: int | None = None,
+        in_flight: int | None = None,
+    ) -> ObjectInfo:
         """Writes `data` (bytes-like, numpy array, CPU tensor: sent in place) as the object. At least
         multipart_threshold bytes go as a parallel multipart upload. if_none_match="*" writes only if
         the key does not exist (PreconditionFailed otherwise; always a single PUT). crc32c: the data's
@@ -256,22 +310,52 @@ class Client:
         op = self._start_put(self._runtime(), bucket, key, memory, if_none_match, part_size, in_flight, False, crc32c)
         return ObjectInfo(*self._wait(f"put {bucket}/{key}", op)[::-1])
 
-    def put_async(self, bucket: str, key: str, data, *, if_none_match: str | None = None, crc32c: int | None = None,
-                  part_size: int | None = None, in_flight: int | None = None) -> Future:
+    def put_async(
+        self,
+        bucket: str,
+        key: str,
+        data,
+        *,
+        if_none_match: str | None = None,
+        crc32c: int | None = None,
+        part_size: int | None = None,
+        in_flight: int | None = None,
+    ) -> Future:
         """put() in the background: a Future of the ObjectInfo. `data` must not change until it resolves."""
         memory = memory_of(data, writable=False)
         return self._submit_async(
             f"put {bucket}/{key}",
             lambda rt: self._start_put(rt, bucket, key, memory, if_none_match, part_size, in_flight, True, crc32c),
-            lambda r: ObjectInfo(r[1], r[0]))
+            lambda r: ObjectInfo(r[1], r[0]),
+        )
 
     def _start_get(self, rt, bucket, key, memory, offset, exact, range_size, in_flight, asynchronous, if_match=""):
-        return rt.get(bucket, key, offset, memory.address, memory.nbytes,
-                      range_size or self._config["part_size"], in_flight or self._config["in_flight"],
-                      exact, if_match or "", asynchronous, memory)
+        return rt.get(
+            bucket,
+            key,
+            offset,
+            memory.address,
+            memory.nbytes,
+            range_size or self._config["part_size"],
+            in_flight or self._config["in_flight"],
+            exact,
+            if_match or "",
+            asynchronous,
+            memory,
+        )
 
-    def get_into(self, bucket: str, key: str, buffer, *, offset: int = 0, exact: bool = False,
-                 range_size: int | None = None, in_flight: int | None = None, if_match: str | None = None) -> int:
+    def get_into(
+        self,
+        bucket: str,
+        key: str,
+        buffer,
+        *,
+        offset: int = 0,
+        exact: bool = False,
+        range_size: int | None = None,
+        in_flight: int | None = None,
+        if_match: str | None = None,
+    ) -> int:
         """Reads the object's bytes from `offset` straight into `buffer` (writable bytes-like, numpy
         array, CPU tensor), in parallel ranges, up to the buffer's size or the object's end. Returns
         the number of bytes read. exact=True: the caller knows the object holds every byte asked for,
@@ -282,12 +366,22 @@ class Client:
         if memory.nbytes == 0:
             memory.release()
             return 0
-        op = self._start_get(self._runtime(), bucket, key, memory, offset, exact, range_size, in_flight, False,
-                             if_match)
+        op = self._start_get(
+            self._runtime(), bucket, key, memory, offset, exact, range_size, in_flight, False, if_match
+        )
         return self._wait(f"get {bucket}/{key}", op)[0]
 
-    def get_into_async(self, bucket: str, key: str, buffer, *, offset: int = 0, exact: bool = False,
-                       range_size: int | None = None, in_flight: int | None = None) -> Future:
+    def get_into_async(
+        self,
+        bucket: str,
+        key: str,
+        buffer,
+        *,
+        offset: int = 0,
+        exact: bool = False,
+        range_size: int | None = None,
+        in_flight: int | None = None,
+    ) -> Future:
         """get_into() in the background: a Future of the byte count."""
         memory = memory_of(buffer, writable=True)
         if memory.nbytes == 0:
@@ -298,7 +392,8 @@ class Client:
         return self._submit_async(
             f"get {bucket}/{key}",
             lambda rt: self._start_get(rt, bucket, key, memory, offset, exact, range_size, in_flight, True),
-            lambda r: r[0])
+            lambda r: r[0],
+        )
 
     def get(self, bucket: str, key: str, *, offset: int = 0, length: int | None = None) -> bytes:
         """The object's bytes (from `offset`, `length` of them or to the end)."""
@@ -316,8 +411,9 @@ class Client:
             if want <= 0:
                 return b""
             out = bytearray(want)
-            op = self._start_get(self._runtime(), bucket, key, memory_of(out, writable=True), offset, True, None,
-                                 None, False, head.etag)
+            op = self._start_get(
+                self._runtime(), bucket, key, memory_of(out, writable=True), offset, True, None, None, False, head.etag
+            )
             try:
                 got = self._wait(f"get {bucket}/{key}", op)[0]
             except PreconditionFailed:
@@ -330,8 +426,10 @@ class Client:
         probe = bytearray(1)
         memory = memory_of(probe, writable=True)
         try:
-            self._wait(f"get {bucket}/{key}", self._runtime().get(bucket, key, 0, memory.address, 1, 1 << 20, 1, True,
-                                                                "", False, memory))
+            self._wait(
+                f"get {bucket}/{key}",
+                self._runtime().get(bucket, key, 0, memory.address, 1, 1 << 20, 1, True, "", False, memory),
+            )
         except InvalidRange:
             pass  # an empty object appeared meanwhile: the caller looks again
 
@@ -346,8 +444,11 @@ class Client:
 
     def head_async(self, bucket: str, key: str) -> Future:
         """A Future of the ObjectInfo, or of None when the key does not exist."""
-        return self._submit_async(f"head {bucket}/{key}", lambda rt: rt.head(bucket, key, True),
-                                  lambda r: None if r is None else ObjectInfo(*r))
+        return self._submit_async(
+            f"head {bucket}/{key}",
+            lambda rt: rt.head(bucket, key, True),
+            lambda r: None if r is None else ObjectInfo(*r),
+        )
 
     def exists(self, bucket: str, key: str) -> bool:
         return self._wait(f"head {bucket}/{key}", self._runtime().head(bucket, key)) is not None
@@ -357,8 +458,7 @@ class Client:
         self._wait(f"delete {bucket}/{key}", self._runtime().delete(bucket, key))
 
     def delete_async(self, bucket: str, key: str) -> Future:
-        return self._submit_async(f"delete {bucket}/{key}", lambda rt: rt.delete(bucket, key, True),
-                                  lambda r: None)
+        return self._submit_async(f"delete {bucket}/{key}", lambda rt: rt.delete(bucket, key, True), lambda r: None)
 
     def delete_many(self, bucket: str, keys) -> list[tuple[str, str, str]]:
         """Deletes the keys with DeleteObjects (1,000 a request); returns (key, code, message) for
@@ -366,9 +466,10 @@ class Client:
         keys = list(keys)
         failures: list = []
         for i in range(0, len(keys), 1000):
-            chunk = keys[i:i + 1000]
-            failures += self._wait(f"delete {len(chunk)} keys in {bucket}",
-                                   self._runtime().delete_objects(bucket, chunk))
+            chunk = keys[i : i + 1000]
+            failures += self._wait(
+                f"delete {len(chunk)} keys in {bucket}", self._runtime().delete_objects(bucket, chunk)
+            )
         return failures
 
     def list(self, bucket: str, prefix: str = "") -> Iterator[ObjectEntry]:
@@ -376,17 +477,20 @@ class Client:
         token = ""
         while True:
             objects, _, truncated, token = self._wait(
-                f"list {bucket}/{prefix}", self._runtime().list(bucket, prefix, "", token, 1000))
+                f"list {bucket}/{prefix}", self._runtime().list(bucket, prefix, "", token, 1000)
+            )
             for o in objects:
                 yield ObjectEntry(*o)
             if not truncated:
                 return
 
-    def list_page(self, bucket: str, prefix: str = "", *, delimiter: str = "", token: str = "",
-                  max_keys: int = 1000) -> tuple[list[ObjectEntry], list[str], str]:
+    def list_page(
+        self, bucket: str, prefix: str = "", *, delimiter: str = "", token: str = "", max_keys: int = 1000
+    ) -> tuple[list[ObjectEntry], list[str], str]:
         """One ListObjectsV2 page: (objects, common prefixes, the next page's token or "" at the end)."""
         objects, prefixes, truncated, token = self._wait(
-            f"list {bucket}/{prefix}", self._runtime().list(bucket, prefix, delimiter, token, max_keys))
+            f"list {bucket}/{prefix}", self._runtime().list(bucket, prefix, delimiter, token, max_keys)
+        )
         return [ObjectEntry(*o) for o in objects], list(prefixes), token if truncated else ""
 
     def list_dir(self, bucket: str, prefix: str = "", delimiter: str = "/") -> tuple[list[ObjectEntry], list[str]]:
@@ -396,7 +500,8 @@ class Client:
         token = ""
         while True:
             objects, common, truncated, token = self._wait(
-                f"list {bucket}/{prefix}", self._runtime().list(bucket, prefix, delimiter, token, 1000))
+                f"list {bucket}/{prefix}", self._runtime().list(bucket, prefix, delimiter, token, 1000)
+            )
             entries += [ObjectEntry(*o) for o in objects]
             prefixes += common
             if not truncated:

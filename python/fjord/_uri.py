@@ -10,7 +10,7 @@ def parse_uri(uri: str) -> tuple[str, str]:
     text = str(uri)
     for scheme in SCHEMES:
         if text.startswith(scheme):
-            rest = text[len(scheme):]
+            rest = text[len(scheme) :]
             break
     else:
         raise ValueError(f"not an s3:// or fjord:// URI: {text!r}")

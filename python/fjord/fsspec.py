@@ -33,9 +33,18 @@ class FjordFileSystem(AbstractFileSystem):
     protocol = ("fjord",)
     root_marker = ""
 
-    def __init__(self, *, client: Client | None = None, endpoint_url: str | None = None, key: str | None = None,
-                 secret: str | None = None, client_kwargs: dict | None = None, anon: bool = False,
-                 default_block_size: int = _DEFAULT_BLOCK, **kwargs):
+    def __init__(
+        self,
+        *,
+        client: Client | None = None,
+        endpoint_url: str | None = None,
+        key: str | None = None,
+        secret: str | None = None,
+        client_kwargs: dict | None = None,
+        anon: bool = False,
+        default_block_size: int = _DEFAULT_BLOCK,
+        **kwargs,
+    ):
         options = {k: v for k, v in kwargs.items() if k in _CLIENT_OPTIONS}
         super().__init__(**{k: v for k, v in kwargs.items() if k not in _CLIENT_OPTIONS})
         if anon:
@@ -51,7 +60,7 @@ class FjordFileSystem(AbstractFileSystem):
         path = str(path)
         for scheme in ("fjord://", "s3://", "s3a://"):
             if path.startswith(scheme):
-                path = path[len(scheme):]
+                path = path[len(scheme) :]
                 break
         return path.rstrip("/")
 
@@ -79,8 +88,13 @@ class FjordFileSystem(AbstractFileSystem):
 
     @staticmethod
     def _file_entry(bucket, o):
-        return {"name": f"{bucket}/{o.key}", "size": o.size, "type": "file", "ETag": o.etag,
-                "LastModified": o.last_modified}
+        return {
+            "name": f"{bucket}/{o.key}",
+            "size": o.size,
+            "type": "file",
+            "ETag": o.etag,
+            "LastModified": o.last_modified,
+        }
 
     def info(self, path, **kwargs):
         path = self._strip_protocol(path)
@@ -186,15 +200,31 @@ class FjordFileSystem(AbstractFileSystem):
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
         path = self._strip_protocol(path)
         if "r" in mode:
-            return FjordReadFile(self, path, mode, block_size=block_size or self.default_block_size,
-                                 cache_options=cache_options, **kwargs)
+            return FjordReadFile(
+                self,
+                path,
+                mode,
+                block_size=block_size or self.default_block_size,
+                cache_options=cache_options,
+                **kwargs,
+            )
         if "a" in mode:
             raise NotImplementedError("fjord fsspec: objects cannot be appended to")
         return FjordWriteFile(self, path)
 
 
-_CLIENT_OPTIONS = {"threads", "max_connections", "max_attempts", "request_timeout", "io_timeout", "crc32c",
-                   "part_size", "in_flight", "multipart_threshold", "region"}
+_CLIENT_OPTIONS = {
+    "threads",
+    "max_connections",
+    "max_attempts",
+    "request_timeout",
+    "io_timeout",
+    "crc32c",
+    "part_size",
+    "in_flight",
+    "multipart_threshold",
+    "region",
+}
 
 
 class FjordReadFile(AbstractBufferedFile):

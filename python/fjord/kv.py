@@ -14,7 +14,7 @@ both ends. The same blocks are plain S3 objects too (HEAD, GET with Range, PUT, 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ._client import Client
 from ._errors import Error
@@ -37,10 +37,21 @@ class Store:
     for fjord.Client). request_bytes: the values one batch request carries before it is split (the
     parts go on `in_flight` connections at once)."""
 
-    def __init__(self, bucket: str, client: Client | None = None, *, endpoint: str | None = None,
-                 access_key: str | None = None, secret_key: str | None = None, create: bool = False,
-                 capacity_bytes: int = 0, ttl_seconds: int = 0, ack: str = "nvme",
-                 request_bytes: int = 16 * MiB, in_flight: int = 4):
+    def __init__(
+        self,
+        bucket: str,
+        client: Client | None = None,
+        *,
+        endpoint: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        create: bool = False,
+        capacity_bytes: int = 0,
+        ttl_seconds: int = 0,
+        ack: str = "nvme",
+        request_bytes: int = 16 * MiB,
+        in_flight: int = 4,
+    ):
         self.bucket = bucket
         self._owns_client = client is None
         self.client = client or Client(endpoint, access_key, secret_key)
@@ -48,12 +59,20 @@ class Store:
         self.in_flight = int(in_flight)
         self._registered: dict[int, object] = {}
         if create:
-            self.create(self.client, bucket, capacity_bytes=capacity_bytes, ttl_seconds=ttl_seconds, ack=ack,
-                        exist_ok=True)
+            self.create(
+                self.client, bucket, capacity_bytes=capacity_bytes, ttl_seconds=ttl_seconds, ack=ack, exist_ok=True
+            )
 
     @staticmethod
-    def create(client: Client, bucket: str, *, capacity_bytes: int = 0, ttl_seconds: int = 0, ack: str = "nvme",
-               exist_ok: bool = False) -> None:
+    def create(
+        client: Client,
+        bucket: str,
+        *,
+        capacity_bytes: int = 0,
+        ttl_seconds: int = 0,
+        ack: str = "nvme",
+        exist_ok: bool = False,
+    ) -> None:
         """Makes a KV bucket: capacity_bytes of NVMe (0: the server's default), blocks older than
         ttl_seconds read as absent (0: never), writes acknowledged once on NVMe (ack="nvme") or once in
         the server's DRAM (ack="dram": faster; a server crash may lose the newest blocks)."""
@@ -71,7 +90,7 @@ class Store:
         if self._owns_client:
             self.client.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -116,11 +135,12 @@ class Store:
         return out
 
     def _put_addresses(self, keys, addresses, lengths, keep=None) -> list[bool]:
-        op = self.client._runtime().kv_put(self.bucket, keys, addresses, lengths, self.request_bytes,
-                                           self.in_flight, False, keep)
+        op = self.client._runtime().kv_put(
+            self.bucket, keys, addresses, lengths, self.request_bytes, self.in_flight, False, keep
+        )
         results = self._run("batch put", op)
         stored = []
-        for key, (status, _, code) in zip(keys, results):
+        for key, (status, _, code) in zip(keys, results, strict=True):
             if status == _FAILED:
                 raise Error(f"batch put in KV bucket {self.bucket}: {key} was refused (error {code})")
             stored.append(status == _OK)
@@ -141,10 +161,11 @@ class Store:
                 m.release()
 
     def _get_addresses(self, keys, addresses, lengths, keep=None) -> list[int | None]:
-        op = self.client._runtime().kv_get(self.bucket, keys, addresses, lengths, self.request_bytes,
-                                           self.in_flight, False, keep)
+        op = self.client._runtime().kv_get(
+            self.bucket, keys, addresses, lengths, self.request_bytes, self.in_flight, False, keep
+        )
         out: list[int | None] = []
-        for key, length, (status, size, _) in zip(keys, lengths, self._run("batch get", op)):
+        for key, length, (status, size, _) in zip(keys, lengths, self._run("batch get", op), strict=True):
             if status == _TOO_SMALL:
                 raise BlockTooLarge(f"{key}: a block of {size} bytes does not fit a buffer of {length}")
             out.append(size if status == _OK else None)

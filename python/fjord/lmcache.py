@@ -18,17 +18,16 @@ length of the leading run of hits. Importing this module needs lmcache (and so t
 from __future__ import annotations
 
 import asyncio
-from typing import List, Optional
+import builtins
 
 from lmcache.v1.storage_backend.connector import ConnectorAdapter, ConnectorContext
 from lmcache.v1.storage_backend.connector.base_connector import RemoteConnector
 
-from ._client import Client
 from .kv import Store
 
 
 class FjordConnector(RemoteConnector):
-    def __init__(self, loop, local_cpu_backend, config, plugin_name: Optional[str] = None, metadata=None):
+    def __init__(self, loop, local_cpu_backend, config, plugin_name: str | None = None, metadata=None):
         # The scheduler role hands a SafeLocalCPUBackend stub with no .config/.metadata: use the context's.
         config = config if config is not None else local_cpu_backend.config
         super().__init__(config, metadata if metadata is not None else local_cpu_backend.metadata)
@@ -41,9 +40,14 @@ class FjordConnector(RemoteConnector):
             return extra.get(f"remote_storage_plugin.{name}.{field}", default)
 
         # The Store makes (and so owns, and closes) its Client.
-        self.store = Store(option("bucket", "lmcache"), endpoint=option("endpoint"),
-                           access_key=option("access_key"), secret_key=option("secret_key"), create=True,
-                           capacity_bytes=int(option("capacity_bytes", 0)))
+        self.store = Store(
+            option("bucket", "lmcache"),
+            endpoint=option("endpoint"),
+            access_key=option("access_key"),
+            secret_key=option("secret_key"),
+            create=True,
+            capacity_bytes=int(option("capacity_bytes", 0)),
+        )
 
     @staticmethod
     def _name(key) -> str:
@@ -67,7 +71,7 @@ class FjordConnector(RemoteConnector):
     async def put(self, key, memory_obj) -> None:
         await self.batched_put([key], [memory_obj])
 
-    async def list(self) -> List[str]:
+    async def list(self) -> builtins.list[str]:
         return await self._in_thread(lambda: [e.key for e in self.store.client.list(self.store.bucket)])
 
     async def close(self) -> None:
@@ -76,18 +80,23 @@ class FjordConnector(RemoteConnector):
     def support_batched_get(self) -> bool:
         return True
 
-    async def batched_get(self, keys) -> List[Optional[object]]:
+    async def batched_get(self, keys) -> builtins.list[object | None]:
         objs = [self._allocate() for _ in keys]
-        wanted = [(k, o) for k, o in zip(keys, objs) if o is not None]
+        wanted = [(k, o) for k, o in zip(keys, objs, strict=True) if o is not None]
         try:
-            sizes = await self._in_thread(self.store.batch_get_into, [self._name(k) for k, _ in wanted],
-                                          [o.byte_array for _, o in wanted]) if wanted else []
+            sizes = (
+                await self._in_thread(
+                    self.store.batch_get_into, [self._name(k) for k, _ in wanted], [o.byte_array for _, o in wanted]
+                )
+                if wanted
+                else []
+            )
         except BaseException:
             for _, o in wanted:
                 o.ref_count_down()
             raise
-        got = dict(zip((id(o) for _, o in wanted), sizes))
-        out: List[Optional[object]] = []
+        got = dict(zip((id(o) for _, o in wanted), sizes, strict=True))
+        out: list[object | None] = []
         for obj in objs:
             n = got.get(id(obj)) if obj is not None else None
             if obj is None or n is None:
@@ -105,8 +114,9 @@ class FjordConnector(RemoteConnector):
 
     async def batched_put(self, keys, memory_objs) -> None:
         # The caller (LMCache's instrumented wrapper) drops its references afterwards; none are taken here.
-        await self._in_thread(self.store.batch_put_from, [self._name(k) for k in keys],
-                              [o.byte_array for o in memory_objs])
+        await self._in_thread(
+            self.store.batch_put_from, [self._name(k) for k in keys], [o.byte_array for o in memory_objs]
+        )
 
     def support_batched_async_contains(self) -> bool:
         return True
@@ -120,12 +130,12 @@ class FjordConnector(RemoteConnector):
     def batched_contains(self, keys) -> int:
         return self.store.prefix_lookup([self._name(k) for k in keys])
 
-    async def batched_get_non_blocking(self, lookup_id: str, keys) -> List[object]:
+    async def batched_get_non_blocking(self, lookup_id: str, keys) -> builtins.list[object]:
         objs = await self.batched_get(keys)
         out = []
         for i, obj in enumerate(objs):
             if obj is None:
-                for rest in objs[i + 1:]:
+                for rest in objs[i + 1 :]:
                     if rest is not None:
                         rest.ref_count_down()
                 break
@@ -155,8 +165,9 @@ class FjordConnectorAdapter(ConnectorAdapter):
 
     def can_parse(self, url: str) -> bool:
         # "plugin://fjord" or "plugin://fjord.<instance>", not "plugin://fjordx"
-        return url.startswith("plugin://") and url[len("plugin://"):].split(".", 1)[0] == "fjord"
+        return url.startswith("plugin://") and url[len("plugin://") :].split(".", 1)[0] == "fjord"
 
     def create_connector(self, context: ConnectorContext) -> RemoteConnector:
-        return FjordConnector(context.loop, context.local_cpu_backend, context.config, context.plugin_name,
-                              context.metadata)
+        return FjordConnector(
+            context.loop, context.local_cpu_backend, context.config, context.plugin_name, context.metadata
+        )

@@ -15,7 +15,7 @@ FJORD_ENDPOINT / AWS_ENDPOINT_URL, and the bucket from FJORD_KV_BUCKET (default 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from ._client import Client
 from ._errors import Error, NoSuchKey
@@ -31,9 +31,20 @@ class MooncakeStore:
     def __init__(self) -> None:
         self._store: Store | None = None
 
-    def setup(self, local_hostname=None, metadata_server=None, global_segment_size=0, local_buffer_size=0,
-              protocol="tcp", rdma_devices="", master_server_addr="", *args, bucket: str | None = None,
-              endpoint: str | None = None, **kwargs) -> int:
+    def setup(
+        self,
+        local_hostname=None,
+        metadata_server=None,
+        global_segment_size=0,
+        local_buffer_size=0,
+        protocol="tcp",
+        rdma_devices="",
+        master_server_addr="",
+        *args,
+        bucket: str | None = None,
+        endpoint: str | None = None,
+        **kwargs,
+    ) -> int:
         if isinstance(local_hostname, dict):  # setup(config: dict)
             config = local_hostname
             master_server_addr = config.get("master_server_address", config.get("master_server_addr", ""))
@@ -96,8 +107,9 @@ class MooncakeStore:
     def put_from(self, key: str, buffer_ptr: int, size: int, config=None) -> int:
         return self.batch_put_from([key], [buffer_ptr], [size])[0]
 
-    def batch_put_from(self, keys: Sequence[str], buffer_ptrs: Sequence[int], sizes: Sequence[int],
-                       config=None) -> list[int]:
+    def batch_put_from(
+        self, keys: Sequence[str], buffer_ptrs: Sequence[int], sizes: Sequence[int], config=None
+    ) -> list[int]:
         if not (len(keys) == len(buffer_ptrs) == len(sizes)):
             return [INVALID_PARAMS] * len(keys)
         try:

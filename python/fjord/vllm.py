@@ -20,8 +20,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ClassVar, Iterable
+from typing import ClassVar
 
 import numpy as np
 from vllm.v1.kv_offload.base import LookupResult, Medium, OffloadKey, ReqContext, RequestOffloadingContext
@@ -34,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 
 class _BatchLookups(AsyncLookupManager):
-    def __init__(self, tier: "FjordSecondaryTierManager", tier_type: str):
+    def __init__(self, tier: FjordSecondaryTierManager, tier_type: str):
         super().__init__(tier_type=tier_type)
         self._tier = tier
 
@@ -49,18 +50,38 @@ class _BatchLookups(AsyncLookupManager):
 class FjordSecondaryTierManager(SecondaryTierManager):
     medium: ClassVar[Medium] = Medium.STORAGE
 
-    def __init__(self, offloading_spec, primary_kv_view: memoryview, tier_type: str, endpoint: str | None = None,
-                 bucket: str = "vllm-kv", prefix: str = "", access_key: str | None = None,
-                 secret_key: str | None = None, capacity_bytes: int = 0, io_threads: int = 4,
-                 backpressure_detector=None):
-        super().__init__(offloading_spec=offloading_spec, primary_kv_view=primary_kv_view, tier_type=tier_type,
-                         backpressure_detector=backpressure_detector)
+    def __init__(
+        self,
+        offloading_spec,
+        primary_kv_view: memoryview,
+        tier_type: str,
+        endpoint: str | None = None,
+        bucket: str = "vllm-kv",
+        prefix: str = "",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        capacity_bytes: int = 0,
+        io_threads: int = 4,
+        backpressure_detector=None,
+    ):
+        super().__init__(
+            offloading_spec=offloading_spec,
+            primary_kv_view=primary_kv_view,
+            tier_type=tier_type,
+            backpressure_detector=backpressure_detector,
+        )
         self._rows = np.asarray(primary_kv_view).reshape(primary_kv_view.shape[0], -1)
-        self._store = Store(bucket, endpoint=endpoint, access_key=access_key, secret_key=secret_key,
-                            create=True, capacity_bytes=int(capacity_bytes))
+        self._store = Store(
+            bucket,
+            endpoint=endpoint,
+            access_key=access_key,
+            secret_key=secret_key,
+            create=True,
+            capacity_bytes=int(capacity_bytes),
+        )
         self._prefix = prefix
         self._pool = ThreadPoolExecutor(max_workers=max(1, int(io_threads)), thread_name_prefix="fjord-tier")
-        self._finished: "queue.SimpleQueue[JobResult]" = queue.SimpleQueue()
+        self._finished: queue.SimpleQueue[JobResult] = queue.SimpleQueue()
         self._in_flight = 0
         self._idle = threading.Condition()
         self._lookups = _BatchLookups(self, tier_type)
@@ -143,7 +164,11 @@ class FjordSecondaryTierManager(SecondaryTierManager):
         keys = list(job.keys)
         rows = [self._rows[int(c)] for c in job.chunk_ids]
         sizes = self._store.batch_get_into([self._name(k) for k in keys], rows)
-        loaded = [k for k, n, r in zip(keys, sizes, rows) if n == r.nbytes]
+        loaded = [k for k, n, r in zip(keys, sizes, rows, strict=True) if n == r.nbytes]
         ok = len(loaded) == len(keys)
-        return JobResult(job_id=job.job_id, success=ok, successful_keys=None if ok else loaded,
-                         transfer_bytes=sum(r.nbytes for r in rows[:len(loaded)]) if ok else None)
+        return JobResult(
+            job_id=job.job_id,
+            success=ok,
+            successful_keys=None if ok else loaded,
+            transfer_bytes=sum(r.nbytes for r in rows[: len(loaded)]) if ok else None,
+        )

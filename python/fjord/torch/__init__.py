@@ -22,8 +22,16 @@ from .._uri import parse_uri
 from ._dcp import FjordStorageInfo, FjordStorageReader, FjordStorageWriter
 from ._safetensors import load_safetensors, safe_open, save_safetensors
 
-__all__ = ["FjordStorageWriter", "FjordStorageReader", "FjordStorageInfo", "save", "load", "save_safetensors",
-           "load_safetensors", "safe_open"]
+__all__ = [
+    "FjordStorageWriter",
+    "FjordStorageReader",
+    "FjordStorageInfo",
+    "save",
+    "load",
+    "save_safetensors",
+    "load_safetensors",
+    "safe_open",
+]
 
 
 def save(obj, uri: str, *, client: Client | None = None) -> None:

@@ -35,8 +35,14 @@ from typing import Any
 import torch
 from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
-from torch.distributed.checkpoint.planner import (LoadItemType, LoadPlan, LoadPlanner, SavePlan, SavePlanner,
-                                                  WriteItemType)
+from torch.distributed.checkpoint.planner import (
+    LoadItemType,
+    LoadPlan,
+    LoadPlanner,
+    SavePlan,
+    SavePlanner,
+    WriteItemType,
+)
 from torch.distributed.checkpoint.staging import AsyncStager, DefaultStager, StagingOptions
 from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
 from torch.futures import Future
@@ -55,6 +61,7 @@ _MAX_SINGLE_PUT = 5 << 30  # S3's largest single PUT
 class FjordStorageInfo:
     """Where one item of a checkpoint lies: `key` (relative to the checkpoint prefix), `offset` and
     `length` in that object, the CRC32C of those bytes; for a tensor item its dtype name and shape."""
+
     key: str
     offset: int
     length: int
@@ -182,11 +189,21 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
     use_collectives = _per_save("use_collectives")
     save_id = _per_save("save_id")
 
-    def __init__(self, checkpoint_id=None, *, client: Client | None = None, overwrite: bool = False,
-                 small_item_bytes: int = 4 * MiB, objects_in_flight: int = 4, part_size: int | None = None,
-                 in_flight: int | None = None, stage_shared: bool = False):
-        _Location.__init__(self, checkpoint_id, client, is_coordinator=True, rank=0, use_collectives=True,
-                           save_id=secrets.token_hex(8))
+    def __init__(
+        self,
+        checkpoint_id=None,
+        *,
+        client: Client | None = None,
+        overwrite: bool = False,
+        small_item_bytes: int = 4 * MiB,
+        objects_in_flight: int = 4,
+        part_size: int | None = None,
+        in_flight: int | None = None,
+        stage_shared: bool = False,
+    ):
+        _Location.__init__(
+            self, checkpoint_id, client, is_coordinator=True, rank=0, use_collectives=True, save_id=secrets.token_hex(8)
+        )
         if objects_in_flight < 1:
             raise ValueError("objects_in_flight must be at least 1")
         self.objects_in_flight = objects_in_flight
@@ -246,8 +263,9 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
         key = self._metadata_key()
         objects, _, _ = self.client.list_page(self.bucket, key, max_keys=1)
         if objects and objects[0].key == key and not self.overwrite:
-            raise FileExistsError(f"fjord: a checkpoint already exists at {self.checkpoint_id} "
-                                  "(pass overwrite=True to replace it)")
+            raise FileExistsError(
+                f"fjord: a checkpoint already exists at {self.checkpoint_id} (pass overwrite=True to replace it)"
+            )
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
         if not self.use_collectives:  # no global plan: each rank names its own objects
@@ -293,8 +311,16 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
                 if len(uploads) >= self.objects_in_flight:
                     uploads[len(uploads) - self.objects_in_flight].result()  # a window of uploads at once
                 single = _nbytes(t) <= _MAX_SINGLE_PUT
-                uploads.append(self.client.put_async(self.bucket, self._key(name), t, crc32c=crc if single else None,
-                                                     part_size=self.part_size, in_flight=self.in_flight))
+                uploads.append(
+                    self.client.put_async(
+                        self.bucket,
+                        self._key(name),
+                        t,
+                        crc32c=crc if single else None,
+                        part_size=self.part_size,
+                        in_flight=self.in_flight,
+                    )
+                )
                 info = FjordStorageInfo(name, 0, _nbytes(t), crc, str(t.dtype), tuple(t.shape))
                 results.append(WriteResult(index=item.index, size_in_bytes=_nbytes(t), storage_data=info))
             pack_name = f"{base}_small.bin"
@@ -305,15 +331,27 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
                 view, offset = memoryview(pack), 0
                 for item, d, t in small:
                     raw = memoryview(d) if t is None else memoryview(t.reshape(-1).view(torch.uint8).numpy())
-                    view[offset:offset + len(raw)] = raw.cast("B")
+                    view[offset : offset + len(raw)] = raw.cast("B")
                     packed.append((item, offset, len(raw), t))
                     offset += len(raw)
-                uploads.append(self.client.put_async(self.bucket, self._key(pack_name), pack,
-                                                     crc32c=crc32c(pack) if len(pack) <= _MAX_SINGLE_PUT else None))
+                uploads.append(
+                    self.client.put_async(
+                        self.bucket,
+                        self._key(pack_name),
+                        pack,
+                        crc32c=crc32c(pack) if len(pack) <= _MAX_SINGLE_PUT else None,
+                    )
+                )
             for item, offset, length, t in packed:
-                crc = crc32c(memoryview(pack)[offset:offset + length])
-                info = FjordStorageInfo(pack_name, offset, length, crc,
-                                        None if t is None else str(t.dtype), None if t is None else tuple(t.shape))
+                crc = crc32c(memoryview(pack)[offset : offset + length])
+                info = FjordStorageInfo(
+                    pack_name,
+                    offset,
+                    length,
+                    crc,
+                    None if t is None else str(t.dtype),
+                    None if t is None else tuple(t.shape),
+                )
                 results.append(WriteResult(index=item.index, size_in_bytes=length, storage_data=info))
         finally:
             _resolved(uploads)  # every upload ends before this returns or raises
@@ -339,8 +377,10 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
         except _errors.PreconditionFailed:
             # Either another save committed first, or a retry of ours found our own first attempt.
             if self.client.get(self.bucket, key) != blob:
-                raise FileExistsError(f"fjord: another save committed a checkpoint at {self.checkpoint_id} "
-                                      "first; this save's data is not referenced") from None
+                raise FileExistsError(
+                    f"fjord: another save committed a checkpoint at {self.checkpoint_id} "
+                    "first; this save's data is not referenced"
+                ) from None
 
     def _objects_of(self, metadata_key: str) -> set[str]:
         """The keys a committed checkpoint's metadata names (none if there is none, or it is unreadable)."""
@@ -348,8 +388,7 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
             old = pickle.loads(self.client.get(self.bucket, metadata_key))
         except (_errors.NoSuchKey, pickle.UnpicklingError, EOFError, AttributeError):
             return set()
-        return {self._key(info.key) for info in (old.storage_data or {}).values()
-                if isinstance(info, FjordStorageInfo)}
+        return {self._key(info.key) for info in (old.storage_data or {}).values() if isinstance(info, FjordStorageInfo)}
 
     # -- AsyncStager ---------------------------------------------------------------------------------
 
@@ -368,8 +407,14 @@ class FjordStorageWriter(_Location, StorageWriter, AsyncStager):
             self._stager = None
         if self._stager is None:
             cuda = torch.cuda.is_available()
-            self._stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=self.stage_shared,
-                                                        use_async_staging=False, use_non_blocking_copy=cuda))
+            self._stager = DefaultStager(
+                StagingOptions(
+                    use_pinned_memory=cuda,
+                    use_shared_memory=self.stage_shared,
+                    use_async_staging=False,
+                    use_non_blocking_copy=cuda,
+                )
+            )
         staged = self._stager.stage(state_dict)
         self._staged = [weakref.ref(t) for t in _tensors_in(staged)]
         return staged
@@ -396,9 +441,17 @@ class FjordStorageReader(_Location, StorageReader):
     storage_data = _per_save("storage_data")
     load_id = _per_save("load_id")
 
-    def __init__(self, checkpoint_id=None, *, client: Client | None = None, verify: bool = True,
-                 items_in_flight: int = 8, in_flight: int | None = None, range_size: int | None = None,
-                 buffer_bytes: int = 1 << 30):
+    def __init__(
+        self,
+        checkpoint_id=None,
+        *,
+        client: Client | None = None,
+        verify: bool = True,
+        items_in_flight: int = 8,
+        in_flight: int | None = None,
+        range_size: int | None = None,
+        buffer_bytes: int = 1 << 30,
+    ):
         _Location.__init__(self, checkpoint_id, client, storage_data={}, load_id=secrets.token_hex(8))
         if items_in_flight < 1:
             raise ValueError("items_in_flight must be at least 1")
@@ -425,8 +478,10 @@ class FjordStorageReader(_Location, StorageReader):
         try:
             blob = self.client.get(self.bucket, self._key(name))
         except _errors.NoSuchKey:
-            raise _errors.NoSuchKey(f"fjord: no checkpoint at {self.checkpoint_id}: its {name} does not exist "
-                                    "(never saved there, or a save that did not finish)") from None
+            raise _errors.NoSuchKey(
+                f"fjord: no checkpoint at {self.checkpoint_id}: its {name} does not exist "
+                "(never saved there, or a save that did not finish)"
+            ) from None
         metadata = pickle.loads(blob)
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
@@ -445,8 +500,10 @@ class FjordStorageReader(_Location, StorageReader):
     def _info(self, req) -> FjordStorageInfo:
         info = self.storage_data.get(req.storage_index)
         if not isinstance(info, FjordStorageInfo):
-            raise ValueError(f"fjord: {self.checkpoint_id} was not written by FjordStorageWriter "
-                             f"(item {req.storage_index} has no Fjord location)")
+            raise ValueError(
+                f"fjord: {self.checkpoint_id} was not written by FjordStorageWriter "
+                f"(item {req.storage_index} has no Fjord location)"
+            )
         return info
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
@@ -487,25 +544,49 @@ class FjordStorageReader(_Location, StorageReader):
             target = planner.resolve_tensor(req).detach()
             dtype = _dtype(info.dtype)
             whole = all(o == 0 for o in req.storage_offsets) and tuple(req.lengths) == tuple(info.shape)
-            direct = (whole and target.device.type == "cpu" and target.is_contiguous() and target.dtype == dtype
-                      and _nbytes(target) == info.length)
+            direct = (
+                whole
+                and target.device.type == "cpu"
+                and target.is_contiguous()
+                and target.dtype == dtype
+                and _nbytes(target) == info.length
+            )
             if direct:
-                future = self.client.get_into_async(self.bucket, self._key(info.key), target, offset=info.offset,
-                                                    exact=True, in_flight=self.in_flight,
-                                                    range_size=self.range_size)
+                future = self.client.get_into_async(
+                    self.bucket,
+                    self._key(info.key),
+                    target,
+                    offset=info.offset,
+                    exact=True,
+                    in_flight=self.in_flight,
+                    range_size=self.range_size,
+                )
                 return (req, info, target, future, None, 0, target)
             chunk_key = (info.key, info.offset)
             chunk = chunks.get(chunk_key)
             if chunk is None:
                 buffer = torch.empty(info.shape, dtype=dtype)
-                future = self.client.get_into_async(self.bucket, self._key(info.key), buffer, offset=info.offset,
-                                                    exact=True, in_flight=self.in_flight,
-                                                    range_size=self.range_size)
+                future = self.client.get_into_async(
+                    self.bucket,
+                    self._key(info.key),
+                    buffer,
+                    offset=info.offset,
+                    exact=True,
+                    in_flight=self.in_flight,
+                    range_size=self.range_size,
+                )
                 chunk = chunks[chunk_key] = [buffer, future, False, users[chunk_key]]
                 return (req, info, buffer, future, chunk_key, info.length, target)
             return (req, info, chunk[0], chunk[1], chunk_key, 0, target)
-        future = self.client.get_into_async(self.bucket, self._key(info.key), dest, offset=info.offset, exact=True,
-                                            in_flight=self.in_flight, range_size=self.range_size)
+        future = self.client.get_into_async(
+            self.bucket,
+            self._key(info.key),
+            dest,
+            offset=info.offset,
+            exact=True,
+            in_flight=self.in_flight,
+            range_size=self.range_size,
+        )
         return (req, info, dest, future, None, info.length, None)
 
     def _finish_read(self, entry, planner: LoadPlanner, chunks: dict) -> int:
@@ -518,9 +599,11 @@ class FjordStorageReader(_Location, StorageReader):
             if got != info.length:
                 raise _errors.Error(f"fjord: short read of {where}: {got} of {info.length} bytes")
             if self.verify and crc32c(dest) != info.crc32c:
-                raise _errors.Error(f"fjord: checksum mismatch in {where} ({info.length} bytes): the checkpoint is "
-                                    "damaged or was replaced; the load failed (tensors read straight into their "
-                                    "destination may hold the bad bytes)")
+                raise _errors.Error(
+                    f"fjord: checksum mismatch in {where} ({info.length} bytes): the checkpoint is "
+                    "damaged or was replaced; the load failed (tensors read straight into their "
+                    "destination may hold the bad bytes)"
+                )
             if chunk is not None:
                 chunk[2] = True
         if target is None:

@@ -20,10 +20,21 @@ from .._client import Client, default_client
 from .._uri import parse_uri
 
 _DTYPES = {
-    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-    torch.bool: "BOOL", torch.uint16: "U16", torch.uint32: "U32", torch.uint64: "U64",
-    torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2",
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
+    torch.bool: "BOOL",
+    torch.uint16: "U16",
+    torch.uint32: "U32",
+    torch.uint64: "U64",
+    torch.float8_e4m3fn: "F8_E4M3",
+    torch.float8_e5m2: "F8_E5M2",
 }
 _BY_NAME = {v: k for k, v in _DTYPES.items()}
 _MAX_HEADER = 100 << 20  # as the safetensors package limits it
@@ -50,11 +61,11 @@ def save_safetensors(tensors: dict, uri: str, *, metadata: dict | None = None, c
     text += b" " * (-len(text) % 8)
     out = bytearray(8 + len(text) + offset)
     out[:8] = struct.pack("<Q", len(text))
-    out[8:8 + len(text)] = text
-    body = memoryview(out)[8 + len(text):]
+    out[8 : 8 + len(text)] = text
+    body = memoryview(out)[8 + len(text) :]
     for t, begin, n in prepared:
         if n:
-            body[begin:begin + n] = memoryview(t.reshape(-1).view(torch.uint8).numpy())
+            body[begin : begin + n] = memoryview(t.reshape(-1).view(torch.uint8).numpy())
     client.put(bucket, key, out)
 
 
@@ -73,7 +84,7 @@ class SafetensorsObject:
         if length > _MAX_HEADER or (8 + length > got and got < len(first)):
             raise _errors.Error(f"fjord: {uri}: bad safetensors header length {length} ({got} bytes in all)")
         if 8 + length <= got:
-            raw = bytes(first[8:8 + length])
+            raw = bytes(first[8 : 8 + length])
         else:
             rest = bytearray(8 + length - got)
             if self.client.get_into(self.bucket, self.key, rest, offset=got, exact=True) != len(rest):
@@ -126,8 +137,15 @@ class SafetensorsObject:
             t, begin, end = self._empty(name)
             out[name] = t
             if end > begin:
-                futures.append((name, end - begin, self.client.get_into_async(
-                    self.bucket, self.key, t, offset=self._data_start + begin, exact=True)))
+                futures.append(
+                    (
+                        name,
+                        end - begin,
+                        self.client.get_into_async(
+                            self.bucket, self.key, t, offset=self._data_start + begin, exact=True
+                        ),
+                    )
+                )
         errors = []
         for name, n, f in futures:
             try:
