@@ -2,7 +2,8 @@
 
 // The object-store boundary: every front end (the S3 API today; the KV batch API and the admin API
 // later) talks to storage through this interface of whole operations, and nothing else of the store.
-// The single-node engine implements it (engine.h); the erasure-coded cluster engine will too. Where a
+// The single-node engine (engine.h), the erasure-coded cluster (cluster/cluster_store.h) and the KV tier
+// (kv/tier.h) implement it; bucket_router.h sends each bucket to the right one. Where a
 // write becomes durable is inside put / upload_part / copy / copy_part: the store writes the bytes into
 // new data files, asks the front end to finish the record (its digests, its metadata), makes the data
 // durable, commits the record under its conditions, and reclaims whatever the commit replaced, or the
