@@ -1,5 +1,5 @@
 # Fjord: the two commands that matter are `make serve` and `make test`.
-.PHONY: all bootstrap build build-debug python serve cluster test unit integration bench fuzz fuzz-smoke crash-test sim-long sim-mutants test-sanitize clean
+.PHONY: all bootstrap build build-debug python serve cluster check test unit integration bench fuzz fuzz-smoke crash-test sim-long sim-mutants test-sanitize clean
 
 JOBS ?= 2
 BUILD_RELEASE := build/release
@@ -16,6 +16,7 @@ $(BUILD_RELEASE)/build.ninja: CMakeLists.txt CMakePresets.json
 build: bootstrap $(BUILD_RELEASE)/build.ninja
 	scripts/check_boundary.sh
 	scripts/check_style.sh
+	scripts/check_doc_paths.py
 	cmake --build --preset release -j $(JOBS)
 
 build-debug: bootstrap
@@ -37,8 +38,14 @@ serve: build
 cluster: build
 	scripts/cluster.sh 4
 
-unit: build
-	cd $(BUILD_RELEASE) && ctest --output-on-failure -j $(JOBS)
+# The development loop (CONTRIBUTING.md): gates, an incremental build and every ctest test (unit tests and
+# the simulations on a few hundred seeds), under five minutes after the first build; prints its time.
+check: bootstrap $(BUILD_RELEASE)/build.ninja
+	scripts/check.sh $(JOBS)
+
+unit: bootstrap $(BUILD_RELEASE)/build.ninja
+	cmake --build --preset release -j $(JOBS)
+	ctest --preset unit -j $(JOBS)
 
 PYTHON_TESTS := tests/integration/test_python_sdk.py tests/integration/test_python_torch.py tests/integration/test_python_kv.py
 
