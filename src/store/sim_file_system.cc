@@ -97,7 +97,7 @@ bool sim_file_system::inject(fault f) {
         case fault::bit_flip: p = _faults.read_bit_flip; break;
     }
     if (p <= 0) return false;
-    if (std::uniform_real_distribution<double>(0, 1)(_rng) >= p) return false;
+    if (_rng.unit() >= p) return false;
     switch (f) {
         case fault::eio: ++_stats.injected_eio; break;
         case fault::enospc: ++_stats.injected_enospc; break;
@@ -108,9 +108,7 @@ bool sim_file_system::inject(fault f) {
 }
 
 io::task<void> sim_file_system::maybe_delay() {
-    if (_faults.latency <= 0 ||
-        std::uniform_real_distribution<double>(0, 1)(_rng) >= _faults.latency)
-        co_return;
+    if (_faults.latency <= 0 || _rng.unit() >= _faults.latency) co_return;
     int times = 1 + static_cast<int>(_rng() % std::max(1u, _faults.max_latency_yields));
     for (int i = 0; i < times; ++i) co_await io::yield_now{};
 }

@@ -27,7 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
+#include "base/seeded_random.h"
 #include <string>
 #include <vector>
 
@@ -150,7 +150,7 @@ private:
     void crash_directory(node& dir);
     void crash_file(node& file);
 
-    std::mt19937_64 _rng;
+    base::seeded_random _rng;
     sim_faults _faults;
     sim_stats _stats;
     std::shared_ptr<node> _root;

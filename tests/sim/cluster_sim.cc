@@ -43,7 +43,7 @@
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
-#include <random>
+#include "base/seeded_random.h"
 #include <set>
 #include <string>
 #include <vector>
@@ -214,7 +214,7 @@ struct simulation {
 
     std::uint64_t seed;
     run_options options;
-    std::mt19937_64 rng;
+    base::seeded_random rng;
     sim_clock clock;
     sim_network net;
     std::vector<std::unique_ptr<node_side>> nodes;
@@ -239,7 +239,7 @@ struct simulation {
     const bool* put_done_before_removal = nullptr;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
-    bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+    bool chance(double p) { return rng.unit() < p; }
     void violation(const std::string& what) {
         if (failure.empty()) failure = what;
     }
@@ -252,7 +252,7 @@ struct simulation {
 
 // A value's bytes: its id, then bytes drawn from it; sizes across one stripe, several, and none.
 std::string value_bytes(std::int64_t id) {
-    std::mt19937_64 r(static_cast<std::uint64_t>(id));
+    base::seeded_random r(static_cast<std::uint64_t>(id));
     static constexpr std::size_t sizes[] = {0, 8, 1000, 5000, 70'000, 150'000};
     std::string out = std::to_string(id) + ":";
     out.resize(std::max(out.size(), sizes[r() % std::size(sizes)]), 'x');
@@ -630,7 +630,7 @@ io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_
         "c" + std::to_string(client) + "/k" + std::to_string(sim.draw(sim.options.keys_per_client));
     node_side& n = *sim.nodes[sim.draw(sim.nodes.size())];
     key_history& h = sim.keys[key];
-    const double roll = std::uniform_real_distribution<double>(0, 1)(sim.rng);
+    const double roll = sim.rng.unit();
     if (roll < 0.5) {
         const std::int64_t v = ++next_value;
         if (!co_await put_value(sim, n, key, v) && h.unknown.count(v) > 0) {

@@ -28,7 +28,7 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
+#include "base/seeded_random.h"
 #include <set>
 #include <string>
 #include <vector>
@@ -76,7 +76,7 @@ struct simulation {
 
     std::uint64_t seed;
     run_options options;
-    std::mt19937_64 rng;
+    base::seeded_random rng;
     sim_file_system fs;
     std::deque<std::string> values{
         std::string()};  // value id -> bytes (stable references); 0 is "absent"
@@ -93,7 +93,7 @@ struct simulation {
                   spares_reused = 0;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
-    bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+    bool chance(double p) { return rng.unit() < p; }
     bool failed_already() const { return !failure.empty(); }
     void violation(const std::string& what) {
         if (failure.empty()) failure = "life " + std::to_string(life) + ": " + what;
@@ -147,7 +147,7 @@ public:
 private:
     const std::string& _bytes;
     std::size_t _pos = 0;
-    std::mt19937_64 _rng;
+    base::seeded_random _rng;
 };
 
 class bytes_sink final : public byte_sink {

@@ -35,7 +35,7 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
+#include "base/seeded_random.h"
 #include <string>
 #include <vector>
 
@@ -100,7 +100,7 @@ struct simulation {
 
     std::uint64_t seed;
     run_options options;
-    std::mt19937_64 rng;
+    base::seeded_random rng;
     store::sim_file_system fs;
     sim_clock clock;
     sim_network net;
@@ -117,7 +117,7 @@ struct simulation {
                   vanished = 0, crashes = 0;
 
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
-    bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+    bool chance(double p) { return rng.unit() < p; }
     void violation(const std::string& what) {
         if (failure.empty()) failure = what;
     }

@@ -60,12 +60,12 @@ std::string sim_connection::client_read(std::size_t max) {
 }
 
 // How many of `n` bytes move in one step: usually all, sometimes a few (a segmented stream).
-std::size_t sim_connection::piece(std::mt19937_64& rng, std::size_t n) const {
+std::size_t sim_connection::piece(base::seeded_random& rng, std::size_t n) const {
     if (n <= 1 || rng() % 5 != 0) return n;
     return 1 + rng() % std::min<std::size_t>(n, 17);
 }
 
-void sim_connection::step(std::mt19937_64& rng, std::int64_t now_ms) {
+void sim_connection::step(base::seeded_random& rng, std::int64_t now_ms) {
     if (_receive && rng() % 4 != 0) {
         if (_client_gone)
             finish(_receive, -ECONNRESET);
@@ -101,7 +101,7 @@ std::shared_ptr<sim_connection> sim_network::connect(std::size_t capacity_bytes)
 
 void sim_network::step(std::int64_t max_advance_ns) {
     // Connections in an order drawn from the seed; a connection both sides are done with is dropped.
-    std::shuffle(_connections.begin(), _connections.end(), _rng);
+    _rng.shuffle(_connections.begin(), _connections.end());
     for (auto& c : _connections) c->step(_rng, _clock.now_ms());
     std::erase_if(_connections, [](const std::shared_ptr<sim_connection>& c) {
         return c->server_closed() && c.use_count() == 1;

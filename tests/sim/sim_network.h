@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <random>
+#include "base/seeded_random.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,8 +83,8 @@ private:
         io::reactor* owner;  // the core that started it, where its waiter resumes
     };
     void finish(std::optional<pending>& op, std::int32_t result);
-    void step(std::mt19937_64& rng, std::int64_t now_ms);
-    std::size_t piece(std::mt19937_64& rng, std::size_t n) const;
+    void step(base::seeded_random& rng, std::int64_t now_ms);
+    std::size_t piece(base::seeded_random& rng, std::size_t n) const;
 
     sim_network& _net;
     std::size_t _capacity;
@@ -107,7 +107,7 @@ public:
     std::size_t open_connections() const { return _connections.size(); }
 
 private:
-    std::mt19937_64 _rng;
+    base::seeded_random _rng;
     sim_clock& _clock;
     std::uint64_t _next_port = 40000;
     std::vector<std::shared_ptr<sim_connection>> _connections;
