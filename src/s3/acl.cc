@@ -11,7 +11,6 @@ namespace fjord::s3 {
 
 namespace {
 
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 constexpr std::string_view xsi = "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\"";
 
 struct group_name {

@@ -17,8 +17,6 @@ namespace fjord::s3 {
 
 namespace {
 
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
-
 // Checked on every write: compares in place, allocates nothing.
 bool has_grant_header(const http::request_head& head) {
     constexpr std::string_view prefix = "x-amz-grant-";

@@ -15,7 +15,6 @@
 namespace fjord::s3 {
 
 namespace {
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 constexpr std::size_t max_delete_keys = 1000;
 constexpr std::size_t max_tags = 10;
 constexpr std::size_t max_bucket_tags = 50;

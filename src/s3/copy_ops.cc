@@ -14,7 +14,6 @@
 namespace fjord::s3 {
 
 namespace {
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 
 struct copy_source {
     std::string bucket;

@@ -17,7 +17,6 @@
 namespace fjord::s3 {
 
 namespace {
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 constexpr std::size_t max_rules = 1000;
 
 base::failure malformed(std::string what) {

@@ -16,7 +16,6 @@
 namespace fjord::s3 {
 
 namespace {
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 constexpr std::uint32_t max_part_number = 10000;
 constexpr std::uint64_t max_part_bytes = 5ULL * 1024 * 1024 * 1024;
 constexpr std::size_t max_complete_body_bytes = 4 * 1024 * 1024;

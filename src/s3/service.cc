@@ -16,7 +16,6 @@
 namespace fjord::s3 {
 
 namespace {
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 
 std::string next_request_id() {
     thread_local std::uint64_t counter = static_cast<std::uint64_t>(base::unix_now_ms()) << 16;

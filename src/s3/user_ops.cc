@@ -12,7 +12,6 @@
 namespace fjord::s3 {
 
 namespace {
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 
 base::failure access_denied() { return base::fail(base::errc::access_denied, "Access Denied"); }
 

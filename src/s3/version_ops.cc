@@ -12,7 +12,6 @@
 namespace fjord::s3 {
 
 namespace {
-constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
 
 // Ids the store makes: 32 lower-case hex digits.
 bool well_formed_version_id(std::string_view id) {

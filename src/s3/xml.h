@@ -13,6 +13,9 @@
 
 namespace fjord::s3 {
 
+// The namespace attribute of every S3 response document's root element.
+inline constexpr std::string_view s3_xmlns = "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"";
+
 class xml_writer {
 public:
     xml_writer() { _out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"; }
