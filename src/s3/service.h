@@ -79,11 +79,16 @@ struct s3_request {
     std::string_view param(std::string_view name) const;
 };
 
-// What an operation needs checked before it runs (service::check_access).
-enum class access_kind { other, admin, copy, create_bucket };
+// What an operation needs checked before it runs (service::check_access); `form`: nothing yet, the
+// operation checks access itself once it has read who signed it (POST Object's form).
+enum class access_kind { other, admin, copy, create_bucket, form };
 
 class service final : public http::handler {
 public:
+    // The state of one request (service_internal.h), and an operation's handler (router.h's table).
+    struct context;
+    using handler = io::task<void> (*)(service&, context&);
+
     // With `log`, every request is written to the access log (access_log.h).
     service(store::object_store& store, service_options options, base::metrics& metrics,
             access_log* log = nullptr);
@@ -96,7 +101,7 @@ public:
                                         std::string_view remote_address) override;
 
 private:
-    struct context;
+    friend struct operation_table;
     io::task<void> authenticate_and_dispatch(context& c);
     io::task<void> dispatch(context& c);
     io::task<void> send_error(context& c, const base::error& err,

@@ -164,6 +164,9 @@ struct requested_part {
 // order sent (the caller checks that they ascend).
 base::result<std::vector<requested_part>> parse_complete_body(const std::string& body);
 
+// A new request's x-amz-request-id: the core's number, then a counter that starts at the core's clock.
+std::string next_request_id();
+
 // The S3 <Error> document for an error.
 // `details`: extra elements S3 puts in some errors (InvalidRange: RangeRequested, ActualObjectSize).
 std::string error_xml(const base::error& err, std::string_view resource,

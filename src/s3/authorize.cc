@@ -1,4 +1,7 @@
-// Users (users.h): the admin API, and who may act on which bucket.
+// Authorization, the one place that decides who may do what (docs/security.md, "Authorization"): the
+// admin API is root's; a bucket's policy Deny refuses, then its owner may, then the policy's Allow, then
+// the bucket's or the object's ACL; the object-level parts wait for the record (deferred_acl,
+// deferred_policy). Authentication (SigV4) is service::authenticate_and_dispatch's, before this.
 
 #include <array>
 
@@ -398,122 +401,6 @@ base::error service::visible_error(const context& c, base::error err) const {
     if (!check_policy(c, c.req.bucket, c.req.bucket, "s3:ListBucket"))
         return {base::errc::access_denied, "Access Denied"};
     return err;
-}
-
-// The policy is kept as sent, once it parses (a bucket attribute).
-io::task<void> service::put_bucket_policy(context& c) {
-    auto body = co_await read_verified_body(c, 20 * 1024);  // S3's limit: 20 KB
-    if (!body) co_return co_await send_error(c, body.err());
-    auto policy = parse_policy(*body, c.req.bucket);
-    if (!policy) co_return co_await send_error(c, policy.err());
-    auto set = co_await _store.set_bucket_attribute(c.req.bucket, policy_attribute, *body);
-    if (!set) co_return co_await send_error(c, set.err());
-    (void)co_await c.ex.send_all(204, c.common_headers(), "");
-}
-
-io::task<void> service::get_bucket_policy(context& c) {
-    auto info = _store.find_bucket(c.req.bucket);
-    if (!info)
-        co_return co_await send_error(
-            c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
-    auto it = info->attributes.find(policy_attribute);
-    if (it == info->attributes.end())
-        co_return co_await send_error(
-            c, {base::errc::no_such_bucket_policy, "The bucket policy does not exist"});
-    auto headers = c.common_headers();
-    headers.emplace_back("Content-Type", "application/json");
-    (void)co_await c.ex.send_all(200, headers, it->second);
-}
-
-io::task<void> service::delete_bucket_policy(context& c) {
-    auto set = co_await _store.set_bucket_attribute(c.req.bucket, policy_attribute, std::nullopt);
-    if (!set) co_return co_await send_error(c, set.err());
-    (void)co_await c.ex.send_all(204, c.common_headers(), "");
-}
-
-io::task<base::result<void>> service::create_owned_bucket(
-    const context& c, const std::optional<store::kv_bucket_options>& kv) {
-    // Not this core's view: a bucket another node just deleted must not be answered as re-created.
-    auto now = co_await _store.find_bucket_now(c.req.bucket);
-    if (!now) co_return now.as_failure();
-    const auto& existing = *now;
-    if (existing && !owns(c, *existing))
-        co_return base::fail(base::errc::bucket_already_exists,
-                             "The requested bucket name is not available.");
-    // S3 in us-east-1 answers a re-creation of one's own bucket with 200 and resets its ACL (legacy
-    // compatibility); elsewhere, and for KV buckets (whose options may differ), it is an error.
-    if (existing && !kv && !_store.blocks_of(c.req.bucket) && _options.region == "us-east-1")
-        co_return co_await reset_bucket_acl(c, *existing);
-    const bool root = _users.is_root(c.auth.access_key);
-    if (kv && !root)
-        co_return base::fail(base::errc::access_denied, "Only the root user creates KV buckets");
-    if (kv) co_return co_await _store.create_kv_bucket(c.req.bucket, *kv);
-    FJORD_CO_TRY(co_await _store.create_bucket(c.req.bucket));
-    // Each attribute is its own change: a crash between them leaves the bucket root's, or
-    // BucketOwnerEnforced; the caller was never told it exists. So is a failure: the bucket goes.
-    auto configured = co_await configure_new_bucket(c, root);
-    if (!configured) (void)co_await _store.delete_bucket(c.req.bucket);
-    co_return configured;
-}
-
-io::task<base::result<void>> service::reset_bucket_acl(const context& c,
-                                                       const store::bucket_info& bucket) {
-    if (ownership_of(bucket) == object_ownership::enforced) co_return base::result<void>{};
-    const std::string owner = owner_id(bucket);
-    auto named = acl_from_headers(c.ex.head(), owner, owner);
-    if (!named) co_return named.as_failure();
-    std::optional<std::string> stored;
-    if (*named && !(**named == owner_full_control(owner))) {
-        FJORD_CO_TRY(check_grantees(**named));
-        stored = encode_acl(**named);
-    }
-    if (!stored && !bucket.attributes.contains(acl_attribute)) co_return base::result<void>{};
-    co_return co_await _store.set_bucket_attribute(c.req.bucket, acl_attribute, stored);
-}
-
-// A new bucket's owner (an owner attribute names root's by its absence), and the Object Ownership and
-// ACL its CreateBucket named (resolve_write_acl checked them).
-io::task<base::result<void>> service::configure_new_bucket(const context& c, bool root) {
-    const http::request_head& head = c.ex.head();
-    if (!root)
-        FJORD_CO_TRY(
-            co_await _store.set_bucket_attribute(c.req.bucket, owner_attribute, c.auth.access_key));
-    std::string_view named = head.value_of("x-amz-object-ownership");
-    auto ownership = named.empty() ? _options.default_ownership : parse_ownership(named);
-    if (!ownership || *ownership == object_ownership::enforced) co_return base::result<void>{};
-    FJORD_CO_TRY(co_await _store.set_bucket_attribute(c.req.bucket, ownership_attribute,
-                                                      std::string(ownership_name(*ownership))));
-    const std::string creator = root ? _users.root_id() : c.auth.access_key;
-    auto acl = acl_from_headers(head, creator, creator);
-    if (!acl) co_return acl.as_failure();
-    if (!*acl) co_return base::result<void>{};
-    co_return co_await _store.set_bucket_attribute(c.req.bucket, acl_attribute, encode_acl(**acl));
-}
-
-// PUT /?fjord-admin-user=KEY (the body is the secret), DELETE /?fjord-admin-user=KEY, GET
-// /?fjord-admin-users: the root user's only.
-io::task<void> service::admin_users(context& c) {
-    const http::method verb = c.ex.head().verb;
-    if (verb == http::method::get && c.req.has("fjord-admin-users")) {
-        xml_writer x;
-        x.open("Users", s3_xmlns);
-        for (const auto& key : _users.list(_store))
-            x.open("User").element("AccessKey", key).close("User");
-        x.close("Users");
-        co_return co_await send_xml(c, 200, x.take());
-    }
-    std::string access_key(c.req.param("fjord-admin-user"));
-    if (verb != http::method::put && verb != http::method::delete_)
-        co_return co_await send_error(c, {base::errc::method_not_allowed, "PUT, DELETE or GET"});
-    std::optional<std::string> secret;
-    if (verb == http::method::put) {
-        auto body = co_await read_verified_body(c, 4096);
-        if (!body) co_return co_await send_error(c, body.err());
-        secret = std::move(*body);
-    }
-    auto set = co_await _users.set(_store, access_key, secret);
-    if (!set) co_return co_await send_error(c, set.err());
-    (void)co_await c.ex.send_all(secret ? 200 : 204, c.common_headers(), "");
 }
 
 }  // namespace fjord::s3
