@@ -152,6 +152,12 @@ base::result<store::write_conditions> write_conditions_of(const http::request_he
 base::result<void> collect_metadata(const http::request_head& head, std::size_t max_meta_bytes,
                                     store::object_record& record);
 
+// The stored header that keeps who initiated a multipart upload (never shown: GET and HEAD skip fjord-*).
+inline constexpr std::string_view initiator_header = "fjord-initiator";
+
+// The highest part number S3 allows.
+inline constexpr std::uint32_t max_part_number = 10000;
+
 // One <Part> of a CompleteMultipartUpload body.
 struct requested_part {
     std::uint32_t number = 0;  // 1..10000
