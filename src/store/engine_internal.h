@@ -205,6 +205,18 @@ void list_shard_versions(const std::map<std::string, object_record>& keys,
 // once, at most max_keys (truncated set when there were more).
 list_page merge_listing(std::vector<list_entry> all, std::uint32_t max_keys);
 
+// The key lock that orders a bucket's create, delete and attribute changes on shard 0 (engine_buckets.cc).
+std::string bucket_lock_name(const std::string& bucket);
+// A record_bucket_attribute's payload: the attribute's new value, or (value null) its removal.
+std::string bucket_attribute_payload(const std::string& bucket, const std::string& name,
+                                     const std::string* value);
+// A snapshot file's header, and the last_seq and record offset parsed back from an image (nullopt when
+// damaged); the name of a shard's journal or snapshot of a generation (engine_snapshots.cc).
+std::string snapshot_header(std::uint64_t last_seq);
+std::optional<std::pair<std::uint64_t, std::size_t>> parse_snapshot_header(
+    const std::string& image);
+std::string gen_name(const char* kind, std::uint64_t gen, const char* ext);
+
 // The per-key lock's name for (bucket, key).
 std::string lock_name(const std::string& bucket, const std::string& key);
 // Checks If-None-Match: * / If-Match against the current record (nullptr: no such key).
