@@ -148,6 +148,8 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
         co_await withdraw(this, place.shard_bucket, place.key, place.nodes, decided);
         co_return true;
     }
+    // Healing brings the decided version to the nodes that lack it; it never trims past it.
+    FJORD_ASSERT(d->holders <= place.width() && targets.size() + d->holders <= place.width());
     if (targets.empty()) {
         if (!unreachable && d->others)  // full width: the older versions go
             co_await trim(this, place.shard_bucket, place.key, place.nodes, decided);
@@ -181,6 +183,7 @@ io::task<base::result<bool>> cluster_store::heal_key(key_place place) {
     if (stored > 0)
         LOG_INFO("%s/%s: healed %zu shard(s) of version %s", place.bucket.c_str(),
                  place.key.c_str(), stored, decided.text().c_str());
+    FJORD_ASSERT(stored <= wanted && wanted == targets.size());
     const bool complete = !unreachable && stored == wanted;
     if (complete) co_await trim(this, place.shard_bucket, place.key, place.nodes, decided);
     co_return complete;

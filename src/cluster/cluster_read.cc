@@ -211,16 +211,32 @@ holders_by_version gather_versions(const key_place& place, const std::vector<nod
     return versions;
 }
 
+// Newest first; two writes under one stamp: the one on more nodes first (an acknowledged one is on W).
+std::vector<std::pair<version_key, held>> newest_first(const holders_by_version& versions) {
+    std::vector<std::pair<version_key, held>> ordered(versions.begin(), versions.end());
+    std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+        if (a.first.first != b.first.first) return a.first.first > b.first.first;
+        return a.second.sound.size() + a.second.damaged.size() >
+               b.second.sound.size() + b.second.damaged.size();
+    });
+    return ordered;
+}
+
 }  // namespace
 
 // The newest version the reports allow reading: a tombstone, or data on k shards at least.
 base::result<read_decision> decide_version(const key_place& place,
                                            const std::vector<node_report>& by_node,
                                            std::int64_t undecided_young_ms) {
+    FJORD_ASSERT(place.k >= 1 && by_node.size() == place.width(), "one report per shard's node");
+    // Read and write quorums intersect: an acknowledged write has a holder among any read's answers.
+    FJORD_ASSERT(place.read_quorum() + place.write_quorum() > place.width() &&
+                 place.write_quorum() >= place.k && place.write_quorum() <= place.width());
     read_decision d;
     d.shards.resize(place.width());
     d.damaged.assign(place.width(), false);
     const holders_by_version versions = gather_versions(place, by_node, d);
+    FJORD_ASSERT(d.answered <= place.width());
     if (d.answered < place.read_quorum())
         return base::fail(base::errc::service_unavailable,
                           "only " + std::to_string(d.answered) + " of " +
@@ -238,14 +254,7 @@ base::result<read_decision> decide_version(const key_place& place,
     // W is passed over: a write that failed (or is still going), whose outcome its writer does not know.
     const std::size_t unanswered = place.width() - d.answered;
     const std::int64_t now_ms = undecided_young_ms > 0 ? base::unix_now_ms() : 0;
-    // Two writes under one stamp: the one on more nodes first (an acknowledged one is on W).
-    std::vector<std::pair<version_key, held>> ordered(versions.begin(), versions.end());
-    std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
-        if (a.first.first != b.first.first) return a.first.first > b.first.first;
-        return a.second.sound.size() + a.second.damaged.size() >
-               b.second.sound.size() + b.second.damaged.size();
-    });
-    for (const auto& [version, holders] : ordered) {
+    for (const auto& [version, holders] : newest_first(versions)) {
         const unsigned any_node =
             holders.sound.empty() ? holders.damaged.front() : holders.sound.front();
         const shard_meta& any = meta_on(any_node, version);
@@ -271,6 +280,9 @@ base::result<read_decision> decide_version(const key_place& place,
                                   "answered now");
             continue;
         }
+        // What is returned is readable: a tombstone or manifest from one sound record, an object's
+        // bytes from k sound shards.
+        FJORD_ASSERT(any.kind != shard_kind::object || holders.sound.size() >= place.k);
         d.found = !tombstone;
         d.meta = any;
         d.meta.damaged = false;

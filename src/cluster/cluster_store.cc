@@ -151,9 +151,12 @@ base::result<key_place> cluster_store::place(const std::string& bucket,
     p.block_bytes = snap.layout->block_bytes;
     const std::uint64_t h = object_hash(bucket, key);
     const erasure_set& set = snap.sets[choose_set(h, snap.sets)];
+    FJORD_ASSERT(p.k >= 1 && set.drives.size() >= p.width(), "a set has a drive for every shard");
     p.nodes.resize(p.width());
     for (unsigned i = 0; i < p.width(); ++i)
         p.nodes[i] = set.drives[shard_drive(h, i, p.width())].node_id;
+    // Shard i's node is the drive i places past the hash's start: every drive of the set gets one.
+    FJORD_ASSERT(p.nodes[0] == set.drives[h % p.width()].node_id);
     p.rebuilding.assign(p.width(), false);
     refresh_marks(p);
     return p;

@@ -160,6 +160,10 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
         std::vector<std::string> holders;
         for (const auto& u : ups)
             if (u.kind == upload::state::stored) holders.push_back(u.node);
+        // Versions below this one are trimmed only where it is stored, and only once it is on a
+        // write quorum: a read quorum then always finds it, so nothing older is needed.
+        FJORD_ASSERT(holders.size() == stored && holders.size() >= place.write_quorum() &&
+                     holders.size() <= place.width());
         io::spawn(trim(this, place.shard_bucket, place.key, std::move(holders), version));
         if (stored < n) queue_heal(place);
         co_return streamed->meta.object;

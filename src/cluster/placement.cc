@@ -1,5 +1,7 @@
 #include "cluster/placement.h"
 
+#include "base/assert.h"
+
 #include <algorithm>
 
 namespace fjord::cluster {
@@ -84,6 +86,7 @@ std::uint64_t object_hash(std::string_view bucket, std::string_view key) {
 }
 
 std::size_t choose_set(std::uint64_t object, std::span<const erasure_set> sets) {
+    FJORD_ASSERT(!sets.empty(), "an object is placed among one set at least");
     std::size_t best = 0;
     std::uint64_t best_score = 0;
     for (std::size_t i = 0; i < sets.size(); ++i) {
@@ -93,11 +96,15 @@ std::size_t choose_set(std::uint64_t object, std::span<const erasure_set> sets) 
             best_score = score;
         }
     }
+    FJORD_ASSERT(best < sets.size());
     return best;
 }
 
 unsigned shard_drive(std::uint64_t object, unsigned shard, unsigned width) {
-    return static_cast<unsigned>((object % width + shard) % width);
+    FJORD_ASSERT(width > 0 && shard < width, "a shard of the stripe");
+    const auto drive = static_cast<unsigned>((object % width + shard) % width);
+    FJORD_ASSERT(drive < width);
+    return drive;
 }
 
 }  // namespace fjord::cluster

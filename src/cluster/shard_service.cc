@@ -513,6 +513,10 @@ io::task<void> shard_service::trim(http::exchange& ex, const rpc_target& target)
     }
     const std::string bound = below->text();
     for (const auto& r : *versions) {
+        // The trim compares ids as text: that must order them as their stamps, or it would remove a
+        // newer version than the one acknowledged.
+        const auto parsed = stamp::parse(r.version_id);
+        FJORD_ASSERT(!parsed || (*parsed < *below) == (r.version_id < bound));
         if (r.version_id >= bound) continue;
         auto removed = co_await _local.remove_version(target.bucket, target.key, r.version_id);
         if (!removed && !absent_code(removed.code())) {
