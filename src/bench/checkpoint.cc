@@ -527,11 +527,8 @@ void print_banner(const checkpoint_config& cfg, double checkpoint_gib) {
 }  // namespace
 
 int bench_checkpoint_main(int argc, char** argv) {
-    auto cfg = parse_checkpoint_args(argc, argv);
-    if (!cfg) {
-        std::fprintf(stderr, "fjord bench checkpoint: %s\n", cfg.err().message.c_str());
-        return 2;
-    }
+    auto cfg = options_or_usage("checkpoint", parse_checkpoint_args(argc, argv));
+    if (!cfg) return 2;
     const std::uint64_t checkpoint_bytes = cfg->ranks * (cfg->file_bytes[0] + cfg->file_bytes[1]);
     const double checkpoint_gib = static_cast<double>(checkpoint_bytes) / base::GiB;
     print_banner(*cfg, checkpoint_gib);

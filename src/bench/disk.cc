@@ -186,11 +186,8 @@ int report(const disk_config& cfg, const phase_result& w, const phase_result& r,
 }  // namespace
 
 int bench_disk_main(int argc, char** argv) {
-    auto cfg = parse_disk_args(argc, argv);
-    if (!cfg) {
-        std::fprintf(stderr, "fjord bench disk: %s\n", cfg.err().message.c_str());
-        return 2;
-    }
+    auto cfg = options_or_usage("disk", parse_disk_args(argc, argv));
+    if (!cfg) return 2;
     std::vector<int> fds;
     auto close_all = [&] {
         for (int fd : fds) ::close(fd);

@@ -115,11 +115,8 @@ ec_result measure(const ec_config& cfg, unsigned k, unsigned m) {
 }  // namespace
 
 int bench_ec_main(int argc, char** argv) {
-    auto cfg = parse_ec_args(argc, argv);
-    if (!cfg) {
-        std::fprintf(stderr, "fjord bench ec: %s\n", cfg.err().message.c_str());
-        return 2;
-    }
+    auto cfg = options_or_usage("ec", parse_ec_args(argc, argv));
+    if (!cfg) return 2;
     std::printf(
         "erasure coding on one core, %zu KiB shards, GiB/s of data (ratio to memcpy of the same "
         "bytes)\n%-6s %16s %16s %16s %9s %9s\n",

@@ -631,11 +631,8 @@ mode_result measure(kv_run& run, kv_mode mode) {
 }  // namespace
 
 int bench_kv_main(int argc, char** argv) {
-    auto cfg = parse_kv_args(argc, argv);
-    if (!cfg) {
-        std::fprintf(stderr, "fjord bench kv: %s\n", cfg.err().message.c_str());
-        return 2;
-    }
+    auto cfg = options_or_usage("kv", parse_kv_args(argc, argv));
+    if (!cfg) return 2;
     kv_run run;
     run.cfg = &*cfg;
     const std::uint64_t pool_bytes = cfg->block_bytes + 64 * base::KiB;

@@ -115,11 +115,8 @@ base::result<net_config> parse_net_args(int argc, char** argv) {
 }  // namespace
 
 int bench_net_main(int argc, char** argv) {
-    auto cfg = parse_net_args(argc, argv);
-    if (!cfg) {
-        std::fprintf(stderr, "fjord bench net: %s\n", cfg.err().message.c_str());
-        return 2;
-    }
+    auto cfg = options_or_usage("net", parse_net_args(argc, argv));
+    if (!cfg) return 2;
     auto pairs = connect_pairs(cfg->streams);
     if (!pairs) {
         std::fprintf(stderr, "fjord bench net: %s\n", pairs.err().message.c_str());

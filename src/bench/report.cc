@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "base/assert.h"
+#include "base/encoding.h"
 #include "bench/bench.h"
 #include "cli/options.h"
 
@@ -19,23 +20,6 @@ constexpr const char* palette[] = {"#4e79a7", "#f28e2b", "#59a14f",
                                    "#e15759", "#76b7b2", "#edc948"};
 constexpr int chart_width = 760, chart_height = 400;
 constexpr int margin_left = 70, margin_right = 20, margin_top = 50, margin_bottom = 60;
-
-std::string xml_escape(std::string_view text) {
-    std::string out;
-    for (char c : text) {
-        if (c == '&')
-            out += "&amp;";
-        else if (c == '<')
-            out += "&lt;";
-        else if (c == '>')
-            out += "&gt;";
-        else if (c == '"')
-            out += "&quot;";
-        else
-            out += c;
-    }
-    return out;
-}
 
 // A round axis maximum at or above `value`: 1, 2 or 5 times a power of ten.
 double nice_ceiling(double value) {
@@ -86,7 +70,7 @@ std::string render_svg(const bar_chart& chart) {
         chart_width, chart_height, chart_width, chart_height);
     svg +=
         format_text("<text x=\"%d\" y=\"24\" font-size=\"16\" font-weight=\"bold\">", margin_left) +
-        xml_escape(chart.title) + "</text>\n";
+        base::xml_escaped(chart.title) + "</text>\n";
     for (int tick = 0; tick <= 5; ++tick) {  // horizontal grid and y labels
         double value = top * tick / 5;
         double y = margin_top + plot_h - plot_h * tick / 5.0;
@@ -97,7 +81,7 @@ std::string render_svg(const bar_chart& chart) {
     }
     svg += format_text("<text transform=\"translate(16 %d) rotate(-90)\" text-anchor=\"middle\">",
                        margin_top + plot_h / 2) +
-           xml_escape(chart.y_label) + "</text>\n";
+           base::xml_escaped(chart.y_label) + "</text>\n";
     const std::size_t groups = std::max<std::size_t>(chart.groups.size(), 1),
                       series = std::max<std::size_t>(chart.series.size(), 1);
     const double slot = static_cast<double>(plot_w) / static_cast<double>(groups);
@@ -112,8 +96,8 @@ std::string render_svg(const bar_chart& chart) {
                 format_text(
                     "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
                     x, y, std::max(bar - 2, 1.0), h, palette[s % std::size(palette)]) +
-                xml_escape(chart.groups[g].label + " " + chart.series[s]) +
-                format_text(": %.4g ", v) + xml_escape(chart.y_label) + "</title></rect>\n";
+                base::xml_escaped(chart.groups[g].label + " " + chart.series[s]) +
+                format_text(": %.4g ", v) + base::xml_escaped(chart.y_label) + "</title></rect>\n";
             if (bar >= 28)
                 svg += format_text(
                     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"10\">%.3g</text>\n",
@@ -121,7 +105,7 @@ std::string render_svg(const bar_chart& chart) {
         }
         svg += format_text("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", x0 + slot * 0.4,
                            margin_top + plot_h + 18) +
-               xml_escape(chart.groups[g].label) + "</text>\n";
+               base::xml_escaped(chart.groups[g].label) + "</text>\n";
     }
     svg += format_text("<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
                        margin_left, margin_left + plot_w, margin_top + plot_h, margin_top + plot_h);
@@ -129,8 +113,8 @@ std::string render_svg(const bar_chart& chart) {
         int x = margin_left + static_cast<int>(s) * 140, y = chart_height - 18;
         svg += format_text("<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>\n", x,
                            y - 10, palette[s % std::size(palette)]);
-        svg += format_text("<text x=\"%d\" y=\"%d\">", x + 18, y) + xml_escape(chart.series[s]) +
-               "</text>\n";
+        svg += format_text("<text x=\"%d\" y=\"%d\">", x + 18, y) +
+               base::xml_escaped(chart.series[s]) + "</text>\n";
     }
     return svg + "</svg>\n";
 }

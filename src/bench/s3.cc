@@ -619,11 +619,8 @@ void fill_random(std::span<std::byte> bytes, std::uint64_t seed) {
 }  // namespace
 
 int bench_s3_main(int argc, char** argv) {
-    auto cfg = parse_s3_args(argc, argv);
-    if (!cfg) {
-        std::fprintf(stderr, "fjord bench s3: %s\n", cfg.err().message.c_str());
-        return 2;
-    }
+    auto cfg = options_or_usage("s3", parse_s3_args(argc, argv));
+    if (!cfg) return 2;
     shared_run run;
     run.config = &*cfg;
     run.client.endpoint = cfg->target.endpoint;
