@@ -287,4 +287,38 @@ std::optional<std::string> mime_decode(std::string_view value) {
     return out;
 }
 
+bool is_xml_char(std::uint32_t cp) {
+    return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
+           (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
+}
+
+void append_xml_escaped(std::string& out, std::string_view text) {
+    std::uint32_t cp = 0;
+    for (std::size_t i = 0; i < text.size();) {
+        std::size_t len = decode_utf8(text, i, cp);
+        if (len == 0 || !is_xml_char(cp)) {
+            out += "\xEF\xBF\xBD";  // U+FFFD
+            i += len == 0 ? 1 : len;
+            continue;
+        }
+        switch (text[i]) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&quot;"; break;
+            case '\'': out += "&apos;"; break;
+            case '\r': out += "&#13;"; break;
+            default: out.append(text.substr(i, len));
+        }
+        i += len;
+    }
+}
+
+std::string xml_escaped(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    append_xml_escaped(out, text);
+    return out;
+}
+
 }  // namespace fjord::base

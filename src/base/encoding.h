@@ -32,6 +32,17 @@ bool is_valid_utf8(std::string_view text);
 // 0 when the bytes there are not valid UTF-8 (as is_valid_utf8 judges). pos must be < text.size().
 std::size_t decode_utf8(std::string_view text, std::size_t pos, std::uint32_t& code_point);
 
+// Whether a code point is a character XML 1.0 allows (TAB, LF, CR and U+0020 on, less the surrogates,
+// U+FFFE and U+FFFF).
+bool is_xml_char(std::uint32_t code_point);
+// XML text: escapes &, <, > and quotes, and CR as a character reference (a parser would turn a raw CR
+// into LF), so that every text made of XML characters comes back as it was. What XML 1.0 cannot carry
+// at all (other C0 controls, U+FFFE, U+FFFF, bytes that are not UTF-8) becomes U+FFFD: the output is
+// well-formed for any input. The one escaper of the project (S3 responses, the client's requests, the
+// benchmarks' SVG charts).
+void append_xml_escaped(std::string& out, std::string_view text);
+std::string xml_escaped(std::string_view text);
+
 // MIME encoded words (RFC 2047), as S3 carries user metadata that is not US-ASCII in headers.
 // Text with a byte outside printable US-ASCII (a control byte, DEL, or anything past 0x7F; tab is kept)
 // becomes one "=?UTF-8?B?<base64>?=" word, so no value can break out of its header; other text is

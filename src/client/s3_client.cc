@@ -96,26 +96,6 @@ std::string xml_decode(std::string_view text) {
     return out;
 }
 
-std::string xml_escape(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (char c : text) {
-        if (c == '&')
-            out += "&amp;";
-        else if (c == '<')
-            out += "&lt;";
-        else if (c == '>')
-            out += "&gt;";
-        else if (c == '"')
-            out += "&quot;";
-        else if (c == '\'')
-            out += "&apos;";
-        else
-            out += c;
-    }
-    return out;
-}
-
 // The contents of every <name>...</name> element of `xml`, in order (not nested in one another).
 std::vector<std::string_view> xml_blocks(std::string_view xml, std::string_view name) {
     std::string open = "<" + std::string(name) + ">", close = "</" + std::string(name) + ">";
@@ -658,7 +638,7 @@ io::task<base::result<std::vector<delete_failure>>> s3_client::delete_objects(
     FJORD_ASSERT(!keys.empty() && keys.size() <= 1000, "DeleteObjects takes 1..1000 keys");
     std::string xml = "<Delete><Quiet>true</Quiet>";
     for (const std::string& k : keys)
-        xml.append("<Object><Key>").append(xml_escape(k)).append("</Key></Object>");
+        xml.append("<Object><Key>").append(base::xml_escaped(k)).append("</Key></Object>");
     xml += "</Delete>";
     request req{.method = "POST",
                 .raw_path = object_path(bucket, ""),

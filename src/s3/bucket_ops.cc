@@ -184,7 +184,7 @@ io::task<void> service::bucket_location(context& c) {
     xml_writer x;
     x.open("LocationConstraint", s3_xmlns);
     std::string body = x.take();
-    if (_options.region != "us-east-1") append_escaped(body, _options.region);
+    if (_options.region != "us-east-1") base::append_xml_escaped(body, _options.region);
     body += "</LocationConstraint>";
     co_await send_xml(c, 200, std::move(body));
 }

@@ -9,8 +9,6 @@ namespace fjord::s3 {
 
 namespace {
 
-constexpr std::string_view replacement_character = "\xEF\xBF\xBD";  // U+FFFD
-
 base::failure malformed(std::string_view why) {
     return base::fail(
         base::errc::malformed_xml,
@@ -23,7 +21,7 @@ bool chars_allowed(std::string_view text) {
     std::uint32_t cp = 0;
     for (std::size_t i = 0; i < text.size();) {
         std::size_t len = base::decode_utf8(text, i, cp);
-        if (len == 0 || !is_xml_char(cp)) return false;
+        if (len == 0 || !base::is_xml_char(cp)) return false;
         i += len;
     }
     return true;
@@ -80,7 +78,7 @@ std::size_t decode_reference(std::string_view text, std::size_t pos, std::string
         if (value > 0x10FFFF)
             return 0;  // no character, however many digits follow (no overflow either)
     }
-    if (!is_xml_char(value)) return 0;
+    if (!base::is_xml_char(value)) return 0;
     append_utf8(out, value);
     return end - pos + 1;
 }
@@ -133,34 +131,7 @@ base::result<void> check_request_text(std::string_view body) {
 
 }  // namespace
 
-bool is_xml_char(std::uint32_t cp) {
-    return cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
-           (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
-}
-
 bool xml_representable(std::string_view text) { return chars_allowed(text); }
-
-void append_escaped(std::string& out, std::string_view text) {
-    std::uint32_t cp = 0;
-    for (std::size_t i = 0; i < text.size();) {
-        std::size_t len = base::decode_utf8(text, i, cp);
-        if (len == 0 || !is_xml_char(cp)) {
-            out += replacement_character;
-            i += len == 0 ? 1 : len;
-            continue;
-        }
-        switch (text[i]) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&apos;"; break;
-            case '\r': out += "&#13;"; break;
-            default: out.append(text.substr(i, len));
-        }
-        i += len;
-    }
-}
 
 xml_writer& xml_writer::open(std::string_view name, std::string_view attributes) {
     _out += '<';
@@ -182,7 +153,7 @@ xml_writer& xml_writer::close(std::string_view name) {
 
 xml_writer& xml_writer::element(std::string_view name, std::string_view text) {
     open(name);
-    append_escaped(_out, text);
+    base::append_xml_escaped(_out, text);
     return close(name);
 }
 

@@ -34,17 +34,8 @@ private:
     std::string _out;
 };
 
-// XML 1.0's Char production: TAB, LF, CR, U+0020-U+D7FF, U+E000-U+FFFD, U+10000-U+10FFFF.
-bool is_xml_char(std::uint32_t code_point);
 // Whether text is valid UTF-8 made only of characters an XML 1.0 document can carry.
 bool xml_representable(std::string_view text);
-
-// Escapes &, <, > and quotes, and CR as a character reference (a parser would turn a raw CR into LF), so
-// that every text made of XML characters comes back as it was. What XML 1.0 cannot carry at all (other
-// C0 controls, U+FFFE, U+FFFF, bytes that are not UTF-8) becomes U+FFFD: the output is well-formed for
-// any input. Callers with a lossless alternative (listings: encoding-type=url) check
-// xml_representable first.
-void append_escaped(std::string& out, std::string_view text);
 
 // Loads a request body. Refused with malformed_xml: a document type declaration (no entities, no
 // external references), bytes that are not UTF-8, characters XML 1.0 does not allow (raw, or as
