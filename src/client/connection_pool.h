@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "client/s3_client.h"
+#include "io/pool_lease.h"
 #include "io/task.h"
 
 namespace fjord::client {
@@ -31,37 +32,8 @@ struct pool_options {
 
 class connection_pool {
 public:
-    // Returns its client to the pool when destroyed.
-    class lease {
-    public:
-        lease() = default;
-        lease(connection_pool* pool, s3_client* client) : _pool(pool), _client(client) {}
-        lease(lease&& other) noexcept
-            : _pool(std::exchange(other._pool, nullptr)),
-              _client(std::exchange(other._client, nullptr)) {}
-        lease& operator=(lease&& other) noexcept {
-            if (this != &other) {
-                reset();
-                _pool = std::exchange(other._pool, nullptr);
-                _client = std::exchange(other._client, nullptr);
-            }
-            return *this;
-        }
-        lease(const lease&) = delete;
-        lease& operator=(const lease&) = delete;
-        ~lease() { reset(); }
-
-        s3_client& operator*() const { return *_client; }
-        s3_client* operator->() const { return _client; }
-        void reset() {
-            if (_pool) _pool->release(_client);
-            _pool = nullptr, _client = nullptr;
-        }
-
-    private:
-        connection_pool* _pool = nullptr;
-        s3_client* _client = nullptr;
-    };
+    // Returns its client to the pool when reset or destroyed.
+    using lease = io::pool_lease<connection_pool, s3_client>;
 
     connection_pool(client_options client, pool_options options);
     ~connection_pool();
@@ -78,6 +50,7 @@ public:
     const client_options& client() const { return _client_options; }
 
 private:
+    friend lease;
     struct idle_client {
         s3_client* client;
         std::int64_t since_ns;

@@ -27,6 +27,7 @@
 #include "auth/sigv4.h"
 #include "base/result.h"
 #include "client/connection.h"
+#include "io/pool_lease.h"
 #include "io/semaphore.h"
 #include "io/socket.h"
 #include "io/task.h"
@@ -121,34 +122,8 @@ private:
 
 class peer_pool {
 public:
-    class lease {
-    public:
-        lease() = default;
-        lease(peer_pool* pool, peer_link* link) : _pool(pool), _link(link) {}
-        lease(lease&& other) noexcept
-            : _pool(std::exchange(other._pool, nullptr)),
-              _link(std::exchange(other._link, nullptr)) {}
-        lease& operator=(lease&& other) noexcept {
-            if (this != &other) {
-                reset();
-                _pool = std::exchange(other._pool, nullptr);
-                _link = std::exchange(other._link, nullptr);
-            }
-            return *this;
-        }
-        ~lease() { reset(); }
-        peer_link* operator->() const { return _link; }
-        peer_link& operator*() const { return *_link; }
-        explicit operator bool() const { return _link != nullptr; }
-        void reset() {
-            if (_pool) _pool->release(_link);
-            _pool = nullptr, _link = nullptr;
-        }
-
-    private:
-        peer_pool* _pool = nullptr;
-        peer_link* _link = nullptr;
-    };
+    // Returns its link to the pool when reset or destroyed.
+    using lease = io::pool_lease<peer_pool, peer_link>;
 
     peer_pool(io::endpoint where, const peer_options& options);
     ~peer_pool();
@@ -158,6 +133,7 @@ public:
     const io::endpoint& where() const { return _where; }
 
 private:
+    friend lease;
     void release(peer_link* link);
     io::endpoint _where;
     const peer_options& _options;
