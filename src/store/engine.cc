@@ -167,7 +167,7 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
-    co_await lock_key(s.locks, lock);
+    key_guard held = co_await lock_key(s.locks, lock);
     std::optional<object_record> replaced;
     base::result<void> outcome;
     const object_record* existing = current_object(s, bucket, key);
@@ -186,7 +186,7 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(
             record_put_object, std::move(payload), std::move(dirs),
             [&] { replaced = apply_put(s.index, s.history, bucket, key, std::move(record)); });
     }
-    unlock_key(s.locks, lock);
+    held.release();
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     if (!outcome) co_return outcome.as_failure();
     co_return replaced;
@@ -213,7 +213,7 @@ io::task<base::result<engine::removal>> engine::shard_remove(unsigned shard_id, 
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];  // a delete marker may be written: the bucket stays meanwhile
-    co_await lock_key(s.locks, lock);
+    key_guard held = co_await lock_key(s.locks, lock);
     removal done;
     const object_record* existing = current_object(s, bucket, key);
     const object_record* latest = find_version(s.index, s.history, bucket, key, nullptr);
@@ -245,7 +245,7 @@ io::task<base::result<engine::removal>> engine::shard_remove(unsigned shard_id, 
             done.removed = apply_remove(s.index, s.history, bucket, key, nullptr);
         });
     }
-    unlock_key(s.locks, lock);
+    held.release();
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     if (!outcome) co_return outcome.as_failure();
     co_return done;
@@ -290,7 +290,7 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
-    co_await lock_key(s.locks, lock);
+    key_guard held = co_await lock_key(s.locks, lock);
     // Looked up under the lock: the version named, or the current one (absent when a delete marker)
     base::result<object_record> outcome = co_await shard_find(shard_id, bucket, key, version_id);
     const object_record* existing =
@@ -322,7 +322,7 @@ io::task<base::result<object_record>> engine::shard_update(unsigned shard_id, st
                 outcome = appended.as_failure();
         }
     }
-    unlock_key(s.locks, lock);
+    held.release();
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     co_return outcome;
 }

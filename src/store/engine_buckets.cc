@@ -60,7 +60,8 @@ io::task<base::result<void>> engine::core0_set_bucket_attribute(std::string buck
                                                                 std::optional<std::string> value) {
     shard& s0 = *_shards[0];
     std::string lock = bucket_lock_name(bucket);
-    co_await lock_key(s0.locks, lock);  // ordered with the bucket's create and delete
+    key_guard held =
+        co_await lock_key(s0.locks, lock);  // ordered with the bucket's create and delete
     base::result<void> outcome;
     auto it = local().buckets.find(bucket);
     if (it == local().buckets.end() || local().closing.count(bucket)) {
@@ -80,7 +81,7 @@ io::task<base::result<void>> engine::core0_set_bucket_attribute(std::string buck
             [&] { local().buckets[bucket] = info; });
         if (outcome) co_await publish_bucket(info);
     }
-    unlock_key(s0.locks, lock);
+    held.release();
     co_return outcome;
 }
 
@@ -144,7 +145,7 @@ io::task<base::result<bool>> engine::core_abort_bucket_uploads(std::string name)
 io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
     shard& s0 = *_shards[0];
     std::string lock = bucket_lock_name(name);
-    co_await lock_key(s0.locks, lock);
+    key_guard held = co_await lock_key(s0.locks, lock);
     base::result<void> outcome;
     if (local().buckets.count(name)) {
         outcome = base::fail(base::errc::bucket_already_owned_by_you, "the bucket exists");
@@ -160,14 +161,14 @@ io::task<base::result<void>> engine::core0_create_bucket(std::string name) {
                                           [&] { local().buckets[info.name] = info; });
         if (outcome) co_await publish_bucket(info);
     }
-    unlock_key(s0.locks, lock);
+    held.release();
     co_return outcome;
 }
 
 io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
     shard& s0 = *_shards[0];
     std::string lock = bucket_lock_name(name);
-    co_await lock_key(s0.locks, lock);
+    key_guard held = co_await lock_key(s0.locks, lock);
     base::result<void> outcome;
     auto found = local().buckets.find(name);
     if (found == local().buckets.end()) {
@@ -207,7 +208,7 @@ io::task<base::result<void>> engine::core0_delete_bucket(std::string name) {
             (void)co_await io::invoke_on(c, std::move(call));
         }
     }
-    unlock_key(s0.locks, lock);
+    held.release();
     co_return outcome;
 }
 

@@ -107,13 +107,37 @@ struct lock_awaiter {
     void await_resume() const noexcept {}
 };
 
-inline io::task<void> lock_key(key_lock_table& table, std::string key) {
+void unlock_key(key_lock_table& table, const std::string& key);
+
+// A held key lock, released when the guard is destroyed (or at release(), where the order of release
+// matters): an early return cannot leave a key locked.
+class key_guard {
+public:
+    key_guard(key_lock_table& table, std::string key) : _table(&table), _key(std::move(key)) {}
+    key_guard(key_guard&& other) noexcept
+        : _table(std::exchange(other._table, nullptr)), _key(std::move(other._key)) {}
+    key_guard& operator=(key_guard&&) = delete;
+    key_guard(const key_guard&) = delete;
+    key_guard& operator=(const key_guard&) = delete;
+    ~key_guard() { release(); }
+    void release() {
+        if (_table) unlock_key(*std::exchange(_table, nullptr), _key);
+    }
+
+private:
+    key_lock_table* _table;
+    std::string _key;
+};
+
+// Waits for the key's lock (FIFO among waiters) and holds it until the guard goes.
+inline io::task<key_guard> lock_key(key_lock_table& table, std::string key) {
     auto it = table.held.find(key);
     if (it == table.held.end()) {
-        table.held.emplace(std::move(key), std::deque<std::coroutine_handle<>>{});
-        co_return;
+        table.held.emplace(key, std::deque<std::coroutine_handle<>>{});
+        co_return key_guard(table, std::move(key));
     }
     co_await lock_awaiter{&it->second};  // ownership is handed over by unlock_key
+    co_return key_guard(table, std::move(key));
 }
 
 inline void unlock_key(key_lock_table& table, const std::string& key) {

@@ -197,7 +197,7 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
     ++s.commits_in_flight[bucket];
-    co_await lock_key(s.locks, lock);
+    key_guard held = co_await lock_key(s.locks, lock);
     base::result<completed_upload> outcome = no_such_upload();
     if (auto usable = journal_usable(*s.log); !usable) {
         outcome = usable.as_failure();
@@ -210,7 +210,7 @@ io::task<base::result<completed_upload>> engine::shard_complete_upload(
                                                   conditions);
         leave_close(s.gates, upload_id);
     }
-    unlock_key(s.locks, lock);
+    held.release();
     if (--s.commits_in_flight[bucket] == 0) s.commits_in_flight.erase(bucket);
     co_return outcome;
 }
@@ -275,11 +275,11 @@ io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_
     // Under the key lock, so an abort and a completion of the same upload never interleave; and once no
     // part commit is in flight, so that every part's data is in the record it returns (for reclaiming).
     std::string lock = lock_name(bucket, key);
-    co_await lock_key(s.locks, lock);
+    key_guard held = co_await lock_key(s.locks, lock);
     // Looked up again under the lock (a completion may have won it): only the upload's own key's lock
     // holder takes its gate, so there is one closer at a time.
     if (!find_upload(s.uploads, upload_id, bucket, key)) {
-        unlock_key(s.locks, lock);
+        held.release();
         co_return no_such_upload();
     }
     co_await enter_close(s.gates, upload_id);
@@ -294,7 +294,7 @@ io::task<base::result<upload_record>> engine::shard_abort_upload(unsigned shard_
         s.uploads.erase(it);
     });
     leave_close(s.gates, upload_id);
-    unlock_key(s.locks, lock);
+    held.release();
     if (!appended) co_return appended.as_failure();
     if (!removed) co_return no_such_upload();
     co_return std::move(*removed);

@@ -188,7 +188,7 @@ io::task<base::result<std::optional<object_record>>> engine::shard_remove_versio
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
-    co_await lock_key(s.locks, lock);
+    key_guard held = co_await lock_key(s.locks, lock);
     std::optional<object_record> removed;
     base::result<void> outcome = journal_usable(*s.log);
     if (outcome && find_version(s.index, s.history, bucket, key, &version_id)) {
@@ -201,7 +201,7 @@ io::task<base::result<std::optional<object_record>>> engine::shard_remove_versio
             removed = apply_remove(s.index, s.history, bucket, key, &version_id);
         });
     }
-    unlock_key(s.locks, lock);
+    held.release();
     if (!outcome) co_return outcome.as_failure();
     co_return removed;
 }
