@@ -359,18 +359,18 @@ io::task<void> service::get_object_attributes(context& c) {
         max_parts = std::min<std::uint64_t>(max_parts, 1000);
         auto alg = parse_checksum_algorithm(r.checksum_algorithm);
         x.open("ObjectParts")
-            .element("PartsCount", r.segments.size())
+            .element("PartsCount", r.part_count())
             .element("PartNumberMarker", marker);
         std::uint64_t listed = 0, last = marker;
-        for (std::uint64_t i = marker; i < r.segments.size() && listed < max_parts; ++i, ++listed) {
-            x.open("Part").element("PartNumber", i + 1).element("Size", r.segments[i].size_bytes);
+        for (std::uint64_t i = marker; i < r.part_count() && listed < max_parts; ++i, ++listed) {
+            x.open("Part").element("PartNumber", i + 1).element("Size", r.part_size_bytes(i));
             if (alg && !r.part_checksums[i].empty())
                 x.element("Checksum" + std::string(checksum_name(*alg)), r.part_checksums[i]);
             x.close("Part");
             last = i + 1;
         }
         x.element("NextPartNumberMarker", last).element("MaxParts", max_parts);
-        x.element_bool("IsTruncated", last < r.segments.size());
+        x.element_bool("IsTruncated", last < r.part_count());
         x.close("ObjectParts");
     }
     if (asked("storageclass")) x.element("StorageClass", "STANDARD");

@@ -112,7 +112,7 @@ store::copy_plan plan_copy(store::object_record record, const store::object_reco
     record.checksum_algorithm = found.checksum_algorithm;
     record.checksum_value = found.checksum_value;
     record.part_checksums = found.part_checksums;
-    plan.may_share = found.segments.size() == 1 || found.checksum_algorithm.empty();
+    plan.may_share = found.part_count() == 1 || found.checksum_algorithm.empty();
     auto alg =
         parse_checksum_algorithm(found.checksum_algorithm).value_or(checksum_algorithm::none);
     auto checksum = std::make_shared<std::optional<running_checksum>>();

@@ -76,7 +76,7 @@ io::task<void> service::list_parts(context& c) {
         const store::part_record& p = it->second;
         x.open("Part").element("PartNumber", p.number);
         x.element("LastModified", base::format_iso8601_ms(p.modified_ms));
-        x.element("ETag", "\"" + p.etag + "\"").element("Size", p.data.size_bytes);
+        x.element("ETag", "\"" + p.etag + "\"").element("Size", p.size_bytes());
         if (auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm))
             x.element("Checksum" + std::string(checksum_name(*alg)), p.checksum_value);
         x.close("Part");

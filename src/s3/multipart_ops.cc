@@ -73,7 +73,7 @@ base::result<std::string> combine_part_checksums(
             if (!raw) return base::fail(base::errc::internal, "stored part checksum unreadable");
             std::uint64_t part_crc = 0;
             for (unsigned char ch : *raw) part_crc = part_crc << 8 | ch;
-            std::uint64_t len = parts[i]->data.size_bytes;
+            std::uint64_t len = parts[i]->size_bytes();
             if (i == 0)
                 crc = part_crc;
             else if (*alg == checksum_algorithm::crc32)
@@ -133,14 +133,12 @@ base::result<store::object_record> build_object(const store::upload_record& u,
     drop_initiator(r);
     base::digest etag_md5(base::digest_kind::md5);
     for (std::size_t i = 0; i < parts.size(); ++i) {
-        if (i + 1 < parts.size() && parts[i]->data.size_bytes < min_part_bytes)
+        if (i + 1 < parts.size() && parts[i]->size_bytes() < min_part_bytes)
             return base::fail(
                 base::errc::entity_too_small,
                 "Your proposed upload is smaller than the minimum allowed object size.");
         etag_md5.update(etag_raw(parts[i]->etag));
-        r.segments.push_back(parts[i]->data);
-        r.part_checksums.push_back(parts[i]->checksum_value);
-        r.size_bytes += parts[i]->data.size_bytes;
+        store::append_part(r, *parts[i]);
     }
     r.etag = base::hex_encode(etag_md5.finish()) + "-" + std::to_string(parts.size());
     r.upload_id = u.upload_id;

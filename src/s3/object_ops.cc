@@ -358,12 +358,12 @@ struct seen_record {
 
 // The range a GET of partNumber=n covers (part n of a multipart object; part 1 is all of any other).
 base::result<std::optional<byte_range>> part_range(const store::object_record& r, std::uint64_t n) {
-    if (n > r.segments.size() && !(r.segments.empty() && n == 1))
+    if (n > r.part_count() && !(r.part_count() == 0 && n == 1))
         return base::fail(base::errc::invalid_part_number,
                           "The requested partnumber is not satisfiable");
     std::uint64_t start = 0;
-    for (std::uint64_t i = 0; i + 1 < n; ++i) start += r.segments[i].size_bytes;
-    std::uint64_t len = r.segments.empty() ? r.size_bytes : r.segments[n - 1].size_bytes;
+    for (std::uint64_t i = 0; i + 1 < n; ++i) start += r.part_size_bytes(i);
+    std::uint64_t len = r.part_count() == 0 ? r.size_bytes : r.part_size_bytes(n - 1);
     return len == 0 ? std::optional<byte_range>{}
                     : std::optional<byte_range>{byte_range{start, len}};
 }
@@ -428,7 +428,7 @@ io::task<void> service::get_object(context& c, bool head_only) {
             headers.emplace_back("x-amz-tagging-count", std::to_string(r.tags.size()));
         if (*part_number)
             headers.emplace_back("x-amz-mp-parts-count",
-                                 std::to_string(std::max<std::size_t>(r.segments.size(), 1)));
+                                 std::to_string(std::max<std::size_t>(r.part_count(), 1)));
         store::byte_range read{0, r.size_bytes};
         int status = 200;
         if (*range) {

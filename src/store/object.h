@@ -59,6 +59,12 @@ struct object_record {
     // The multipart upload that made this object (empty for any other write): a retried
     // CompleteMultipartUpload whose answer was lost is answered from it after the upload is gone.
     std::string upload_id;
+
+    // The object's parts as a front end sees them (the data files stay the store's): a multipart
+    // object's parts in order, one for an object written whole to a data file, none for one kept in
+    // its record (inline_data).
+    std::size_t part_count() const { return segments.size(); }
+    std::uint64_t part_size_bytes(std::size_t i) const { return segments[i].size_bytes; }
 };
 
 void encode(encoder& e, const object_record& r);

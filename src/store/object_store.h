@@ -164,7 +164,16 @@ struct part_record {
     std::string etag;  // without quotes
     std::string checksum_value;
     std::int64_t modified_ms = 0;
+    std::uint64_t size_bytes() const { return data.size_bytes; }
 };
+
+// Appends a part of an upload to the object a finalizer assembles from them: its data, size and
+// checksum (the front end decides which parts, in which order, and the object's ETag and checksum).
+inline void append_part(object_record& object, const part_record& part) {
+    object.segments.push_back(part.data);
+    object.part_checksums.push_back(part.checksum_value);
+    object.size_bytes += part.size_bytes();
+}
 
 struct upload_record {
     std::string bucket;
