@@ -145,20 +145,43 @@ public:
         std::string upload_id_marker, std::uint32_t max_uploads) override;
     storage_stats stats() const override;
 
-    // ---- the engine's own steps (tests, the simulation, the scrubber, the server's housekeeping) ----
+    // ---- for the scrubber, the simulation and the server's housekeeping ----
     io::buffer_pool& pool();
+    // The spare data files (reclaimed files kept for reuse; shared by every core).
+    spare_files& spares();
+    const drive_set& drives() const { return _drives; }
+    const data_file_options& data_file_settings() const { return _options.data_files; }
+    // For tests and the simulation: persist a snapshot of every shard owned by this core now.
+    io::task<void> snapshot_local_shards();
+    // Aborts this core's uploads initiated before the cutoff; returns how many.
+    io::task<std::uint64_t> expire_local_uploads(std::int64_t initiated_before_ms);
+
+    // Every object of the shards this core owns, as (bucket, key, record) copies (for the scrubber).
+    struct stored_object {
+        std::string bucket;
+        std::string key;
+        object_record record;
+    };
+    std::vector<stored_object> local_objects() const;
+
+    // What removing a key did: in a bucket with versioning it leaves a delete marker (and, while
+    // versioning is suspended, replaces the null version, whose data is the caller's to reclaim).
+    struct removal {
+        std::optional<object_record> removed;
+        std::optional<object_record> marker;
+    };
+
+private:
+    friend struct engine_test_access;
+    // ---- the engine's own steps: private, reached by its own files and by tests through
+    // engine_test_access (tests/unit/store/engine_test_util.h) ----
     // This core's scheduler of data-file writes: give it to every object_writer on the core.
     write_scheduler& writes();
-    // The spare data files (reclaimed files kept for reuse; shared by every core): give them to every
-    // object_writer too.
-    spare_files& spares();
     // Server-side copies that stream data (read into some buffers, write from others) hold buffers while
     // they wait for more, so enough of them at once could take a core's whole pool and wait on each other
     // forever. Each must hold a unit of this (per core) while it streams: together they can take at most
     // half the pool, and the other requests never wait for a buffer while holding one.
     io::semaphore& copy_admission();
-    const drive_set& drives() const { return _drives; }
-    const data_file_options& data_file_settings() const { return _options.data_files; }
     object_id new_object_id();
 
     // Commits a written object as the version its version_id names (apply_put's rule); returns the
@@ -171,12 +194,6 @@ public:
     io::task<base::result<std::optional<object_record>>> commit_remove(std::string bucket,
                                                                        std::string key,
                                                                        write_conditions conditions);
-    // What removing a key did: in a bucket with versioning it leaves a delete marker (and, while
-    // versioning is suspended, replaces the null version, whose data is the caller's to reclaim).
-    struct removal {
-        std::optional<object_record> removed;
-        std::optional<object_record> marker;
-    };
     io::task<base::result<removal>> commit_delete(std::string bucket, std::string key,
                                                   write_conditions conditions);
     // Removes one version of a key for good; returns it (its data is the caller's to reclaim).
@@ -204,21 +221,7 @@ public:
     // source was overwritten meanwhile), or with another error where the file system cannot link; either
     // way nothing is left behind. The caller commits the result like freshly written data.
     io::task<base::result<std::vector<segment>>> share_segments(std::vector<segment> source);
-    // Aborts this core's uploads initiated before the cutoff; returns how many.
-    io::task<std::uint64_t> expire_local_uploads(std::int64_t initiated_before_ms);
 
-    // Every object of the shards this core owns, as (bucket, key, record) copies (for the scrubber).
-    struct stored_object {
-        std::string bucket;
-        std::string key;
-        object_record record;
-    };
-    std::vector<stored_object> local_objects() const;
-
-    // For tests: persist a snapshot of every shard owned by this core now.
-    io::task<void> snapshot_local_shards();
-
-private:
     struct shard;
     struct core_state;
     engine(engine_options options, drive_set drives);

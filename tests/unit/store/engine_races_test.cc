@@ -25,8 +25,8 @@ using testing::temp_dir;
 
 // Writes a durable data file holding `data` on this core, not committed anywhere.
 io::task<base::result<segment>> write_data(engine* e, std::string data) {
-    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings(),
-                         &e->writes(), &e->spares());
+    object_writer writer(e->drives(), e->pool(), steps(e).new_object_id(), e->data_file_settings(),
+                         &steps(e).writes(), &e->spares());
     auto opened = co_await writer.open(data.size());
     if (opened) {
         const std::uint64_t size = data.size();
@@ -74,7 +74,7 @@ struct part_outcome {
 
 io::task<void> commit_part_into(engine* e, std::string upload_id, part_record part,
                                 part_outcome* out, testing::local_latch* done) {
-    out->result = co_await e->commit_part("mp", "object", upload_id, part);
+    out->result = co_await steps(e).commit_part("mp", "object", upload_id, part);
     done->count_down();
 }
 
@@ -90,7 +90,7 @@ io::task<void> complete_races_part_scenario(engine* e) {
     auto second = co_await write_data(e, second_bytes);
     CO_ASSERT_TRUE(first.has_value() && second.has_value());
     part_record p1{1, *first, "etag-1", "", 1};
-    auto committed = co_await e->commit_part("mp", "object", *upload, p1);
+    auto committed = co_await steps(e).commit_part("mp", "object", *upload, p1);
     CO_ASSERT_TRUE(committed.has_value() && !committed->has_value());
 
     // The second upload of part 1 is in the journal's queue (not yet durable) when the completion runs.
@@ -98,8 +98,8 @@ io::task<void> complete_races_part_scenario(engine* e) {
     part_outcome retried;
     testing::local_latch latch(1);
     io::spawn(commit_part_into(e, *upload, p2, &retried, &latch));
-    auto completed =
-        co_await e->commit_complete("mp", "object", *upload, assemble_all_parts, no_conditions);
+    auto completed = co_await steps(e).commit_complete("mp", "object", *upload, assemble_all_parts,
+                                                       no_conditions);
     co_await latch.wait();
     CO_ASSERT_TRUE(completed.has_value());
     CO_ASSERT_TRUE(retried.result.has_value());
@@ -111,7 +111,7 @@ io::task<void> complete_races_part_scenario(engine* e) {
         for (const segment& used : completed->object.segments)
             EXPECT_FALSE(same_file(freed, used))
                 << "the object's own data was handed back for reclaiming";
-    co_await e->reclaim_segments(handed_back);
+    co_await steps(e).reclaim_segments(handed_back);
 
     auto found = co_await e->head("mp", "object");
     CO_ASSERT_TRUE(found.has_value());
@@ -135,7 +135,7 @@ io::task<void> part_after_completion_scenario(engine* e) {
     auto late = co_await write_data(e, testing::pattern_bytes(100 * 1024, 4));
     CO_ASSERT_TRUE(first.has_value() && late.has_value());
     part_record p1{1, *first, "e1", "", 1}, p2{1, *late, "e2", "", 2};
-    CO_ASSERT_TRUE(co_await e->commit_part("mp", "object", *upload, p1));
+    CO_ASSERT_TRUE(co_await steps(e).commit_part("mp", "object", *upload, p1));
 
     struct completion {
         std::optional<base::result<completed_upload>> result;
@@ -143,16 +143,16 @@ io::task<void> part_after_completion_scenario(engine* e) {
     testing::local_latch latch(1);
     io::spawn(
         [](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
-            out->result =
-                co_await en->commit_complete("mp", "object", id, assemble_all_parts, no_conditions);
+            out->result = co_await steps(en).commit_complete("mp", "object", id, assemble_all_parts,
+                                                             no_conditions);
             l->count_down();
         }(e, *upload, &done, &latch));
-    auto part = co_await e->commit_part("mp", "object", *upload, p2);
+    auto part = co_await steps(e).commit_part("mp", "object", *upload, p2);
     co_await latch.wait();
     CO_ASSERT_TRUE(done.result.has_value() && done.result->has_value());
     EXPECT_EQ(part.code(), errc::no_such_upload);
     std::vector<segment> unused{*late};
-    co_await e->reclaim_segments(unused);
+    co_await steps(e).reclaim_segments(unused);
     auto found = co_await e->head("mp", "object");
     CO_ASSERT_TRUE(found.has_value());
     auto read = co_await read_back(e, *found);
@@ -185,21 +185,21 @@ io::task<void> mismatched_key_scenario(engine* e) {
     auto data = co_await write_data(e, testing::pattern_bytes(64 * 1024, 5));
     CO_ASSERT_TRUE(data.has_value());
     part_record p1{1, *data, "e1", "", 1};
-    CO_ASSERT_TRUE(co_await e->commit_part("mp", "object", *upload, p1));
+    CO_ASSERT_TRUE(co_await steps(e).commit_part("mp", "object", *upload, p1));
     struct completion {
         std::optional<base::result<completed_upload>> result;
     } done;
     testing::local_latch latch(1);
     io::spawn(
         [](engine* en, std::string id, completion* out, testing::local_latch* l) -> io::task<void> {
-            out->result =
-                co_await en->commit_complete("mp", "object", id, assemble_all_parts, no_conditions);
+            out->result = co_await steps(en).commit_complete("mp", "object", id, assemble_all_parts,
+                                                             no_conditions);
             l->count_down();
         }(e, *upload, &done, &latch));
-    auto elsewhere =
-        co_await e->commit_complete("mp", "other-key", *upload, assemble_all_parts, no_conditions);
+    auto elsewhere = co_await steps(e).commit_complete("mp", "other-key", *upload,
+                                                       assemble_all_parts, no_conditions);
     EXPECT_EQ(elsewhere.code(), errc::no_such_upload);
-    auto aborted_elsewhere = co_await e->commit_abort("mp", "other-key", *upload);
+    auto aborted_elsewhere = co_await steps(e).commit_abort("mp", "other-key", *upload);
     EXPECT_EQ(aborted_elsewhere.code(), errc::no_such_upload);
     co_await latch.wait();
     CO_ASSERT_TRUE(done.result.has_value());
@@ -284,7 +284,7 @@ io::task<void> committer(engine* e, int id, steady_load* load, testing::local_la
     for (int round = 0; round < load->rounds; ++round) {
         std::string key = "k" + std::to_string(id) + "-" + std::to_string(round % 7);
         std::string etag = "e" + std::to_string(id) + "-" + std::to_string(round);
-        auto r = co_await e->commit_put("steady", key, metadata_only(etag), no_conditions);
+        auto r = co_await steps(e).commit_put("steady", key, metadata_only(etag), no_conditions);
         EXPECT_TRUE(r.has_value());
         if (r) load->last_etag[key] = etag;
         load->largest_journal_bytes =

@@ -131,9 +131,9 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
     found = co_await e->head("alpha", "ordered");
     CO_ASSERT_TRUE(found.has_value());
     EXPECT_EQ(found->etag, "m2");
-    auto ordered_gone = co_await e->commit_remove("alpha", "ordered", no_conditions);
+    auto ordered_gone = co_await steps(e).commit_remove("alpha", "ordered", no_conditions);
     CO_ASSERT_TRUE(ordered_gone.has_value() && ordered_gone->has_value());
-    co_await e->reclaim(**ordered_gone);
+    co_await steps(e).reclaim(**ordered_gone);
     found = co_await e->head("alpha", "k1");
     CO_ASSERT_TRUE(found.has_value());
     EXPECT_EQ(found->etag, "b1");
@@ -148,15 +148,15 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
 
     write_conditions match_b1;
     match_b1.if_match_etag = "b1";
-    EXPECT_EQ((co_await e->commit_remove("alpha", "k1", match_wrong)).code(),
+    EXPECT_EQ((co_await steps(e).commit_remove("alpha", "k1", match_wrong)).code(),
               errc::precondition_failed);
-    auto removed = co_await e->commit_remove("alpha", "k1", match_b1);
+    auto removed = co_await steps(e).commit_remove("alpha", "k1", match_b1);
     CO_ASSERT_TRUE(removed.has_value());
     CO_ASSERT_TRUE(removed->has_value());
     EXPECT_EQ((*removed)->etag, "b1");
-    co_await e->reclaim(**removed);
+    co_await steps(e).reclaim(**removed);
     EXPECT_EQ((co_await e->head("alpha", "k1")).code(), errc::no_such_key);
-    auto removed_again = co_await e->commit_remove("alpha", "k1", no_conditions);
+    auto removed_again = co_await steps(e).commit_remove("alpha", "k1", no_conditions);
     CO_ASSERT_TRUE(removed_again.has_value());
     EXPECT_FALSE(removed_again->has_value())
         << "deleting a missing key succeeds with nothing removed";
@@ -168,9 +168,9 @@ io::task<void> buckets_and_objects_scenario(engine* e) {
         (co_await put_object(e, "alpha", "after-failed-delete", "x", "x1", no_conditions)).code(),
         errc::ok);
     for (const char* key : {"k2", "from-core-1", "after-failed-delete"}) {
-        auto r = co_await e->commit_remove("alpha", key, no_conditions);
+        auto r = co_await steps(e).commit_remove("alpha", key, no_conditions);
         CO_ASSERT_TRUE(r.has_value() && r->has_value());
-        co_await e->reclaim(**r);
+        co_await steps(e).reclaim(**r);
     }
     EXPECT_EQ((co_await e->delete_bucket("alpha")).code(), errc::ok);
     EXPECT_FALSE(e->bucket_exists("alpha"));
@@ -290,7 +290,8 @@ io::task<int> commit_keys_here(engine* e, std::vector<std::string> keys) {
     testing::local_latch latch(keys.size());
     auto one = [](engine* en, std::string key, int* okp,
                   testing::local_latch* l) -> io::task<void> {
-        auto r = co_await en->commit_put("list", key, metadata_only("e-" + key), no_conditions);
+        auto r =
+            co_await steps(en).commit_put("list", key, metadata_only("e-" + key), no_conditions);
         if (r && !r->has_value()) ++*okp;
         l->count_down();
     };
@@ -430,9 +431,9 @@ io::task<void> populate_scenario(engine* e, recovery_model* m) {
     object_record doomed;
     CO_ASSERT_TRUE(
         co_await put_object(e, "b1", "removed", "short-lived", "r1", no_conditions, &doomed));
-    auto removed = co_await e->commit_remove("b1", "removed", no_conditions);
+    auto removed = co_await steps(e).commit_remove("b1", "removed", no_conditions);
     CO_ASSERT_TRUE(removed.has_value() && removed->has_value());
-    co_await e->reclaim(**removed);
+    co_await steps(e).reclaim(**removed);
     m->reclaimed.push_back(doomed.segments[0].id);
     for (int i = 0; i < 20; ++i) {
         std::string key = "dir/" + std::to_string(i);
@@ -577,7 +578,8 @@ io::task<void> rotation_scenario(engine* e, rotation_model* m) {
             std::string etag = "r" + std::to_string(round) + "-" + std::to_string(i);
             io::spawn([](engine* en, std::string k, std::string t,
                          testing::local_latch* l) -> io::task<void> {
-                auto r = co_await en->commit_put("bkt-001", k, metadata_only(t), no_conditions);
+                auto r =
+                    co_await steps(en).commit_put("bkt-001", k, metadata_only(t), no_conditions);
                 EXPECT_TRUE(r.has_value());
                 l->count_down();
             }(e, key, etag, &latch));
@@ -672,7 +674,7 @@ io::task<void> large_state_scenario(engine* e, std::map<std::string, std::string
             object_record r = metadata_only("r" + std::to_string(round) + "-" + key);
             r.inline_data.assign(2000, static_cast<char>('a' + round));
             r.size_bytes = r.inline_data.size();
-            CO_ASSERT_TRUE(co_await e->commit_put("state", key, r, no_conditions));
+            CO_ASSERT_TRUE(co_await steps(e).commit_put("state", key, r, no_conditions));
             (*keys)[key] = r.etag;
         }
     }
@@ -723,9 +725,9 @@ TEST(engine, explicit_snapshot_then_reopen) {
                 CO_ASSERT_TRUE(co_await x->create_bucket("bkt-001"));
                 m->buckets.insert("bkt-001");
                 for (int i = 0; i < 10; ++i) {
-                    CO_ASSERT_TRUE(co_await x->commit_put("bkt-001", "key-" + std::to_string(i),
-                                                          metadata_only("s" + std::to_string(i)),
-                                                          no_conditions));
+                    CO_ASSERT_TRUE(co_await steps(x).commit_put(
+                        "bkt-001", "key-" + std::to_string(i),
+                        metadata_only("s" + std::to_string(i)), no_conditions));
                     m->keys["key-" + std::to_string(i)] = "s" + std::to_string(i);
                 }
                 co_await x->snapshot_local_shards();
@@ -736,8 +738,8 @@ TEST(engine, explicit_snapshot_then_reopen) {
                     }(x);
                 });
                 // Records after the snapshot land in the new journal.
-                CO_ASSERT_TRUE(co_await x->commit_put("bkt-001", "key-50", metadata_only("late"),
-                                                      no_conditions));
+                CO_ASSERT_TRUE(co_await steps(x).commit_put("bkt-001", "key-50",
+                                                            metadata_only("late"), no_conditions));
                 m->keys["key-50"] = "late";
             }(en, &model);
         });
@@ -988,11 +990,11 @@ TEST(spare_files, a_file_another_object_shares_is_not_reused) {
     run_engine(*e, [&](engine* en) -> io::task<void> {
         EXPECT_TRUE(co_await en->create_bucket("b"));
         object_record first = co_await put_and_get(en, "k", a);
-        auto shared = co_await en->share_segments(first.segments);
+        auto shared = co_await steps(en).share_segments(first.segments);
         CO_ASSERT_TRUE(shared.has_value());
         object_record copy = first;
         copy.segments = *shared;
-        auto committed = co_await en->commit_put("b", "copy", copy, no_conditions);
+        auto committed = co_await steps(en).commit_put("b", "copy", copy, no_conditions);
         CO_ASSERT_TRUE(committed.has_value());
         co_await put_and_get(en, "k", b);  // frees one of two names
         EXPECT_EQ(en->spares().stats().kept, 0u);
@@ -1000,10 +1002,11 @@ TEST(spare_files, a_file_another_object_shares_is_not_reused) {
         auto found = co_await en->head("b", "copy");
         CO_ASSERT_TRUE(found.has_value());
         EXPECT_TRUE(*co_await read_back(en, *found) == a);
-        auto removed = co_await en->commit_remove("b", "copy",
-                                                  no_conditions);  // the last name: now it is kept
+        auto removed =
+            co_await steps(en).commit_remove("b", "copy",
+                                             no_conditions);  // the last name: now it is kept
         CO_ASSERT_TRUE(removed.has_value() && removed->has_value());
-        co_await en->reclaim(**removed);
+        co_await steps(en).reclaim(**removed);
         EXPECT_EQ(en->spares().stats().kept, 1u);
     });
 }

@@ -9,12 +9,44 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "base/units.h"
 #include "io/reactor.h"
 #include "io/task.h"
 #include "store/engine.h"
 #include "store_test_util.h"
+
+namespace fjord::store {
+
+// The engine's private steps (commits, reclaims, its write scheduler), for its tests: engine.h befriends
+// this, and nothing outside tests/ names it. steps(e).commit_put(...) is e's commit_put.
+struct engine_test_access {
+    engine& e;
+#define FJORD_ENGINE_STEP(name)                                                                    \
+    template <class... Args>                                                                       \
+    decltype(auto) name(Args&&... args) {                                                          \
+        return e.name(std::forward<Args>(args)...);                                                \
+    }
+    FJORD_ENGINE_STEP(commit_put)
+    FJORD_ENGINE_STEP(commit_remove)
+    FJORD_ENGINE_STEP(commit_delete)
+    FJORD_ENGINE_STEP(commit_remove_version)
+    FJORD_ENGINE_STEP(commit_part)
+    FJORD_ENGINE_STEP(commit_complete)
+    FJORD_ENGINE_STEP(commit_abort)
+    FJORD_ENGINE_STEP(reclaim)
+    FJORD_ENGINE_STEP(reclaim_segments)
+    FJORD_ENGINE_STEP(share_segments)
+    FJORD_ENGINE_STEP(writes)
+    FJORD_ENGINE_STEP(copy_admission)
+    FJORD_ENGINE_STEP(new_object_id)
+#undef FJORD_ENGINE_STEP
+};
+inline engine_test_access steps(engine* e) { return {*e}; }
+inline engine_test_access steps(engine& e) { return {e}; }
+
+}  // namespace fjord::store
 
 namespace fjord::store::engine_testing {
 
@@ -67,8 +99,8 @@ inline object_record metadata_only(const std::string& etag) {
 inline io::task<base::result<std::optional<object_record>>> put_object(
     engine* e, std::string bucket, std::string key, std::string data, std::string etag,
     write_conditions conditions, object_record* committed = nullptr) {
-    object_writer writer(e->drives(), e->pool(), e->new_object_id(), e->data_file_settings(),
-                         &e->writes(), &e->spares());
+    object_writer writer(e->drives(), e->pool(), steps(e).new_object_id(), e->data_file_settings(),
+                         &steps(e).writes(), &e->spares());
     auto opened = co_await writer.open(data.size());
     if (!opened) {
         co_await writer.discard();
@@ -95,12 +127,12 @@ inline io::task<base::result<std::optional<object_record>>> put_object(
     record.checksum_value = "AAAAAA==";
     record.segments.push_back(*sealed);
     if (committed) *committed = record;
-    auto outcome = co_await e->commit_put(bucket, key, record, conditions);
+    auto outcome = co_await steps(e).commit_put(bucket, key, record, conditions);
     if (!outcome) {
-        co_await e->reclaim(record);
+        co_await steps(e).reclaim(record);
         co_return outcome.as_failure();
     }
-    if (*outcome) co_await e->reclaim(**outcome);
+    if (*outcome) co_await steps(e).reclaim(**outcome);
     co_return std::move(*outcome);
 }
 
