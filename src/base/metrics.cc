@@ -85,6 +85,26 @@ metrics_snapshot metrics::collect() const {
     return s;
 }
 
+namespace {
+// The queues whose length no option sets: key-lock waiters and the cross-core overflow lists.
+void append_queue_figures(std::string& out, const storage_figures& s) {
+    append_help(out, "fjord_key_lock_waits_total", "counter",
+                "Commits that waited for another commit of the same key.");
+    append_sample(out, "fjord_key_lock_waits_total", {}, std::to_string(s.key_lock_waits));
+    append_help(out, "fjord_key_lock_waiters_peak", "gauge",
+                "The longest line of commits behind one key lock since start.");
+    append_sample(out, "fjord_key_lock_waiters_peak", {}, std::to_string(s.key_lock_waiters_peak));
+    append_help(out, "fjord_cross_core_overflow_total", "counter",
+                "Cross-core messages that found their queue full and waited in the sender's list.");
+    append_sample(out, "fjord_cross_core_overflow_total", {},
+                  std::to_string(s.cross_core_overflowed));
+    append_help(out, "fjord_cross_core_overflow_peak", "gauge",
+                "The longest a core's cross-core overflow list has been since start.");
+    append_sample(out, "fjord_cross_core_overflow_peak", {},
+                  std::to_string(s.cross_core_overflow_peak));
+}
+}  // namespace
+
 std::string render_prometheus(const metrics_snapshot& s, const storage_figures& storage) {
     std::string out;
     out.reserve(4096);
@@ -150,6 +170,7 @@ std::string render_prometheus(const metrics_snapshot& s, const storage_figures& 
                 "Bytes preallocated for uploads ahead of the body bytes received, all drives.");
     append_sample(out, "fjord_space_reserved_ahead_bytes", {},
                   std::to_string(storage.reserved_ahead_bytes));
+    append_queue_figures(out, storage);
     return out;
 }
 

@@ -120,6 +120,10 @@ struct storage_figures {
     std::uint64_t spare_bytes = 0;
     std::uint64_t reserved_ahead_bytes =
         0;  // preallocated for uploads ahead of their received bytes
+    std::uint64_t key_lock_waits = 0;
+    std::uint64_t key_lock_waiters_peak = 0;
+    std::uint64_t cross_core_overflowed = 0;  // io::cross_core_overflow()
+    std::uint64_t cross_core_overflow_peak = 0;
 };
 
 // Prometheus text exposition format 0.0.4: HELP and TYPE for every metric, names prefixed `fjord_`.

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -82,10 +83,28 @@ io_uring_sqe* reactor::get_sqe(unsigned needed) {
     return sqe;
 }
 
+namespace {
+std::atomic<std::uint64_t> overflowed_total{0};
+std::atomic<std::uint64_t> overflow_peak{0};
+
+void count_overflow(std::size_t length) {
+    overflowed_total.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t peak = overflow_peak.load(std::memory_order_relaxed);
+    while (length > peak &&
+           !overflow_peak.compare_exchange_weak(peak, length, std::memory_order_relaxed)) {}
+}
+}  // namespace
+
+cross_core_figures cross_core_overflow() {
+    return {overflowed_total.load(std::memory_order_relaxed),
+            overflow_peak.load(std::memory_order_relaxed)};
+}
+
 void reactor::post(unsigned target, message* m) {
     reactor& to = _group.at(target);
     if (!_overflow.empty() || !to._inboxes[_core]->push(m)) {
         _overflow.emplace_back(target, m);
+        count_overflow(_overflow.size());
         return;
     }
     if (&to != this) {

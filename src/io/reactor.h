@@ -43,6 +43,15 @@ class reactor;
 // allocated for the trip (owned_by_queue), the message is deleted there. A message that lives in a
 // waiting coroutine's frame (a cross-core call's request and reply) is not owned: posting it allocates
 // nothing, and it is not touched after run(), which may end the frame that holds it.
+// The cross-core queues' overflow over the process's life (fjord_cross_core_overflow_* in /metrics):
+// messages that found their queue full and waited in the sender's overflow list, and the longest any
+// list has been. Any thread.
+struct cross_core_figures {
+    std::uint64_t overflowed_total = 0;
+    std::uint64_t overflow_peak = 0;
+};
+cross_core_figures cross_core_overflow();
+
 struct message {
     explicit message(bool owned = true) : owned_by_queue(owned) {}
     virtual ~message() = default;

@@ -10,6 +10,7 @@
 #include "base/encoding.h"
 #include "base/log.h"
 #include "base/token_bucket.h"
+#include "io/reactor.h"
 #include "s3/access_log.h"
 #include "s3/xml.h"
 
@@ -140,8 +141,11 @@ io::task<void> service::send_metrics(context& c) {
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", std::string(base::prometheus_content_type));
     store::storage_stats st = _store.stats();
-    base::storage_figures storage{st.spare_files_kept, st.spare_files_reused,
-                                  st.spare_files_removed, st.spare_bytes, st.reserved_ahead_bytes};
+    const io::cross_core_figures cross = io::cross_core_overflow();
+    base::storage_figures storage{
+        st.spare_files_kept,      st.spare_files_reused,   st.spare_files_removed,
+        st.spare_bytes,           st.reserved_ahead_bytes, st.key_lock_waits,
+        st.key_lock_waiters_peak, cross.overflowed_total,  cross.overflow_peak};
     std::string text = base::render_prometheus(_metrics.collect(), storage);
     if (_options.more_metrics) text += _options.more_metrics();
     (void)co_await c.ex.send_all(200, headers, text);

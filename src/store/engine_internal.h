@@ -2,6 +2,7 @@
 
 // Private to the engine's .cc files: shard and per-core state, record types, the per-key lock.
 
+#include <atomic>
 #include <coroutine>
 #include <deque>
 #include <string>
@@ -31,8 +32,13 @@ enum record_type : std::uint8_t {
 };
 
 // Waiters for a key whose commit is in progress, in arrival order.
+// A shard's key locks: the keys held, each with its waiters in arrival order. The waiters are bounded by
+// the requests in flight on the shard's core (each waits for one key at a time), which the connection
+// limit bounds; how many waited, and the longest line, are counted for /metrics (any core reads them).
 struct key_lock_table {
     std::unordered_map<std::string, std::deque<std::coroutine_handle<>>> held;
+    std::atomic<std::uint64_t> waits{0};
+    std::atomic<std::uint64_t> peak_waiters{0};
 };
 
 // Part commits of one upload run side by side (their journal records share group commits), but never
@@ -136,6 +142,10 @@ inline io::task<key_guard> lock_key(key_lock_table& table, std::string key) {
         table.held.emplace(key, std::deque<std::coroutine_handle<>>{});
         co_return key_guard(table, std::move(key));
     }
+    table.waits.fetch_add(1, std::memory_order_relaxed);
+    if (it->second.size() + 1 > table.peak_waiters.load(std::memory_order_relaxed))
+        table.peak_waiters.store(it->second.size() + 1,
+                                 std::memory_order_relaxed);  // owner core only
     co_await lock_awaiter{&it->second};  // ownership is handed over by unlock_key
     co_return key_guard(table, std::move(key));
 }

@@ -281,6 +281,8 @@ struct storage_stats {
     std::uint64_t spare_files_removed = 0;
     std::uint64_t spare_bytes = 0;
     std::uint64_t reserved_ahead_bytes = 0;
+    std::uint64_t key_lock_waits = 0;         // commits that waited for another's key lock
+    std::uint64_t key_lock_waiters_peak = 0;  // the longest line behind one key lock
 };
 
 class object_store {

@@ -431,6 +431,11 @@ storage_stats engine::stats() const {
     storage_stats out{spares.kept, spares.reused, spares.removed, 0,
                       _drives.space().reserved_ahead_bytes()};
     for (std::uint32_t d = 0; d < _drives.size(); ++d) out.spare_bytes += _spares->bytes_held(d);
+    for (const auto& s : _shards) {
+        out.key_lock_waits += s->locks.waits.load(std::memory_order_relaxed);
+        out.key_lock_waiters_peak = std::max<std::uint64_t>(
+            out.key_lock_waiters_peak, s->locks.peak_waiters.load(std::memory_order_relaxed));
+    }
     return out;
 }
 

@@ -3,6 +3,7 @@ and a bucket named "metrics" that stays usable."""
 
 import os
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import requests
@@ -94,6 +95,27 @@ def test_spare_data_files_are_counted(make_server):
     assert server_metric(server, "fjord_spare_data_bytes") == 0
     assert s3.get_object(Bucket="spares", Key="k")["Body"].read() == body
     assert s3.get_object(Bucket="spares", Key="k2")["Body"].read() == body
+
+
+def test_key_lock_waits_and_cross_core_overflow_are_shown(make_server):
+    """Concurrent writes of one key wait for each other's commit: how many waited and the longest line are
+    in /metrics, beside the cross-core overflow figures."""
+    server = make_server()
+    s3 = make_client(server)
+    s3.create_bucket(Bucket="contended")
+    assert server_metric(server, "fjord_key_lock_waits_total") == 0
+    assert server_metric(server, "fjord_cross_core_overflow_total") >= 0
+    assert server_metric(server, "fjord_cross_core_overflow_peak") >= 0
+
+    def writer(_):
+        client = make_client(server)
+        for _ in range(20):
+            client.put_object(Bucket="contended", Key="k", Body=b"x" * 4096)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(writer, range(16)))
+    assert server_metric(server, "fjord_key_lock_waits_total") > 0
+    assert server_metric(server, "fjord_key_lock_waiters_peak") >= 1
 
 
 def test_spare_data_files_no_write_takes_are_removed(make_server):
