@@ -96,10 +96,19 @@ private:
     bool _failed = false;
 };
 
+// An error passed up with what the caller was doing put before its message ("shard 3: journal-00000002:
+// undecodable record"), so that the log line it ends in says where it came from; the code is kept.
+// For errors bound for logs and operators: a client's message is worded by its front end.
+inline failure with_context(const error& err, std::string_view doing) {
+    error out = err;
+    out.message = std::string(doing) + ": " + err.message;
+    return failure{std::move(out)};
+}
+
 }  // namespace fjord::base
 
 // Evaluates a result expression; on error returns the failure from the enclosing function (or coroutine,
-// with FJORD_CO_TRY).
+// with FJORD_CO_TRY). The _CONTEXT forms put `doing` (a string) before the error's message on its way up.
 #define FJORD_TRY(expr)                                                                            \
     do {                                                                                           \
         auto&& fjord_try_result_ = (expr);                                                         \
@@ -109,4 +118,16 @@ private:
     do {                                                                                           \
         auto&& fjord_try_result_ = (expr);                                                         \
         if (!fjord_try_result_) co_return fjord_try_result_.as_failure();                          \
+    } while (0)
+#define FJORD_TRY_CONTEXT(expr, doing)                                                             \
+    do {                                                                                           \
+        auto&& fjord_try_result_ = (expr);                                                         \
+        if (!fjord_try_result_)                                                                    \
+            return ::fjord::base::with_context(fjord_try_result_.err(), (doing));                  \
+    } while (0)
+#define FJORD_CO_TRY_CONTEXT(expr, doing)                                                          \
+    do {                                                                                           \
+        auto&& fjord_try_result_ = (expr);                                                         \
+        if (!fjord_try_result_)                                                                    \
+            co_return ::fjord::base::with_context(fjord_try_result_.err(), (doing));               \
     } while (0)

@@ -173,8 +173,8 @@ base::result<drive_set> drive_set::open(const std::vector<std::string>& paths, f
         }
         // From here the set owns (and on failure closes) this drive's descriptors.
         set._drives.push_back(d);
-        FJORD_TRY(check_identity(fs, d.path, i, paths.size()));
-        FJORD_TRY(open_layout(fs, set._drives.back(), i == 0));
+        FJORD_TRY_CONTEXT(check_identity(fs, d.path, i, paths.size()), "drive " + d.path);
+        FJORD_TRY_CONTEXT(open_layout(fs, set._drives.back(), i == 0), "drive " + d.path);
     }
     return set;
 }

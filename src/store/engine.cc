@@ -79,8 +79,8 @@ base::result<std::unique_ptr<engine>> engine::open(engine_options options) {
         return base::fail(base::errc::internal, "getrandom failed");
     for (unsigned c = 0; c < e->_options.cores; ++c)
         e->_cores.push_back(std::make_unique<core_state>());
-    FJORD_TRY(e->recover());
-    FJORD_TRY(e->remove_orphans());
+    FJORD_TRY_CONTEXT(e->recover(), "recovering the metadata");
+    FJORD_TRY_CONTEXT(e->remove_orphans(), "removing orphaned data files");
     for (auto& c : e->_cores) c->buckets = e->_recovered_buckets;
     return e;
 }

@@ -159,7 +159,7 @@ base::result<void> engine::recover() {
         s->dir = shard_dir(meta, i);
         if (int rc = fs.mkdir_blocking(s->dir); rc < 0 && rc != -EEXIST)
             return base::fail(base::errc::io_error, "mkdir " + s->dir + ": " + strerror(-rc));
-        FJORD_TRY(recover_shard(*s));
+        FJORD_TRY_CONTEXT(recover_shard(*s), "shard " + std::to_string(i));
         for (auto& [bucket, keys] : s->index) {
             _recovery.objects += keys.size();
             for (const auto& [key, record] : keys) _inline_bytes += record.inline_data.size();
