@@ -59,7 +59,8 @@ io::task<void> service::refuse(http::exchange& ex, const base::error& err,
     if (auto routed = route(ex.head(), _options.domains)) {
         c.req = std::move(*routed);
         const chosen_operation chosen = choose_operation(ex.head(), c.req);
-        c.op = chosen.counted_as();
+        const bool admin = is_health_check(ex.head()) || is_metrics_request(ex.head(), c.req);
+        c.op = admin ? base::operation_class::admin : chosen.counted_as();
         c.operation = chosen.name();
     }
     co_await send_error(c, err, {{"x-amz-retry-after", std::to_string(retry_after_ms)}});
