@@ -9,7 +9,7 @@
 // (every object is the bucket owner's, only owner-only ACLs are accepted, none is consulted).
 // With ObjectWriter or BucketOwnerPreferred, ACLs are enabled: the bucket's ACL is a bucket attribute, each
 // object's is in its record (empty: the bucket owner's, with FULL_CONTROL only), and both grant access
-// beside the owner's and the bucket policy's (service::check_access).
+// beside the owner's and the bucket policy's (check_access).
 //
 // Grantees are Fjord users by canonical ID (the access key), and the groups AllUsers (anyone, anonymous
 // included), AuthenticatedUsers (any signed request) and LogDelivery. Grants by e-mail address are refused

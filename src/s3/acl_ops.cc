@@ -10,7 +10,7 @@
 #include <pugixml.hpp>
 
 #include "base/encoding.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -27,7 +27,7 @@ bool has_grant_header(const http::request_head& head) {
     return false;
 }
 
-bool names_acl(const http::request_head& head) {
+bool head_names_acl(const http::request_head& head) {
     return head.find("x-amz-acl") != nullptr || has_grant_header(head);
 }
 
@@ -90,13 +90,13 @@ base::result<void> object_acl_allows(const deferred_acl& d, const std::string& w
     return base::fail(base::errc::access_denied, "Access Denied");
 }
 
-std::string service::owner_id(const store::bucket_info& bucket) const {
+std::string owner_id(const context& c, const store::bucket_info& bucket) {
     std::string owner = owner_of(bucket);
-    return owner.empty() ? _users.root_id() : owner;
+    return owner.empty() ? c.svc.users().root_id() : owner;
 }
 
-base::result<void> service::check_grantees(const access_control_list& acl) const {
-    const auto& users = const_cast<user_directory&>(_users).local(_store);
+base::result<void> check_grantees(const context& c, const access_control_list& acl) {
+    const auto& users = c.svc.users().local(c.svc.store());
     for (const auto& g : acl.grants)
         if (g.kind == grantee_kind::user && !users.find(g.id))
             return base::fail(base::errc::invalid_argument, "Invalid id");
@@ -122,12 +122,12 @@ base::result<void> check_enforced_write(const http::request_head& head, bool cre
 }
 }  // namespace
 
-base::result<void> service::resolve_write_acl(context& c, const http::request_head& head,
-                                              bool creates_bucket) const {
-    const bool root = _users.is_root(c.auth.access_key);
+base::result<void> resolve_write_acl(context& c, const http::request_head& head,
+                                     bool creates_bucket) {
+    const bool root = c.svc.users().is_root(c.auth.access_key);
     if (creates_bucket) {
         std::string_view named = head.value_of("x-amz-object-ownership");
-        auto ownership = named.empty() ? _options.default_ownership : parse_ownership(named);
+        auto ownership = named.empty() ? c.svc.options().default_ownership : parse_ownership(named);
         if (!ownership)
             return base::fail(base::errc::invalid_argument,
                               "Invalid x-amz-object-ownership header: " + std::string(named));
@@ -135,21 +135,21 @@ base::result<void> service::resolve_write_acl(context& c, const http::request_he
         if (head.value_of("x-fjord-bucket-type") == "kv") ownership = object_ownership::enforced;
         // A bucket that exists is answered as such first (rclone sends its upload ACL with the
         // CreateBucket it makes before each upload, and takes BucketAlreadyOwnedByYou as success)
-        if (!names_acl(head) || _store.bucket_exists(c.req.bucket)) return {};
+        if (!head_names_acl(head) || c.svc.store().bucket_exists(c.req.bucket)) return {};
         if (*ownership == object_ownership::enforced) return check_enforced_write(head, true);
-        const std::string creator = root ? _users.root_id() : c.auth.access_key;
+        const std::string creator = root ? c.svc.users().root_id() : c.auth.access_key;
         auto acl = acl_from_headers(head, creator, creator);
         if (!acl) return acl.as_failure();
-        return check_grantees(**acl);  // create_owned_bucket stores it
+        return check_grantees(c, **acl);  // create_owned_bucket stores it
     }
-    if (root && !names_acl(head)) return {};
-    auto info = _store.find_bucket(c.req.bucket);
+    if (root && !head_names_acl(head)) return {};
+    auto info = c.svc.store().find_bucket(c.req.bucket);
     if (!info) return {};  // the write answers NoSuchBucket
     const object_ownership ownership = ownership_of(*info);
     if (ownership == object_ownership::enforced) return check_enforced_write(head, false);
     // The writer owns what it writes, unless it is the bucket owner, root or anonymous, or the bucket
     // prefers to own objects given to it with bucket-owner-full-control.
-    const std::string bucket_owner = owner_id(*info);
+    const std::string bucket_owner = owner_id(c, *info);
     const std::string& writer = c.auth.access_key;
     const bool to_bucket_owner = root || writer.empty() || writer == bucket_owner ||
                                  (ownership == object_ownership::preferred &&
@@ -158,15 +158,15 @@ base::result<void> service::resolve_write_acl(context& c, const http::request_he
     auto named = acl_from_headers(head, object_owner, bucket_owner);
     if (!named) return named.as_failure();
     access_control_list acl = *named ? std::move(**named) : owner_full_control(object_owner);
-    FJORD_TRY(check_grantees(acl));
+    FJORD_TRY(check_grantees(c, acl));
     c.write_acl = stored_acl(acl, bucket_owner);
     return {};
 }
 
-io::task<void> service::get_acl(context& c, bool object) {
-    auto info = _store.find_bucket(c.req.bucket);
+io::task<void> get_acl(context& c, bool object) {
+    auto info = c.svc.store().find_bucket(c.req.bucket);
     if (!info) co_return co_await send_error(c, no_such_bucket().err);
-    const std::string bucket_owner = owner_id(*info);
+    const std::string bucket_owner = owner_id(c, *info);
     const bool enforced = ownership_of(*info) == object_ownership::enforced;
     base::result<access_control_list> acl = owner_full_control(bucket_owner);
     if (object) {
@@ -183,10 +183,10 @@ io::task<void> service::get_acl(context& c, bool object) {
     co_await send_xml(c, 200, acl_xml(*acl));
 }
 
-io::task<void> service::put_acl(context& c, bool object) {
+io::task<void> put_acl(context& c, bool object) {
     const http::request_head& head = c.ex.head();
     requested_acl wanted;
-    wanted.from_headers = names_acl(head);
+    wanted.from_headers = head_names_acl(head);
     if (!wanted.from_headers || c.ex.body().declared_length().value_or(1) != 0) {
         auto body = co_await read_verified_body(c, 64 * 1024);
         if (!body) co_return co_await send_error(c, body.err());
@@ -200,9 +200,9 @@ io::task<void> service::put_acl(context& c, bool object) {
             wanted.document = std::move(*document);
         }
     }
-    auto info = _store.find_bucket(c.req.bucket);
+    auto info = c.svc.store().find_bucket(c.req.bucket);
     if (!info) co_return co_await send_error(c, no_such_bucket().err);
-    const std::string bucket_owner = owner_id(*info);
+    const std::string bucket_owner = owner_id(c, *info);
     const bool enforced = ownership_of(*info) == object_ownership::enforced;
     // Checked before anything changes (the grantees a canned ACL adds are owners, who exist)
     base::result<access_control_list> probe = wanted.document;
@@ -211,7 +211,7 @@ io::task<void> service::put_acl(context& c, bool object) {
     if (enforced) {
         probe->owner = bucket_owner;
         if (!grants_owner_only(*probe)) co_return co_await send_error(c, acl_refused);
-    } else if (auto known = check_grantees(*probe); !known) {
+    } else if (auto known = check_grantees(c, *probe); !known) {
         co_return co_await send_error(c, known.err());
     }
     if (!object) {
@@ -219,7 +219,7 @@ io::task<void> service::put_acl(context& c, bool object) {
             auto acl = acl_for(wanted, head, bucket_owner, bucket_owner);
             if (!acl) co_return co_await send_error(c, acl.err());
             std::string stored = stored_acl(*acl, bucket_owner);  // the default: no attribute
-            auto set = co_await _store.set_bucket_attribute(
+            auto set = co_await c.svc.store().set_bucket_attribute(
                 c.req.bucket, acl_attribute,
                 stored.empty() ? std::nullopt : std::optional<std::string>(std::move(stored)));
             if (!set) co_return co_await send_error(c, set.err());
@@ -249,8 +249,8 @@ io::task<void> service::put_acl(context& c, bool object) {
     (void)co_await c.ex.send_all(200, headers, "");
 }
 
-io::task<void> service::get_ownership_controls(context& c) {
-    auto info = _store.find_bucket(c.req.bucket);
+io::task<void> get_ownership_controls(context& c) {
+    auto info = c.svc.store().find_bucket(c.req.bucket);
     if (!info) co_return co_await send_error(c, no_such_bucket().err);
     if (auto it = info->attributes.find(ownership_attribute);
         it != info->attributes.end() && it->second.empty())
@@ -283,12 +283,12 @@ base::result<object_ownership> parse_ownership_controls(std::string_view body) {
 }  // namespace
 
 // BucketOwnerEnforced is refused while the bucket's own ACL grants anyone but its owner, as S3 does.
-io::task<void> service::put_ownership_controls(context& c) {
+io::task<void> put_ownership_controls(context& c) {
     auto body = co_await read_verified_body(c, 64 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     auto chosen = parse_ownership_controls(*body);
     if (!chosen) co_return co_await send_error(c, chosen.err());
-    auto info = _store.find_bucket(c.req.bucket);
+    auto info = c.svc.store().find_bucket(c.req.bucket);
     if (!info) co_return co_await send_error(c, no_such_bucket().err);
     if (auto it = info->attributes.find(acl_attribute);
         *chosen == object_ownership::enforced && it != info->attributes.end()) {
@@ -299,15 +299,15 @@ io::task<void> service::put_ownership_controls(context& c) {
                     "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced "
                     "setting"});
     }
-    auto set = co_await _store.set_bucket_attribute(c.req.bucket, ownership_attribute,
-                                                    std::string(ownership_name(*chosen)));
+    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, ownership_attribute,
+                                                           std::string(ownership_name(*chosen)));
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(200, c.common_headers(), "");
 }
 
 // Without controls a bucket acts as ObjectWriter, as S3's buckets from before Object Ownership do.
-io::task<void> service::delete_ownership_controls(context& c) {
-    auto set = co_await _store.set_bucket_attribute(c.req.bucket, ownership_attribute, "");
+io::task<void> delete_ownership_controls(context& c) {
+    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, ownership_attribute, "");
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }

@@ -1,18 +1,18 @@
 // The admin API (users.h): users added, rotated, removed and listed by the root user.
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
 
 // PUT /?fjord-admin-user=KEY (the body is the secret), DELETE /?fjord-admin-user=KEY, GET
 // /?fjord-admin-users: the root user's only.
-io::task<void> service::admin_users(context& c) {
+io::task<void> admin_users(context& c) {
     const http::method verb = c.ex.head().verb;
     if (verb == http::method::get && c.req.has("fjord-admin-users")) {
         xml_writer x;
         x.open("Users", s3_xmlns);
-        for (const auto& key : _users.list(_store))
+        for (const auto& key : c.svc.users().list(c.svc.store()))
             x.open("User").element("AccessKey", key).close("User");
         x.close("Users");
         co_return co_await send_xml(c, 200, x.take());
@@ -26,7 +26,7 @@ io::task<void> service::admin_users(context& c) {
         if (!body) co_return co_await send_error(c, body.err());
         secret = std::move(*body);
     }
-    auto set = co_await _users.set(_store, access_key, secret);
+    auto set = co_await c.svc.users().set(c.svc.store(), access_key, secret);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(secret ? 200 : 204, c.common_headers(), "");
 }

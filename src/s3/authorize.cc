@@ -1,7 +1,7 @@
 // Authorization, the one place that decides who may do what (docs/security.md, "Authorization"): the
 // admin API is root's; a bucket's policy Deny refuses, then its owner may, then the policy's Allow, then
 // the bucket's or the object's ACL; the object-level parts wait for the record (deferred_acl,
-// deferred_policy). Authentication (SigV4) is service::authenticate_and_dispatch's, before this.
+// deferred_policy). Authentication (SigV4) is authenticate_and_dispatch's, before this.
 
 #include <array>
 
@@ -9,7 +9,7 @@
 #include "io/reactor.h"
 #include "s3/policy.h"
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -28,9 +28,9 @@ std::string copy_source_bucket(std::string_view header) {
 }
 }  // namespace
 
-bool service::owns(const context& c, const store::bucket_info& bucket) const {
+bool owns(const context& c, const store::bucket_info& bucket) {
     const std::string owner = owner_of(bucket);
-    return owner.empty() ? _users.is_root(c.auth.access_key) : owner == c.auth.access_key;
+    return owner.empty() ? c.svc.users().is_root(c.auth.access_key) : owner == c.auth.access_key;
 }
 
 namespace {
@@ -95,17 +95,17 @@ copy_source_name copy_source_of(std::string_view header) {
 }
 }  // namespace
 
-bucket_access service::access_of(const context& c, const std::string& bucket) const {
+bucket_access access_of(const context& c, const std::string& bucket) {
     bucket_access a;
-    a.info = _store.find_bucket(bucket);
+    a.info = c.svc.store().find_bucket(bucket);
     if (!a.info) return a;
     a.owner = owns(c, *a.info);
     if (auto text = a.info->attributes.find(policy_attribute); text != a.info->attributes.end()) {
-        a.policy = parsed_policy(bucket, text->second);
+        a.policy = c.svc.parsed_policy(bucket, text->second);
         a.broken = !a.policy;  // its Denies cannot be known: nobody but root passes
     }
     a.ownership = ownership_of(*a.info);
-    a.owner_id = owner_id(*a.info);
+    a.owner_id = owner_id(c, *a.info);
     if (a.ownership == object_ownership::enforced) return a;
     if (auto text = a.info->attributes.find(acl_attribute); text != a.info->attributes.end()) {
         auto acl = decode_acl(text->second);
@@ -217,10 +217,9 @@ std::vector<std::pair<std::string, std::string>> policy_values(const http::reque
 }
 }  // namespace
 
-base::result<void> service::decide(const context& c, const bucket_access& a,
-                                   const std::string& resource, const std::string& action,
-                                   std::optional<deferred_acl>* deferred,
-                                   std::optional<deferred_policy>* deferred_decision) const {
+base::result<void> decide(const context& c, const bucket_access& a, const std::string& resource,
+                          const std::string& action, std::optional<deferred_acl>* deferred,
+                          std::optional<deferred_policy>* deferred_decision) {
     if (!a.info)
         return base::fail(base::errc::no_such_bucket, "The specified bucket does not exist");
     if (a.broken) return access_denied();
@@ -286,9 +285,8 @@ base::result<void> object_check::operator()(const store::object_record& record) 
     return {};
 }
 
-base::result<void> service::check_policy(const context& c, const std::string& bucket,
-                                         const std::string& resource,
-                                         const std::string& action) const {
+base::result<void> check_policy(const context& c, const std::string& bucket,
+                                const std::string& resource, const std::string& action) {
     return decide(c, access_of(c, bucket), resource, action);
 }
 
@@ -342,11 +340,10 @@ base::result<void> check_single_valued(const http::request_head& head) {
 }
 }  // namespace
 
-base::result<void> service::check_access(context& c, access_kind kind,
-                                         std::string_view operation) const {
+base::result<void> check_access(context& c, access_kind kind, std::string_view operation) {
     if (c.req.bucket == system_bucket) return access_denied();
     FJORD_TRY(check_single_valued(c.acting_head()));
-    const bool root = _users.is_root(c.auth.access_key);
+    const bool root = c.svc.users().is_root(c.auth.access_key);
     const bool anonymous = c.auth.access_key.empty();
     if (kind == access_kind::admin && !root) return access_denied();
     if (!root && anonymous && (c.req.bucket.empty() || kind == access_kind::create_bucket))
@@ -389,15 +386,15 @@ base::result<void> service::check_access(context& c, access_kind kind,
     return {};
 }
 
-bool service::may_delete(const context& c, const bucket_access& access, const std::string& key,
-                         bool version) const {
-    if (_users.is_root(c.auth.access_key)) return true;
+bool may_delete(const context& c, const bucket_access& access, const std::string& key,
+                bool version) {
+    if (c.svc.users().is_root(c.auth.access_key)) return true;
     return bool(decide(c, access, c.req.bucket + "/" + key,
                        version ? "s3:DeleteObjectVersion" : "s3:DeleteObject"));
 }
 
-base::error service::visible_error(const context& c, base::error err) const {
-    if (err.code != base::errc::no_such_key || _users.is_root(c.auth.access_key)) return err;
+base::error visible_error(const context& c, base::error err) {
+    if (err.code != base::errc::no_such_key || c.svc.users().is_root(c.auth.access_key)) return err;
     if (!check_policy(c, c.req.bucket, c.req.bucket, "s3:ListBucket"))
         return {base::errc::access_denied, "Access Denied"};
     return err;

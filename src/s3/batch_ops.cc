@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "io/wait_group.h"
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -185,7 +185,7 @@ base::result<std::vector<std::pair<std::string, std::string>>> parse_tagging_hea
     return tags;
 }
 
-io::task<void> service::delete_objects(context& c) {
+io::task<void> delete_objects(context& c) {
     const http::request_head& head = c.ex.head();
     bool has_integrity =
         head.find("content-md5") != nullptr || !head.value_of("x-amz-trailer").empty();
@@ -221,10 +221,10 @@ io::task<void> service::delete_objects(context& c) {
     }
     if (outcomes.empty())
         co_return co_await send_error(c, {base::errc::malformed_xml, "No keys to delete"});
-    if (!_store.bucket_exists(c.req.bucket))
+    if (!c.svc.store().bucket_exists(c.req.bucket))
         co_return co_await send_error(
             c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
-    const bool versioned = has_versioning(_store, c.req.bucket);
+    const bool versioned = has_versioning(c.svc.store(), c.req.bucket);
     const bucket_access access = access_of(c, c.req.bucket);  // each key is checked on its own
     io::wait_group group(deletes_in_flight);
     for (auto& o : outcomes) {
@@ -234,7 +234,7 @@ io::task<void> service::delete_objects(context& c) {
             o.message = "Access Denied";
             continue;
         }
-        co_await group.spawn(delete_one(&_store, c.req.bucket, &o));
+        co_await group.spawn(delete_one(&c.svc.store(), c.req.bucket, &o));
     }
     co_await group.wait();
     xml_writer x;
@@ -251,7 +251,7 @@ io::task<void> service::delete_objects(context& c) {
     co_await send_xml(c, 200, x.take());
 }
 
-io::task<void> service::put_object_tagging(context& c) {
+io::task<void> put_object_tagging(context& c) {
     auto body = co_await read_verified_body(c, 64 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     auto tags = parse_tag_set(*body, max_tags, "Object tags cannot be greater than 10");
@@ -269,7 +269,7 @@ io::task<void> service::put_object_tagging(context& c) {
     (void)co_await c.ex.send_all(200, headers, "");
 }
 
-io::task<void> service::get_object_tagging(context& c) {
+io::task<void> get_object_tagging(context& c) {
     auto found = co_await head_named(c);
     if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
     if (auto allowed = c.check_of_object()(*found); !allowed)
@@ -281,20 +281,21 @@ io::task<void> service::get_object_tagging(context& c) {
 }
 
 // A bucket's tag set is one bucket attribute, replaced whole; an empty TagSet removes it, as deleting it.
-io::task<void> service::put_bucket_tagging(context& c) {
+io::task<void> put_bucket_tagging(context& c) {
     auto body = co_await read_verified_body(c, 64 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     auto tags = parse_tag_set(*body, max_bucket_tags, "Bucket tag count cannot be greater than 50");
     if (!tags) co_return co_await send_error(c, tags.err());
     std::optional<std::string> value;
     if (!tags->empty()) value = encode_tags(*tags);
-    auto set = co_await _store.set_bucket_attribute(c.req.bucket, bucket_tags_attribute, value);
+    auto set =
+        co_await c.svc.store().set_bucket_attribute(c.req.bucket, bucket_tags_attribute, value);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
-io::task<void> service::get_bucket_tagging(context& c) {
-    auto info = _store.find_bucket(c.req.bucket);
+io::task<void> get_bucket_tagging(context& c) {
+    auto info = c.svc.store().find_bucket(c.req.bucket);
     if (!info)
         co_return co_await send_error(
             c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
@@ -305,14 +306,14 @@ io::task<void> service::get_bucket_tagging(context& c) {
     co_await send_xml(c, 200, tagging_xml(decode_tags(it->second)));
 }
 
-io::task<void> service::delete_bucket_tagging(context& c) {
-    auto set =
-        co_await _store.set_bucket_attribute(c.req.bucket, bucket_tags_attribute, std::nullopt);
+io::task<void> delete_bucket_tagging(context& c) {
+    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, bucket_tags_attribute,
+                                                           std::nullopt);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
-io::task<void> service::delete_object_tagging(context& c) {
+io::task<void> delete_object_tagging(context& c) {
     auto edit = [allowed = c.check_of_object()](store::object_record& r) -> base::result<void> {
         FJORD_TRY(allowed(r));
         r.tags.clear();
@@ -325,7 +326,7 @@ io::task<void> service::delete_object_tagging(context& c) {
     (void)co_await c.ex.send_all(204, headers, "");
 }
 
-io::task<void> service::get_object_attributes(context& c) {
+io::task<void> get_object_attributes(context& c) {
     auto found = co_await head_named(c);
     if (!found) co_return co_await send_error(c, visible_error(c, found.err()));
     if (auto allowed = c.check_of_object()(*found); !allowed)

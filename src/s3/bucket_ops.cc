@@ -1,7 +1,7 @@
 // Bucket operations: ListBuckets, CreateBucket (object and KV buckets, with their owner and ACL),
 // DeleteBucket, HeadBucket, GetBucketLocation.
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 
 #include "base/clock.h"
 #include "base/encoding.h"
@@ -102,10 +102,10 @@ base::result<bucket_page_request> parse_bucket_page(const s3_request& r) {
 
 }  // namespace
 
-io::task<void> service::list_buckets(context& c) {
+io::task<void> list_buckets(context& c) {
     auto paging = parse_bucket_page(c.req);
     if (!paging) co_return co_await send_error(c, paging.err());
-    auto buckets = _store.list_buckets();
+    auto buckets = c.svc.store().list_buckets();
     std::sort(buckets.begin(), buckets.end(),
               [](const auto& a, const auto& b) { return a.name < b.name; });
     xml_writer x;
@@ -121,7 +121,8 @@ io::task<void> service::list_buckets(context& c) {
     for (const auto& b : buckets) {
         if (!b.name.starts_with(paging->prefix) || b.name <= paging->after) continue;
         if (b.name == system_bucket) continue;
-        if (!_users.is_root(c.auth.access_key) && !owns(c, b)) continue;  // a user sees its own
+        if (!c.svc.users().is_root(c.auth.access_key) && !owns(c, b))
+            continue;  // a user sees its own
         if (sent == paging->max_buckets) {
             more = true;
             break;
@@ -129,7 +130,7 @@ io::task<void> service::list_buckets(context& c) {
         x.open("Bucket")
             .element("Name", b.name)
             .element("CreationDate", base::format_iso8601_ms(b.created_ms))
-            .element("BucketRegion", _options.region)
+            .element("BucketRegion", c.svc.options().region)
             .close("Bucket");
         ++sent, last = b.name;
     }
@@ -140,7 +141,7 @@ io::task<void> service::list_buckets(context& c) {
     co_await send_xml(c, 200, x.take());
 }
 
-io::task<void> service::create_bucket(context& c) {
+io::task<void> create_bucket(context& c) {
     if (!valid_bucket_name(c.req.bucket))
         co_return co_await send_error(
             c, {base::errc::invalid_bucket_name, "The specified bucket is not valid."});
@@ -164,35 +165,36 @@ io::task<void> service::create_bucket(context& c) {
     (void)co_await c.ex.send_all(200, headers, "");
 }
 
-io::task<void> service::delete_bucket(context& c) {
-    auto deleted = co_await _store.delete_bucket(c.req.bucket);
+io::task<void> delete_bucket(context& c) {
+    auto deleted = co_await c.svc.store().delete_bucket(c.req.bucket);
     if (!deleted) co_return co_await send_error(c, deleted.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
 
-io::task<void> service::head_bucket(context& c) {
-    if (!_store.bucket_exists(c.req.bucket))
+io::task<void> head_bucket(context& c) {
+    if (!c.svc.store().bucket_exists(c.req.bucket))
         co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
     auto headers = c.common_headers();
-    headers.emplace_back("x-amz-bucket-region", _options.region);
+    headers.emplace_back("x-amz-bucket-region", c.svc.options().region);
     (void)co_await c.ex.send_all(200, headers, "");
 }
 
-io::task<void> service::bucket_location(context& c) {
-    if (!_store.bucket_exists(c.req.bucket))
+io::task<void> bucket_location(context& c) {
+    if (!c.svc.store().bucket_exists(c.req.bucket))
         co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
     xml_writer x;
     x.open("LocationConstraint", s3_xmlns);
     std::string body = x.take();
-    if (_options.region != "us-east-1") base::append_xml_escaped(body, _options.region);
+    if (c.svc.options().region != "us-east-1")
+        base::append_xml_escaped(body, c.svc.options().region);
     body += "</LocationConstraint>";
     co_await send_xml(c, 200, std::move(body));
 }
 
-io::task<base::result<void>> service::create_owned_bucket(
+io::task<base::result<void>> create_owned_bucket(
     const context& c, const std::optional<store::kv_bucket_options>& kv) {
     // Not this core's view: a bucket another node just deleted must not be answered as re-created.
-    auto now = co_await _store.find_bucket_now(c.req.bucket);
+    auto now = co_await c.svc.store().find_bucket_now(c.req.bucket);
     if (!now) co_return now.as_failure();
     const auto& existing = *now;
     if (existing && !owns(c, *existing))
@@ -200,52 +202,53 @@ io::task<base::result<void>> service::create_owned_bucket(
                              "The requested bucket name is not available.");
     // S3 in us-east-1 answers a re-creation of one's own bucket with 200 and resets its ACL (legacy
     // compatibility); elsewhere, and for KV buckets (whose options may differ), it is an error.
-    if (existing && !kv && !_store.blocks_of(c.req.bucket) && _options.region == "us-east-1")
+    if (existing && !kv && !c.svc.store().blocks_of(c.req.bucket) &&
+        c.svc.options().region == "us-east-1")
         co_return co_await reset_bucket_acl(c, *existing);
-    const bool root = _users.is_root(c.auth.access_key);
+    const bool root = c.svc.users().is_root(c.auth.access_key);
     if (kv && !root)
         co_return base::fail(base::errc::access_denied, "Only the root user creates KV buckets");
-    if (kv) co_return co_await _store.create_kv_bucket(c.req.bucket, *kv);
-    FJORD_CO_TRY(co_await _store.create_bucket(c.req.bucket));
+    if (kv) co_return co_await c.svc.store().create_kv_bucket(c.req.bucket, *kv);
+    FJORD_CO_TRY(co_await c.svc.store().create_bucket(c.req.bucket));
     // Each attribute is its own change: a crash between them leaves the bucket root's, or
     // BucketOwnerEnforced; the caller was never told it exists. So is a failure: the bucket goes.
     auto configured = co_await configure_new_bucket(c, root);
-    if (!configured) (void)co_await _store.delete_bucket(c.req.bucket);
+    if (!configured) (void)co_await c.svc.store().delete_bucket(c.req.bucket);
     co_return configured;
 }
 
-io::task<base::result<void>> service::reset_bucket_acl(const context& c,
-                                                       const store::bucket_info& bucket) {
+io::task<base::result<void>> reset_bucket_acl(const context& c, const store::bucket_info& bucket) {
     if (ownership_of(bucket) == object_ownership::enforced) co_return base::result<void>{};
-    const std::string owner = owner_id(bucket);
+    const std::string owner = owner_id(c, bucket);
     auto named = acl_from_headers(c.ex.head(), owner, owner);
     if (!named) co_return named.as_failure();
     std::optional<std::string> stored;
     if (*named && !(**named == owner_full_control(owner))) {
-        FJORD_CO_TRY(check_grantees(**named));
+        FJORD_CO_TRY(check_grantees(c, **named));
         stored = encode_acl(**named);
     }
     if (!stored && !bucket.attributes.contains(acl_attribute)) co_return base::result<void>{};
-    co_return co_await _store.set_bucket_attribute(c.req.bucket, acl_attribute, stored);
+    co_return co_await c.svc.store().set_bucket_attribute(c.req.bucket, acl_attribute, stored);
 }
 
 // A new bucket's owner (an owner attribute names root's by its absence), and the Object Ownership and
 // ACL its CreateBucket named (resolve_write_acl checked them).
-io::task<base::result<void>> service::configure_new_bucket(const context& c, bool root) {
+io::task<base::result<void>> configure_new_bucket(const context& c, bool root) {
     const http::request_head& head = c.ex.head();
     if (!root)
-        FJORD_CO_TRY(
-            co_await _store.set_bucket_attribute(c.req.bucket, owner_attribute, c.auth.access_key));
+        FJORD_CO_TRY(co_await c.svc.store().set_bucket_attribute(c.req.bucket, owner_attribute,
+                                                                 c.auth.access_key));
     std::string_view named = head.value_of("x-amz-object-ownership");
-    auto ownership = named.empty() ? _options.default_ownership : parse_ownership(named);
+    auto ownership = named.empty() ? c.svc.options().default_ownership : parse_ownership(named);
     if (!ownership || *ownership == object_ownership::enforced) co_return base::result<void>{};
-    FJORD_CO_TRY(co_await _store.set_bucket_attribute(c.req.bucket, ownership_attribute,
-                                                      std::string(ownership_name(*ownership))));
-    const std::string creator = root ? _users.root_id() : c.auth.access_key;
+    FJORD_CO_TRY(co_await c.svc.store().set_bucket_attribute(
+        c.req.bucket, ownership_attribute, std::string(ownership_name(*ownership))));
+    const std::string creator = root ? c.svc.users().root_id() : c.auth.access_key;
     auto acl = acl_from_headers(head, creator, creator);
     if (!acl) co_return acl.as_failure();
     if (!*acl) co_return base::result<void>{};
-    co_return co_await _store.set_bucket_attribute(c.req.bucket, acl_attribute, encode_acl(**acl));
+    co_return co_await c.svc.store().set_bucket_attribute(c.req.bucket, acl_attribute,
+                                                          encode_acl(**acl));
 }
 
 }  // namespace fjord::s3

@@ -8,7 +8,7 @@
 #include "base/log.h"
 #include "s3/http_conditions.h"
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -189,9 +189,9 @@ std::string copy_result_xml(const store::object_record& r) {
 
 }  // namespace
 
-io::task<void> service::copy_object(context& c) {
+io::task<void> copy_object(context& c) {
     const http::request_head& head = c.ex.head();
-    auto src = parse_copy_source(_store, head.value_of("x-amz-copy-source"));
+    auto src = parse_copy_source(c.svc.store(), head.value_of("x-amz-copy-source"));
     if (!src) co_return co_await send_error(c, src.err());
     std::string directive = base::to_lower(head.value_of("x-amz-metadata-directive"));
     if (!directive.empty() && directive != "copy" && directive != "replace")
@@ -201,14 +201,14 @@ io::task<void> service::copy_object(context& c) {
     const bool replace_tags = base::to_lower(head.value_of("x-amz-tagging-directive")) == "replace";
     // Onto itself, in a bucket without versioning: only the record changes (otherwise a new version)
     const bool onto_itself = src->bucket == c.req.bucket && src->key == c.req.key && !src->version;
-    const bool same = onto_itself && !has_versioning(_store, c.req.bucket);
+    const bool same = onto_itself && !has_versioning(c.svc.store(), c.req.bucket);
     auto conditions = write_conditions_of(head);
     if (!conditions) co_return co_await send_error(c, conditions.err());
     base::result<store::object_record> result = base::fail(base::errc::internal);
     const object_check source_check = c.check_of_source();
     if (same) {
-        result = co_await copy_onto_itself(_store, head, c.req, replace, replace_tags, *conditions,
-                                           _options.max_metadata_bytes,
+        result = co_await copy_onto_itself(c.svc.store(), head, c.req, replace, replace_tags,
+                                           *conditions, c.svc.options().max_metadata_bytes,
                                            {source_check, c.auth.access_key, c.write_acl});
     } else {
         store::copy_planner plan =
@@ -216,15 +216,15 @@ io::task<void> service::copy_object(context& c) {
             FJORD_TRY(source_check(found));
             FJORD_TRY(check_copy_conditions(head, found));
             if (onto_itself && !replace && !replace_tags) return copy_onto_itself_unchanged();
-            auto record =
-                copy_metadata(head, found, replace, replace_tags, _options.max_metadata_bytes);
+            auto record = copy_metadata(head, found, replace, replace_tags,
+                                        c.svc.options().max_metadata_bytes);
             if (!record) return record.as_failure();
             record->acl = c.write_acl;
             return plan_copy(std::move(*record), found);
         };
         store::copy_request request{src->bucket, src->key,    c.req.bucket,
                                     c.req.key,   *conditions, src->version};
-        result = co_await _store.copy(request, plan);
+        result = co_await c.svc.store().copy(request, plan);
     }
     if (!result) {
         // Damage found while reading the source is logged as the source's.
@@ -266,17 +266,17 @@ base::result<store::byte_range> copy_source_range(std::string_view range, std::u
 
 }  // namespace
 
-io::task<void> service::upload_part_copy(context& c) {
+io::task<void> upload_part_copy(context& c) {
     const http::request_head& head = c.ex.head();
     auto number = base::parse_u64(c.req.param("partNumber"));
     if (!number || *number < 1 || *number > 10000)
         co_return co_await send_error(
             c, {base::errc::invalid_argument,
                 "Part number must be an integer between 1 and 10000, inclusive"});
-    auto src = parse_copy_source(_store, head.value_of("x-amz-copy-source"));
+    auto src = parse_copy_source(c.svc.store(), head.value_of("x-amz-copy-source"));
     if (!src) co_return co_await send_error(c, src.err());
     std::string upload_id(c.req.param("uploadId"));
-    auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, upload_id);
+    auto upload = co_await c.svc.store().get_upload(c.req.bucket, c.req.key, upload_id);
     if (!upload) co_return co_await send_error(c, upload.err());
     const auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm)
                          .value_or(checksum_algorithm::none);
@@ -312,7 +312,7 @@ io::task<void> service::upload_part_copy(context& c) {
     store::part_copy_request request{src->bucket, src->key,  c.req.bucket,
                                      c.req.key,   upload_id, static_cast<std::uint32_t>(*number),
                                      src->version};
-    auto part = co_await _store.copy_part(request, plan);
+    auto part = co_await c.svc.store().copy_part(request, plan);
     if (!part) {
         if (part.code() == base::errc::data_corrupted || part.code() == base::errc::not_found) {
             std::string role = "the copy source of part " + std::to_string(*number) +

@@ -12,7 +12,7 @@
 #include "base/encoding.h"
 #include "base/kv_wire.h"
 #include "io/wait_group.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 
 namespace fjord::s3 {
 
@@ -167,10 +167,10 @@ base::result<void> check_head_signed(const http::request_head& head, const auth:
 
 }  // namespace
 
-io::task<void> service::kv_batch(context& c) {
-    store::block_store* blocks = _store.blocks_of(c.req.bucket);
+io::task<void> kv_batch(context& c) {
+    store::block_store* blocks = c.svc.store().blocks_of(c.req.bucket);
     if (blocks == nullptr) {
-        if (!_store.bucket_exists(c.req.bucket))
+        if (!c.svc.store().bucket_exists(c.req.bucket))
             co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
         co_return co_await send_error(c, {base::errc::invalid_request,
                                           "the batch API serves KV buckets only (fjord mb --kv)"});
@@ -220,8 +220,7 @@ io::task<void> service::kv_batch(context& c) {
     co_return co_await kv_batch_get(c, *blocks, keys, *sizes);
 }
 
-io::task<void> service::kv_batch_exists(context& c,
-                                        const std::vector<std::optional<std::uint64_t>>& sizes) {
+io::task<void> kv_batch_exists(context& c, const std::vector<std::optional<std::uint64_t>>& sizes) {
     const auto count = static_cast<std::uint32_t>(sizes.size());
     std::vector<std::byte> body(wire::header_bytes + count * wire::exists_result_bytes);
     auto header = response_header(wire::op::exists, count, leading(sizes));
@@ -293,9 +292,9 @@ io::task<void> fetch_window(store::block_store* blocks, std::string bucket,
 }
 }  // namespace
 
-io::task<void> service::kv_batch_get(context& c, store::block_store& blocks_store,
-                                     const std::vector<std::string>& keys,
-                                     const std::vector<std::optional<std::uint64_t>>& sizes) {
+io::task<void> kv_batch_get(context& c, store::block_store& blocks_store,
+                            const std::vector<std::string>& keys,
+                            const std::vector<std::optional<std::uint64_t>>& sizes) {
     std::uint64_t length = wire::header_bytes;
     for (const auto& size : sizes) length += wire::get_result_bytes + size.value_or(0);
     auto headers = c.common_headers();
@@ -336,15 +335,15 @@ io::task<void> service::kv_batch_get(context& c, store::block_store& blocks_stor
     (void)co_await out.flush();
 }
 
-io::task<void> service::kv_batch_put(context& c, store::block_store& blocks,
-                                     std::vector<wire::entry> entries) {
+io::task<void> kv_batch_put(context& c, store::block_store& blocks,
+                            std::vector<wire::entry> entries) {
     if (c.ex.head().value_of("x-amz-content-sha256") != auth::unsigned_payload_value)
         co_return co_await send_error(
             c, malformed("a batch put is sent with x-amz-content-sha256: UNSIGNED-PAYLOAD (each "
                          "block carries its CRC32C)"));
     // Every size is checked before any value is read or memory taken for it.
     const std::uint64_t max_block =
-        std::min(blocks.max_block_bytes(c.req.bucket), _options.max_object_bytes);
+        std::min(blocks.max_block_bytes(c.req.bucket), c.svc.options().max_object_bytes);
     for (std::size_t i = 0; i < entries.size(); ++i)
         if (entries[i].value_bytes > max_block)
             co_return co_await send_error(

@@ -6,7 +6,7 @@
 #include "base/encoding.h"
 #include "s3/lifecycle.h"
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 
 namespace fjord::s3 {
 
@@ -22,24 +22,24 @@ void name_unnamed_rules(lifecycle_configuration& config) {
 }
 }  // namespace
 
-io::task<void> service::put_bucket_lifecycle(context& c) {
+io::task<void> put_bucket_lifecycle(context& c) {
     auto body = co_await read_verified_body(c, 1024 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     auto config = parse_lifecycle(*body);
     if (!config) co_return co_await send_error(c, config.err());
     name_unnamed_rules(*config);
-    if (_store.blocks_of(c.req.bucket))
+    if (c.svc.store().blocks_of(c.req.bucket))
         co_return co_await send_error(
             c, {base::errc::invalid_request,
                 "KV buckets expire blocks by their TTL and capacity, not by lifecycle rules"});
-    auto set = co_await _store.set_bucket_attribute(c.req.bucket, lifecycle_attribute,
-                                                    lifecycle_xml(*config));
+    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, lifecycle_attribute,
+                                                           lifecycle_xml(*config));
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(200, c.common_headers(), "");
 }
 
-io::task<void> service::get_bucket_lifecycle(context& c) {
-    auto info = _store.find_bucket(c.req.bucket);
+io::task<void> get_bucket_lifecycle(context& c) {
+    auto info = c.svc.store().find_bucket(c.req.bucket);
     if (!info)
         co_return co_await send_error(
             c, {base::errc::no_such_bucket, "The specified bucket does not exist"});
@@ -50,9 +50,9 @@ io::task<void> service::get_bucket_lifecycle(context& c) {
     co_await send_xml(c, 200, it->second);
 }
 
-io::task<void> service::delete_bucket_lifecycle(context& c) {
-    auto set =
-        co_await _store.set_bucket_attribute(c.req.bucket, lifecycle_attribute, std::nullopt);
+io::task<void> delete_bucket_lifecycle(context& c) {
+    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, lifecycle_attribute,
+                                                           std::nullopt);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }

@@ -1,6 +1,6 @@
 // Listings: ListObjects (v1 and v2) and ListObjectVersions, page by page from the store.
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 
 #include "base/clock.h"
 #include "base/encoding.h"
@@ -174,40 +174,41 @@ std::string versions_result_xml(const s3_request& r, const store::list_request& 
 }  // namespace
 
 // One page of a listing, or an empty one (max-keys=0) for a bucket that exists.
-io::task<base::result<store::list_page>> service::list_page_of(const store::list_request& lr) {
-    if (lr.max_keys > 0) co_return co_await _store.list(lr);
-    if (!_store.bucket_exists(lr.bucket))
+io::task<base::result<store::list_page>> list_page_of(const context& c,
+                                                      const store::list_request& lr) {
+    if (lr.max_keys > 0) co_return co_await c.svc.store().list(lr);
+    if (!c.svc.store().bucket_exists(lr.bucket))
         co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     co_return store::list_page{};
 }
 
-io::task<void> service::list_object_versions(context& c) {
-    const bool versioned = has_versioning(_store, c.req.bucket);
+io::task<void> list_object_versions(context& c) {
+    const bool versioned = has_versioning(c.svc.store(), c.req.bucket);
     auto lr = parse_versions_request(c.req, versioned);
     if (!lr) co_return co_await send_error(c, lr.err());
     // A bucket that never had versioning: each object is its own latest, null version
     base::result<store::list_page> page = base::fail(base::errc::internal);
     if (versioned && lr->max_keys > 0)
-        page = co_await _store.list_versions(*lr);
+        page = co_await c.svc.store().list_versions(*lr);
     else
-        page = co_await list_page_of(*lr);
+        page = co_await list_page_of(c, *lr);
     if (!page) co_return co_await send_error(c, page.err());
     co_await send_xml(c, 200, versions_result_xml(c.req, *lr, *page, listing_owner(c)));
 }
 
-io::task<void> service::list_objects(context& c, bool v2) {
+io::task<void> list_objects(context& c, bool v2) {
     auto lr = parse_list_request(c.req, v2);
     if (!lr) co_return co_await send_error(c, lr.err());
-    auto page = co_await list_page_of(*lr);
+    auto page = co_await list_page_of(c, *lr);
     if (!page) co_return co_await send_error(c, page.err());
     co_await send_xml(c, 200, list_result_xml(c.req, v2, *lr, *page, listing_owner(c)));
 }
 
 // Listings name the bucket's owner as the objects' owner (who owns every object of a
 // BucketOwnerEnforced bucket), not the caller, who may be another user or anonymous.
-std::string service::listing_owner(const context& c) const {
-    auto bucket = _store.find_bucket(c.req.bucket);
-    return bucket ? owner_id(*bucket) : _users.root_id();
+std::string listing_owner(const context& c) {
+    auto bucket = c.svc.store().find_bucket(c.req.bucket);
+    return bucket ? owner_id(c, *bucket) : c.svc.users().root_id();
 }
 
 }  // namespace fjord::s3

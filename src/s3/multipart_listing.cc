@@ -4,7 +4,7 @@
 #include "base/clock.h"
 #include "base/encoding.h"
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -27,9 +27,9 @@ std::string upload_initiator(const store::upload_record& u, const std::string& b
 
 }  // namespace
 
-io::task<void> service::list_parts(context& c) {
-    auto upload =
-        co_await _store.get_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
+io::task<void> list_parts(context& c) {
+    auto upload = co_await c.svc.store().get_upload(c.req.bucket, c.req.key,
+                                                    std::string(c.req.param("uploadId")));
     if (!upload) co_return co_await send_error(c, upload.err());
     std::uint64_t max_parts = 1000, marker = 0;
     if (c.req.has("max-parts")) {
@@ -153,7 +153,7 @@ std::string uploads_result_xml(const std::string& bucket, const uploads_page& pa
 
 }  // namespace
 
-io::task<void> service::list_multipart_uploads(context& c) {
+io::task<void> list_multipart_uploads(context& c) {
     const s3_request& r = c.req;
     uploads_page page;
     if (r.has("max-uploads")) {
@@ -174,8 +174,9 @@ io::task<void> service::list_multipart_uploads(context& c) {
     // A key marker alone skips every upload of that key.
     std::string after_id = page.id_marker;
     if (after_id.empty() && !page.key_marker.empty()) after_id = std::string(64, '\xff');
-    auto uploads = co_await _store.list_uploads(r.bucket, page.prefix, page.key_marker, after_id,
-                                                static_cast<std::uint32_t>(page.max_uploads));
+    auto uploads =
+        co_await c.svc.store().list_uploads(r.bucket, page.prefix, page.key_marker, after_id,
+                                            static_cast<std::uint32_t>(page.max_uploads));
     if (!uploads) co_return co_await send_error(c, uploads.err());
     page.truncated = uploads->size() > page.max_uploads;
     if (page.truncated) uploads->resize(page.max_uploads);

@@ -10,7 +10,7 @@
 #include "base/encoding.h"
 #include "base/log.h"
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -198,15 +198,15 @@ base::result<std::uint32_t> part_number_of(const s3_request& r) {
 }
 }  // namespace
 
-io::task<void> service::create_multipart_upload(context& c) {
+io::task<void> create_multipart_upload(context& c) {
     const http::request_head& head = c.ex.head();
     store::object_record metadata;
     metadata.acl = c.write_acl;
-    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m)
+    if (auto m = collect_metadata(head, c.svc.options().max_metadata_bytes, metadata); !m)
         co_return co_await send_error(c, m.err());
     if (!c.auth.access_key.empty())
-        metadata.headers.emplace_back(initiator_header, _users.is_root(c.auth.access_key)
-                                                            ? _users.root_id()
+        metadata.headers.emplace_back(initiator_header, c.svc.users().is_root(c.auth.access_key)
+                                                            ? c.svc.users().root_id()
                                                             : c.auth.access_key);
     std::string checksum_type =
         base::to_lower(head.value_of("x-amz-checksum-type")) == "full_object" ? "FULL_OBJECT" : "";
@@ -233,7 +233,8 @@ io::task<void> service::create_multipart_upload(context& c) {
         co_return co_await send_error(
             c, {base::errc::invalid_request, "x-amz-checksum-type needs x-amz-checksum-algorithm"});
     }
-    auto id = co_await _store.create_upload(c.req.bucket, c.req.key, metadata, checksum_type);
+    auto id =
+        co_await c.svc.store().create_upload(c.req.bucket, c.req.key, metadata, checksum_type);
     if (!id) co_return co_await send_error(c, id.err());
     xml_writer x;
     x.open("InitiateMultipartUploadResult", s3_xmlns);
@@ -248,11 +249,11 @@ io::task<void> service::create_multipart_upload(context& c) {
     (void)co_await c.ex.send_all(200, headers, x.take());
 }
 
-io::task<void> service::upload_part(context& c) {
+io::task<void> upload_part(context& c) {
     auto number = part_number_of(c.req);
     if (!number) co_return co_await send_error(c, number.err());
     std::string upload_id(c.req.param("uploadId"));
-    auto upload = co_await _store.get_upload(c.req.bucket, c.req.key, upload_id);
+    auto upload = co_await c.svc.store().get_upload(c.req.bucket, c.req.key, upload_id);
     if (!upload) co_return co_await send_error(c, upload.err());
     auto expected = parse_checksum_algorithm(upload->object.checksum_algorithm)
                         .value_or(checksum_algorithm::none);
@@ -274,7 +275,7 @@ io::task<void> service::upload_part(context& c) {
     };
     store::part_request request{c.req.bucket, c.req.key,        upload_id,
                                 *number,      plan->size_bytes, max_part_bytes};
-    auto part = co_await _store.upload_part(request, source, finish);
+    auto part = co_await c.svc.store().upload_part(request, source, finish);
     if (!part) co_return co_await send_error(c, part.err());
     auto headers = c.common_headers();
     headers.emplace_back("ETag", "\"" + part->etag + "\"");
@@ -283,7 +284,7 @@ io::task<void> service::upload_part(context& c) {
     (void)co_await c.ex.send_all(200, headers, "");
 }
 
-io::task<void> service::complete_multipart_upload(context& c) {
+io::task<void> complete_multipart_upload(context& c) {
     std::string upload_id(c.req.param("uploadId"));
     auto conditions = write_conditions_of(c.ex.head());
     if (!conditions) co_return co_await send_error(c, conditions.err());
@@ -297,17 +298,17 @@ io::task<void> service::complete_multipart_upload(context& c) {
     if (!wanted) co_return co_await send_error(c, wanted.err());
     std::vector<requested_part> parts = std::move(*wanted);
     store::upload_finalizer finalize =
-        [parts, named, min = _options.min_part_bytes](
+        [parts, named, min = c.svc.options().min_part_bytes](
             const store::upload_record& u) -> base::result<store::object_record> {
         auto built = build_object(u, parts, min);
         if (built) FJORD_TRY(check_named_checksum(named, *built));
         return built;
     };
-    auto done =
-        co_await _store.complete_upload(c.req.bucket, c.req.key, upload_id, finalize, *conditions);
+    auto done = co_await c.svc.store().complete_upload(c.req.bucket, c.req.key, upload_id, finalize,
+                                                       *conditions);
     if (!done && done.code() == base::errc::no_such_upload) {
         // SDKs retry a completion whose answer was lost: it may have succeeded
-        auto current = co_await _store.head(c.req.bucket, c.req.key);
+        auto current = co_await c.svc.store().head(c.req.bucket, c.req.key);
         if (current) done = completed_before(*current, upload_id, parts, done.err());
     }
     if (!done) co_return co_await send_error(c, done.err());
@@ -332,9 +333,9 @@ io::task<void> service::complete_multipart_upload(context& c) {
     (void)co_await c.ex.send_all(200, headers, x.take());
 }
 
-io::task<void> service::abort_multipart_upload(context& c) {
-    auto aborted =
-        co_await _store.abort_upload(c.req.bucket, c.req.key, std::string(c.req.param("uploadId")));
+io::task<void> abort_multipart_upload(context& c) {
+    auto aborted = co_await c.svc.store().abort_upload(c.req.bucket, c.req.key,
+                                                       std::string(c.req.param("uploadId")));
     if (!aborted) co_return co_await send_error(c, aborted.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }

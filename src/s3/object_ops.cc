@@ -12,7 +12,7 @@
 #include "s3/payload.h"
 #include "http/field_syntax.h"
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 
 namespace fjord::s3 {
 
@@ -273,8 +273,7 @@ void add_object_headers(http::header_list& h, const store::object_record& r, con
 
 }  // namespace
 
-base::result<body_plan> service::plan_body(const context& c,
-                                           checksum_algorithm expected_algorithm) const {
+base::result<body_plan> plan_body(const context& c, checksum_algorithm expected_algorithm) {
     const http::request_head& head = c.ex.head();
     const bool streaming = c.auth.mode == auth::payload_mode::streaming_signed ||
                            c.auth.mode == auth::payload_mode::streaming_signed_trailer ||
@@ -306,15 +305,16 @@ base::result<body_plan> service::plan_body(const context& c,
         plan.options.content_md5 = *raw;
     }
     plan.options.compute_md5 =
-        _options.etag_md5 || (plan.size_bytes && *plan.size_bytes <= _options.etag_md5_max_bytes);
+        c.svc.options().etag_md5 ||
+        (plan.size_bytes && *plan.size_bytes <= c.svc.options().etag_md5_max_bytes);
     return plan;
 }
 
-io::task<void> service::put_object(context& c) {
+io::task<void> put_object(context& c) {
     const http::request_head& head = c.ex.head();
     store::object_record metadata;
     metadata.acl = c.write_acl;
-    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m)
+    if (auto m = collect_metadata(head, c.svc.options().max_metadata_bytes, metadata); !m)
         co_return co_await send_error(c, m.err());
     auto conditions = write_conditions_of(head);
     if (!conditions) co_return co_await send_error(c, conditions.err());
@@ -334,9 +334,9 @@ io::task<void> service::put_object(context& c) {
         }
         return record;
     };
-    store::put_request request{c.req.bucket, c.req.key, plan->size_bytes, _options.max_object_bytes,
-                               *conditions};
-    auto stored = co_await _store.put(request, source, finish);
+    store::put_request request{c.req.bucket, c.req.key, plan->size_bytes,
+                               c.svc.options().max_object_bytes, *conditions};
+    auto stored = co_await c.svc.store().put(request, source, finish);
     if (!stored) co_return co_await send_error(c, stored.err());
     auto headers = c.common_headers();
     headers.emplace_back("ETag", "\"" + stored->etag + "\"");
@@ -390,8 +390,7 @@ std::string content_range(store::byte_range read, std::uint64_t total_bytes) {
 
 // 416: the AWS CRT (s3torchconnector, mountpoint-s3) recognises an empty object by ActualObjectSize in
 // this error and then repeats its first ranged GET without the range.
-io::task<void> service::send_invalid_range(context& c, const base::error& err,
-                                           std::uint64_t size_bytes) {
+io::task<void> send_invalid_range(context& c, const base::error& err, std::uint64_t size_bytes) {
     auto headers = c.common_headers();
     headers.emplace_back("Content-Range", "bytes */" + std::to_string(size_bytes));
     headers.emplace_back("Content-Type", "application/xml");
@@ -402,7 +401,7 @@ io::task<void> service::send_invalid_range(context& c, const base::error& err,
                    {"ActualObjectSize", std::to_string(size_bytes)}}));
 }
 
-io::task<void> service::get_object(context& c, bool head_only) {
+io::task<void> get_object(context& c, bool head_only) {
     const http::request_head& head = c.ex.head();
     if (auto ok = check_response_overrides(c.req); !ok) co_return co_await send_error(c, ok.err());
     auto part_number = part_number_of(c.req, head);
@@ -466,15 +465,15 @@ io::task<void> service::get_object(context& c, bool head_only) {
     co_await send_error(c, err, co_await delete_marker_headers(c, err.code));
 }
 
-io::task<void> service::delete_object(context& c) {
+io::task<void> delete_object(context& c) {
     store::write_conditions conditions;
     std::string_view if_match = c.ex.head().value_of("if-match");
     if (!if_match.empty()) conditions.if_match_etag = unquote_etag(if_match);
     base::result<std::optional<store::object_record>> removed = base::fail(base::errc::internal);
     if (c.version)
-        removed = co_await _store.remove_version(c.req.bucket, c.req.key, *c.version);
+        removed = co_await c.svc.store().remove_version(c.req.bucket, c.req.key, *c.version);
     else
-        removed = co_await _store.remove(c.req.bucket, c.req.key, conditions);
+        removed = co_await c.svc.store().remove(c.req.bucket, c.req.key, conditions);
     if (!removed) co_return co_await send_error(c, removed.err());
     auto headers = c.common_headers();
     // The delete marker made (or removed, by its version id), and the version the answer is about

@@ -11,7 +11,7 @@
 // aws:Referer, aws:UserAgent, ...), and s3:ExistingObjectTag/<tag> (the object's own tags).
 // Anything else is MalformedPolicy, never silently ignored.
 //
-// Decision (service::check_access): root may do anything; an explicit Deny that matches refuses everyone
+// Decision (check_access): root may do anything; an explicit Deny that matches refuses everyone
 // else, the bucket's owner included; then the owner is allowed; then a matching Allow allows; otherwise
 // refused (default deny). Parsed with nlohmann/json (a well-kept, header-only JSON library).
 

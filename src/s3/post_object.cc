@@ -11,7 +11,7 @@
 #include "http/multipart_form.h"
 #include "s3/post_policy.h"
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -190,7 +190,7 @@ base::result<std::string> key_of(post_form& form, const std::optional<std::strin
 
 }  // namespace
 
-io::task<void> service::post_object(context& c) {
+io::task<void> post_object(context& c) {
     if (c.auth.mode != auth::payload_mode::unsigned_payload)
         co_return co_await send_error(c,
                                       {base::errc::invalid_request,
@@ -203,7 +203,8 @@ io::task<void> service::post_object(context& c) {
         co_return co_await send_error(c, read.err());
     const std::string file_type = reader.part().content_type;
     auto key = key_of(form, reader.part().filename);
-    auto signer = verify_post_form(form, _users.local(_store), _options.region);
+    auto signer =
+        verify_post_form(form, c.svc.users().local(c.svc.store()), c.svc.options().region);
     if (!signer) {
         if (base::errc_http_status(signer.code()) == 403) log_auth_failure(c, signer.err());
         co_return co_await send_error(c, signer.err());
@@ -222,9 +223,8 @@ io::task<void> service::post_object(context& c) {
     co_await store_posted(c, form, file_type, reader, *signer ? (*signer)->policy : post_policy{});
 }
 
-io::task<void> service::store_posted(context& c, const post_form& form,
-                                     const std::string& file_type, http::form_reader& reader,
-                                     const post_policy& policy) {
+io::task<void> store_posted(context& c, const post_form& form, const std::string& file_type,
+                            http::form_reader& reader, const post_policy& policy) {
     http::request_head head;
     if (auto h = headers_of(form, file_type, head); !h) co_return co_await send_error(c, h.err());
     // Authorized on the form's fields, which are signed and stored, never on the unsigned HTTP headers
@@ -236,7 +236,7 @@ io::task<void> service::store_posted(context& c, const post_form& form,
         co_return co_await send_error(c, acl.err());
     store::object_record metadata;
     metadata.acl = c.write_acl;
-    if (auto m = collect_metadata(head, _options.max_metadata_bytes, metadata); !m)
+    if (auto m = collect_metadata(head, c.svc.options().max_metadata_bytes, metadata); !m)
         co_return co_await send_error(c, m.err());
     if (const std::string* tagging = form.find("tagging")) {
         auto tags = parse_object_tagging(*tagging);
@@ -245,7 +245,7 @@ io::task<void> service::store_posted(context& c, const post_form& form,
     }
     form_file_source source(
         reader, policy.min_bytes,
-        std::min(policy.max_bytes.value_or(UINT64_MAX), _options.max_object_bytes));
+        std::min(policy.max_bytes.value_or(UINT64_MAX), c.svc.options().max_object_bytes));
     store::record_finisher finish =
         [&](const store::written_data&) -> base::result<store::object_record> {
         FJORD_TRY(source.verify());
@@ -255,14 +255,13 @@ io::task<void> service::store_posted(context& c, const post_form& form,
         return record;
     };
     store::put_request request{
-        c.req.bucket, c.req.key, std::nullopt, _options.max_object_bytes, {}};
-    auto stored = co_await _store.put(request, source, finish);
+        c.req.bucket, c.req.key, std::nullopt, c.svc.options().max_object_bytes, {}};
+    auto stored = co_await c.svc.store().put(request, source, finish);
     if (!stored) co_return co_await send_error(c, stored.err());
     co_await answer_post(c, form, *stored);
 }
 
-io::task<void> service::answer_post(context& c, const post_form& form,
-                                    const store::object_record& stored) {
+io::task<void> answer_post(context& c, const post_form& form, const store::object_record& stored) {
     auto headers = c.common_headers();
     const std::string etag = "\"" + stored.etag + "\"";
     headers.emplace_back("ETag", etag);

@@ -2,7 +2,7 @@
 // refusals of requests that name no operation, /metrics, the access log and the log of failed
 // authentications.
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 
 #include <utility>
 
@@ -83,8 +83,7 @@ std::string service::protocol_error_response(const base::error& err,
            body;
 }
 
-io::task<void> service::send_error(context& c, const base::error& err,
-                                   http::header_list extra_headers) {
+io::task<void> send_error(context& c, const base::error& err, http::header_list extra_headers) {
     int status = base::errc_http_status(err.code);
     auto headers = c.common_headers();
     for (auto& h : extra_headers) headers.push_back(std::move(h));
@@ -105,18 +104,18 @@ io::task<void> service::send_error(context& c, const base::error& err,
     headers.emplace_back("Content-Type", "application/xml");
     std::vector<std::pair<std::string, std::string>> details;
     if (err.code == base::errc::wrong_region || err.code == base::errc::wrong_region_presigned)
-        details.emplace_back("Region", _options.region);
+        details.emplace_back("Region", c.svc.options().region);
     std::string body =
         error_xml(shown, c.req.resource.empty() ? std::string(c.ex.head().path) : c.req.resource,
                   c.request_id, details);
     (void)co_await c.ex.send_all(status, headers, body);
 }
 
-base::error service::read_failure(context& c, std::string_view bucket, std::string_view key,
-                                  base::error err, std::string_view role) {
+base::error read_failure(context& c, std::string_view bucket, std::string_view key, base::error err,
+                         std::string_view role) {
     if (err.code == base::errc::not_found) err.code = base::errc::data_corrupted;
     if (err.code != base::errc::data_corrupted) return err;
-    local_metrics().add(base::counter::data_corrupted);
+    c.svc.local_metrics().add(base::counter::data_corrupted);
     c.corruption_logged = true;
     std::string method(c.ex.head().method_text);
     LOG_ERROR("data corrupted: s3://%.*s/%.*s%s%.*s: %s (%s %s, request %s)",
@@ -126,33 +125,33 @@ base::error service::read_failure(context& c, std::string_view bucket, std::stri
     return err;
 }
 
-io::task<void> service::send_xml(context& c, int status, std::string body) {
+io::task<void> send_xml(context& c, int status, std::string body) {
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", "application/xml");
     (void)co_await c.ex.send_all(status, headers, body);
 }
 
-io::task<void> service::send_not_an_operation(context& c, base::error err) {
+io::task<void> send_not_an_operation(context& c, base::error err) {
     c.op = base::operation_class::other;
     co_await send_error(c, err);
 }
 
-io::task<void> service::send_metrics(context& c) {
+io::task<void> send_metrics(context& c) {
     auto headers = c.common_headers();
     headers.emplace_back("Content-Type", std::string(base::prometheus_content_type));
-    store::storage_stats st = _store.stats();
+    store::storage_stats st = c.svc.store().stats();
     const io::cross_core_figures cross = io::cross_core_overflow();
     base::storage_figures storage{
         st.spare_files_kept,      st.spare_files_reused,   st.spare_files_removed,
         st.spare_bytes,           st.reserved_ahead_bytes, st.key_lock_waits,
         st.key_lock_waiters_peak, cross.overflowed_total,  cross.overflow_peak};
-    std::string text = base::render_prometheus(_metrics.collect(), storage);
-    if (_options.more_metrics) text += _options.more_metrics();
+    std::string text = base::render_prometheus(c.svc.metrics().collect(), storage);
+    if (c.svc.options().more_metrics) text += c.svc.options().more_metrics();
     (void)co_await c.ex.send_all(200, headers, text);
 }
 
-void service::log_access(const context& c) {
-    if (!_access_log) return;
+void log_access(const context& c) {
+    if (!c.svc.log()) return;
     access_entry entry;
     entry.time_ms = c.received_ms;
     entry.remote = c.ex.remote_address();
@@ -165,7 +164,7 @@ void service::log_access(const context& c) {
     entry.bytes_out = c.ex.bytes_sent();
     entry.duration_us = (base::monotonic_now_ns() - c.ex.started_ns()) / 1000;
     entry.request_id = c.request_id;
-    _access_log->record(entry);
+    c.svc.log()->record(entry);
 }
 
 namespace {
@@ -193,7 +192,7 @@ thread_local base::token_bucket t_auth_log_budget(5, 20);
 thread_local std::uint64_t t_auth_log_suppressed = 0;
 }  // namespace
 
-void service::log_auth_failure(const context& c, const base::error& err) {
+void log_auth_failure(const context& c, const base::error& err) {
     if (!t_auth_log_budget.try_take(base::monotonic_now_ns())) {
         ++t_auth_log_suppressed;
         return;

@@ -3,7 +3,7 @@
 // The request router (router.cc): a request's URL as a bucket, a key and query parameters (route), and
 // the one table of S3 operations (operation_table::rows) that names, for each, the method and
 // subresource it answers, the class it is counted under, the access it needs checked before it runs,
-// and its handler. service::dispatch runs what choose_operation picks; adding an operation is one
+// and its handler. dispatch runs what choose_operation picks; adding an operation is one
 // handler and one row (README.md, "Adding an operation"). Private to the S3 service's .cc files.
 
 #include <cstdint>
@@ -19,11 +19,15 @@
 
 namespace fjord::s3 {
 
+// What an operation needs checked before it runs (check_access); `form`: nothing yet, the
+// operation checks access itself once it has read who signed it (POST Object's form).
+enum class access_kind { other, admin, copy, create_bucket, form };
+
 // What the URL names: the service (no bucket), a bucket (no key), or an object.
 enum class target : std::uint8_t { service, bucket, object };
 
 // The ACL a write names in its headers (x-amz-acl, x-amz-grant-*), checked against the bucket's
-// Object Ownership before the operation runs (service::resolve_write_acl).
+// Object Ownership before the operation runs (resolve_write_acl).
 enum class names_acl : std::uint8_t { no, object, bucket };
 
 struct operation {
@@ -42,7 +46,7 @@ struct operation {
     service::handler run = nullptr;  // nullptr: the row refuses with MethodNotAllowed
 };
 
-// Befriended by service so that the table's handlers can call its operations.
+// The table (router.cc).
 struct operation_table {
     static std::span<const operation> rows();
 

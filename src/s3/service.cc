@@ -1,5 +1,5 @@
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/router.h"
 
 #include <algorithm>
@@ -39,13 +39,13 @@ service::service(store::object_store& store, service_options options, base::metr
     _options.auth.region = _options.region;
 }
 
-base::metrics::shard& service::local_metrics() {
+base::metrics::shard& service::local_metrics() const {
     return io::reactor::on_reactor_thread() ? _metrics.for_core(io::reactor::current().core())
                                             : _metrics.shared();
 }
 
 io::task<void> service::handle(http::exchange& ex) {
-    context c{ex, {}, next_request_id(), {}};
+    context c{*this, ex, {}, next_request_id(), {}};
     c.received_ms = base::unix_now_ms();
     co_await authenticate_and_dispatch(c);
     local_metrics().count_request(c.op, ex.status());
@@ -54,7 +54,7 @@ io::task<void> service::handle(http::exchange& ex) {
 
 io::task<void> service::refuse(http::exchange& ex, const base::error& err,
                                std::int64_t retry_after_ms) {
-    context c{ex, {}, next_request_id(), {}};
+    context c{*this, ex, {}, next_request_id(), {}};
     c.received_ms = base::unix_now_ms();
     if (auto routed = route(ex.head(), _options.domains)) {
         c.req = std::move(*routed);
@@ -75,25 +75,26 @@ bool is_anonymous(const http::request_head& head, const s3_request& r) {
 }
 }  // namespace
 
-io::task<void> service::authenticate_and_dispatch(context& c) {
+io::task<void> authenticate_and_dispatch(context& c) {
     const http::request_head& head = c.ex.head();
     if (is_health_check(head)) {
         c.op = base::operation_class::admin;
         c.operation = "Health";
         std::optional<std::string> why;
-        if (head.path == "/health/ready" && _options.not_ready) why = _options.not_ready();
+        if (head.path == "/health/ready" && c.svc.options().not_ready)
+            why = c.svc.options().not_ready();
         (void)co_await c.ex.send_all(why ? 503 : 200, c.common_headers(),
                                      why ? *why + "\n" : std::string());
         co_return;
     }
-    auto routed = route(head, _options.domains);
+    auto routed = route(head, c.svc.options().domains);
     if (!routed) co_return co_await send_error(c, routed.err());
     c.req = std::move(*routed);
     const bool metrics = is_metrics_request(head, c.req);
     const chosen_operation chosen = choose_operation(head, c.req);
     c.op = metrics ? base::operation_class::admin : chosen.counted_as();
     c.operation = metrics ? "GetMetrics" : chosen.name();
-    if (metrics && _options.metrics_public) co_return co_await send_metrics(c);
+    if (metrics && c.svc.options().metrics_public) co_return co_await send_metrics(c);
     // A request with no signature at all is anonymous: only a bucket policy can let it through
     // (check_access); /metrics stays signed unless --metrics-public.
     if (!metrics && is_anonymous(head, c.req)) co_return co_await dispatch(c);
@@ -101,8 +102,8 @@ io::task<void> service::authenticate_and_dispatch(context& c) {
     headers.reserve(head.headers.size());
     for (const auto& h : head.headers) headers.push_back({h.name, h.value});
     auth::request_view view{head.method_text, head.path, head.query, headers};
-    auto auth =
-        auth::verify_request(view, _users.local(_store), base::unix_now_ms() / 1000, _options.auth);
+    auto auth = auth::verify_request(view, c.svc.users().local(c.svc.store()),
+                                     base::unix_now_ms() / 1000, c.svc.options().auth);
     if (!auth) {
         log_auth_failure(c, auth.err());
         co_return co_await send_error(c, auth.err());
@@ -126,10 +127,10 @@ bool names_unknown_bucket(const s3_request& r, const chosen_operation& chosen,
 // The order docs/security.md states: the bucket is learnt, access is checked (a refused operation's
 // too, so an anonymous caller learns nothing of what Fjord implements), the write's ACL is checked
 // against the bucket's ownership, the versionId is parsed; then the operation runs.
-io::task<void> service::dispatch(context& c) {
+io::task<void> dispatch(context& c) {
     const chosen_operation chosen = choose_operation(c.ex.head(), c.req);
-    if (names_unknown_bucket(c.req, chosen, _store))
-        if (auto learned = co_await _store.learn_bucket(c.req.bucket); !learned)
+    if (names_unknown_bucket(c.req, chosen, c.svc.store()))
+        if (auto learned = co_await c.svc.store().learn_bucket(c.req.bucket); !learned)
             co_return co_await send_error(c, learned.err());
     const access_kind access = chosen.op ? chosen.op->access : access_kind::other;
     if (access != access_kind::form)
@@ -139,16 +140,16 @@ io::task<void> service::dispatch(context& c) {
         if (auto resolved = resolve_write_acl(c, c.ex.head(), acl == names_acl::bucket); !resolved)
             co_return co_await send_error(c, resolved.err());
     if (!c.req.key.empty() && c.req.has("versionId")) {
-        auto version = requested_version(_store, c.req);
+        auto version = requested_version(c.svc.store(), c.req);
         if (!version) co_return co_await send_error(c, version.err());
         c.version = std::move(*version);
     }
     if (!chosen.op) co_return co_await send_not_an_operation(c, chosen.refusal);
-    co_await chosen.op->run(*this, c);
+    co_await chosen.op->run(c);
 }
 
-io::task<base::result<std::string>> service::read_verified_body(context& c, std::size_t limit,
-                                                                bool body_checksums) {
+io::task<base::result<std::string>> read_verified_body(context& c, std::size_t limit,
+                                                       bool body_checksums) {
     const http::request_head& head = c.ex.head();
     payload_options po;
     po.aws_chunked = c.auth.mode == auth::payload_mode::streaming_signed ||

@@ -52,7 +52,8 @@ struct object_check {
     base::result<void> operator()(const store::object_record& record) const;
 };
 
-struct service::context {
+struct context {
+    service& svc;
     http::exchange& ex;
     s3_request req;
     std::string request_id;

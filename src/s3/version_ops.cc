@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "s3/service.h"
-#include "s3/service_internal.h"
+#include "s3/operations.h"
 #include "s3/xml.h"
 
 namespace fjord::s3 {
@@ -51,27 +51,26 @@ void add_version_header(http::header_list& h, const store::object_record& r, boo
         h.emplace_back("x-amz-version-id", "null");
 }
 
-void service::answer_version(http::header_list& h, const store::object_record& r,
-                             const context& c) const {
-    add_version_header(h, r,
-                       r.version_id.empty() && (c.version || has_versioning(_store, c.req.bucket)));
+void answer_version(http::header_list& h, const store::object_record& r, const context& c) {
+    add_version_header(
+        h, r, r.version_id.empty() && (c.version || has_versioning(c.svc.store(), c.req.bucket)));
 }
 
 // A GET or HEAD that found a delete marker says so: by its id (405), or as the key's current version
 // (404; one listing of the key's newest version tells which marker, in a bucket with versioning only).
-io::task<http::header_list> service::delete_marker_headers(const context& c, base::errc code) {
+io::task<http::header_list> delete_marker_headers(const context& c, base::errc code) {
     http::header_list h;
     std::optional<std::string> marker;
     if (code == base::errc::method_not_allowed && c.version) {
         marker = *c.version;
         h.emplace_back("Allow", "DELETE");
     } else if (code == base::errc::no_such_key && !c.version &&
-               has_versioning(_store, c.req.bucket)) {
+               has_versioning(c.svc.store(), c.req.bucket)) {
         store::list_request newest;
         newest.bucket = c.req.bucket;
         newest.prefix = c.req.key;
         newest.max_keys = 1;
-        auto page = co_await _store.list_versions(newest);
+        auto page = co_await c.svc.store().list_versions(newest);
         if (page && !page->entries.empty() && page->entries[0].name == c.req.key &&
             page->entries[0].delete_marker)
             marker = page->entries[0].version_id;
@@ -89,31 +88,31 @@ base::error copy_source_error(const base::error& err) {
         "The source of a copy request may not specifically refer to a delete marker by version id."};
 }
 
-io::task<base::result<store::object_record>> service::head_named(const context& c) {
-    if (c.version) co_return co_await _store.head_version(c.req.bucket, c.req.key, *c.version);
-    co_return co_await _store.head(c.req.bucket, c.req.key);
+io::task<base::result<store::object_record>> head_named(const context& c) {
+    if (c.version)
+        co_return co_await c.svc.store().head_version(c.req.bucket, c.req.key, *c.version);
+    co_return co_await c.svc.store().head(c.req.bucket, c.req.key);
 }
 
-io::task<base::result<store::object_record>> service::get_named(const context& c,
-                                                                store::read_planner plan,
-                                                                store::byte_sink& sink) {
+io::task<base::result<store::object_record>> get_named(const context& c, store::read_planner plan,
+                                                       store::byte_sink& sink) {
     if (c.version)
-        co_return co_await _store.get_version(c.req.bucket, c.req.key, *c.version, std::move(plan),
-                                              sink);
-    co_return co_await _store.get(c.req.bucket, c.req.key, std::move(plan), sink);
+        co_return co_await c.svc.store().get_version(c.req.bucket, c.req.key, *c.version,
+                                                     std::move(plan), sink);
+    co_return co_await c.svc.store().get(c.req.bucket, c.req.key, std::move(plan), sink);
 }
 
-io::task<base::result<store::object_record>> service::update_named(const context& c,
-                                                                   store::record_editor edit) {
+io::task<base::result<store::object_record>> update_named(const context& c,
+                                                          store::record_editor edit) {
     if (c.version)
-        co_return co_await _store.update_version(c.req.bucket, c.req.key, *c.version,
-                                                 std::move(edit));
-    co_return co_await _store.update(c.req.bucket, c.req.key, std::move(edit), {});
+        co_return co_await c.svc.store().update_version(c.req.bucket, c.req.key, *c.version,
+                                                        std::move(edit));
+    co_return co_await c.svc.store().update(c.req.bucket, c.req.key, std::move(edit), {});
 }
 
 // A bucket that never had versioning answers with an empty document, as S3 does.
-io::task<void> service::get_bucket_versioning(context& c) {
-    auto info = _store.find_bucket(c.req.bucket);
+io::task<void> get_bucket_versioning(context& c) {
+    auto info = c.svc.store().find_bucket(c.req.bucket);
     if (!info) co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
     xml_writer x;
     x.open("VersioningConfiguration", s3_xmlns);
@@ -124,7 +123,7 @@ io::task<void> service::get_bucket_versioning(context& c) {
 }
 
 // Enabled or Suspended; once enabled, a bucket never returns to having no versioning (as in S3).
-io::task<void> service::put_bucket_versioning(context& c) {
+io::task<void> put_bucket_versioning(context& c) {
     auto body = co_await read_verified_body(c, 64 * 1024);
     if (!body) co_return co_await send_error(c, body.err());
     pugi::xml_document doc;
@@ -142,14 +141,14 @@ io::task<void> service::put_bucket_versioning(context& c) {
     if (mfa == "Enabled")
         co_return co_await send_error(
             c, {base::errc::not_implemented, "Fjord does not implement MFA delete"});
-    if (_store.blocks_of(c.req.bucket))
+    if (c.svc.store().blocks_of(c.req.bucket))
         co_return co_await send_error(
             c, {base::errc::invalid_request, "KV buckets hold immutable blocks without versions"});
-    if (!_store.bucket_exists(c.req.bucket))
+    if (!c.svc.store().bucket_exists(c.req.bucket))
         co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
     if (!status.empty()) {
-        auto set =
-            co_await _store.set_bucket_attribute(c.req.bucket, store::versioning_attribute, status);
+        auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket,
+                                                               store::versioning_attribute, status);
         if (!set) co_return co_await send_error(c, set.err());
     }
     (void)co_await c.ex.send_all(200, c.common_headers(), "");
