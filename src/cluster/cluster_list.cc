@@ -216,16 +216,4 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
     co_return std::move(merge.page);
 }
 
-io::task<base::result<store::list_page>> cluster_store::list_versions(store::list_request request) {
-    if (request.version_id_marker && !request.version_id_marker->empty())
-        co_return store::list_page{};  // no versions but the null one
-    auto page = co_await list(std::move(request));
-    if (!page) co_return page;
-    for (auto& e : page->entries) {
-        e.version_id.clear();
-        e.is_latest = true;
-    }
-    co_return page;
-}
-
 }  // namespace fjord::cluster

@@ -407,19 +407,4 @@ io::task<base::result<void>> cluster_store::set_bucket_attribute(std::string buc
     co_return base::result<void>{};
 }
 
-// ---- what is not built for clusters yet ----
-
-namespace {
-base::failure not_yet(std::string_view what) {
-    return base::fail(base::errc::not_implemented,
-                      std::string(what) + " is not built for clusters yet");
-}
-}  // namespace
-
-io::task<base::result<store::object_record>> cluster_store::update(std::string, std::string,
-                                                                   store::record_editor,
-                                                                   store::write_conditions) {
-    co_return not_yet("changing an object's tags or ACL");
-}
-
 }  // namespace fjord::cluster

@@ -175,7 +175,10 @@ struct upload_claim {
     std::int64_t at_ms = 0;  // Unix time of the claim
 };
 
-class cluster_store final : public store::object_store {
+class cluster_store final : public store::object_store,
+                            public store::object_copier,
+                            public store::upload_store,
+                            public store::bucket_attributes {
 public:
     explicit cluster_store(cluster_store_options options);
     ~cluster_store() override;
@@ -211,16 +214,11 @@ public:
     io::task<base::result<store::object_record>> get(std::string bucket, std::string key,
                                                      store::read_planner plan,
                                                      store::byte_sink& sink) override;
-    io::task<base::result<store::object_record>> update(
-        std::string bucket, std::string key, store::record_editor edit,
-        store::write_conditions conditions) override;
     io::task<base::result<std::optional<store::object_record>>> remove(
         std::string bucket, std::string key, store::write_conditions conditions) override;
     io::task<base::result<store::object_record>> copy(store::copy_request request,
                                                       store::copy_planner plan) override;
     io::task<base::result<store::list_page>> list(store::list_request request) override;
-    // Without versioning every key has one version, the null one: its listing is the plain one.
-    io::task<base::result<store::list_page>> list_versions(store::list_request request) override;
     io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
                                                       store::object_record metadata,
                                                       std::string checksum_type) override;
@@ -240,6 +238,10 @@ public:
         std::string bucket, std::string prefix, std::string key_marker,
         std::string upload_id_marker, std::uint32_t max_uploads) override;
     store::storage_stats stats() const override { return {}; }
+    // No versions and no changes of a record in place yet (ROADMAP: the cluster's second wave).
+    store::object_copier* copier_of(const std::string&) override { return this; }
+    store::upload_store* uploads_of(const std::string&) override { return this; }
+    store::bucket_attributes* attributes_of(const std::string&) override { return this; }
 
     // ---- the cluster's own steps (healer, CLI, tests) ----
     base::result<key_place> place(const std::string& bucket, const std::string& key) const;

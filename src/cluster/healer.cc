@@ -311,7 +311,8 @@ io::task<bool> healer::verify_local(const key_place& place, const shard_meta& me
         return std::optional<store::byte_range>(store::byte_range{0, bytes});
     };
     crc_check_sink sink(meta);
-    auto read = co_await _local.get_version(place.shard_bucket, place.key, version, plan, sink);
+    auto read = co_await local_versions(_local, place.shard_bucket)
+                    .get_version(place.shard_bucket, place.key, version, plan, sink);
     _verified_bytes += bytes;
     if (read || read.code() == base::errc::precondition_failed ||
         read.code() == base::errc::no_such_key || read.code() == base::errc::no_such_version)

@@ -213,11 +213,12 @@ io::task<base::result<std::vector<store::object_record>>> shard_versions(store::
     request.bucket = bucket;
     request.prefix = key;
     request.max_keys = max_versions_per_key;
-    auto page = co_await local.list_versions(std::move(request));
+    auto page = co_await local_versions(local, request.bucket).list_versions(std::move(request));
     if (!page) co_return page.as_failure();
     for (const auto& e : page->entries) {
         if (e.is_prefix || e.name != key || e.delete_marker) continue;
-        auto record = co_await local.head_version(bucket, key, e.version_id);
+        auto record =
+            co_await local_versions(local, bucket).head_version(bucket, key, e.version_id);
         if (!record) {
             if (absent_code(record.code())) continue;  // removed meanwhile
             co_return record.as_failure();
@@ -241,10 +242,23 @@ io::task<void> mark_damaged(store::object_store& local, std::string bucket, std:
         r.headers.emplace_back(damaged_header, "1");
         return {};
     };
-    auto marked = co_await local.update_version(bucket, key, version_id, mark);
+    auto marked =
+        co_await local_versions(local, bucket).update_version(bucket, key, version_id, mark);
     if (!marked && !absent_code(marked.code()))
         LOG_WARN("shard %s/%s: cannot mark version %s damaged: %s", bucket.c_str(), key.c_str(),
                  version_id.c_str(), marked.err().message.c_str());
+}
+
+store::version_store& local_versions(store::object_store& local, const std::string& bucket) {
+    store::version_store* versions = local.versions_of(bucket);
+    FJORD_ASSERT(versions, "the node's store keeps no versions");
+    return *versions;
+}
+
+store::bucket_attributes& local_attributes(store::object_store& local, const std::string& bucket) {
+    store::bucket_attributes* attributes = local.attributes_of(bucket);
+    FJORD_ASSERT(attributes, "the node's store keeps no bucket attributes");
+    return *attributes;
 }
 
 shard_service::shard_service(store::object_store& local, auth::credentials root, std::string region,
@@ -331,8 +345,8 @@ io::task<base::result<void>> shard_service::ensure_bucket(const std::string& buc
         auto made = co_await _local.create_bucket(bucket);
         if (!made && made.code() != base::errc::bucket_already_owned_by_you) co_return made;
     }
-    co_return co_await _local.set_bucket_attribute(bucket, store::versioning_attribute,
-                                                   std::string("Enabled"));
+    co_return co_await local_attributes(_local, bucket)
+        .set_bucket_attribute(bucket, store::versioning_attribute, std::string("Enabled"));
 }
 
 io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& target) {
@@ -404,7 +418,8 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
 // version it holds.
 io::task<void> shard_service::answer_refused(http::exchange& ex, const rpc_target& target,
                                              const std::string& version_text) {
-    auto same = co_await _local.head_version(target.bucket, target.key, version_text);
+    auto same = co_await local_versions(_local, target.bucket)
+                    .head_version(target.bucket, target.key, version_text);
     auto current = co_await _local.head(target.bucket, target.key);
     std::string held = current ? current->etag.substr(0, stamp::text_bytes) : std::string();
     if (!ex.body().finished()) ex.close_after();
@@ -430,7 +445,8 @@ io::task<void> shard_service::get_shard(http::exchange& ex, const rpc_target& ta
         co_return;
     }
     const std::string version_id = wanted->text();
-    auto record = co_await _local.head_version(target.bucket, target.key, version_id);
+    auto record = co_await local_versions(_local, target.bucket)
+                      .head_version(target.bucket, target.key, version_id);
     if (!record) {
         co_await answer_error(ex, absent_code(record.code())
                                       ? base::error{base::errc::no_such_key, "no such shard"}
@@ -466,7 +482,8 @@ io::task<void> shard_service::get_shard(http::exchange& ex, const rpc_target& ta
         !sent)
         co_return;
     if (bytes == 0) co_return;
-    auto read = co_await _local.get_version(target.bucket, target.key, version_id, plan, sink);
+    auto read = co_await local_versions(_local, target.bucket)
+                    .get_version(target.bucket, target.key, version_id, plan, sink);
     if (!read) {
         LOG_WARN("shard %s/%s: read failed after its answer began: %s", target.bucket.c_str(),
                  target.key.c_str(), read.err().message.c_str());
@@ -492,7 +509,8 @@ io::task<void> shard_service::remove_shard(http::exchange& ex, const rpc_target&
             ex, base::error{base::errc::precondition_failed, "too late to withdraw the version"});
         co_return;
     }
-    auto removed = co_await _local.remove_version(target.bucket, target.key, wanted->text());
+    auto removed = co_await local_versions(_local, target.bucket)
+                       .remove_version(target.bucket, target.key, wanted->text());
     if (removed || absent_code(removed.code()))
         co_await answer_ok(ex, {});
     else
@@ -518,7 +536,8 @@ io::task<void> shard_service::trim(http::exchange& ex, const rpc_target& target)
         const auto parsed = stamp::parse(r.version_id);
         FJORD_ASSERT(!parsed || (*parsed < *below) == (r.version_id < bound));
         if (r.version_id >= bound) continue;
-        auto removed = co_await _local.remove_version(target.bucket, target.key, r.version_id);
+        auto removed = co_await local_versions(_local, target.bucket)
+                           .remove_version(target.bucket, target.key, r.version_id);
         if (!removed && !absent_code(removed.code())) {
             co_await answer_error(ex, removed.err());
             co_return;
@@ -577,7 +596,7 @@ io::task<void> shard_service::list(http::exchange& ex, const rpc_target& target)
         co_await answer_ok(ex, encode_listing(listing), rebuilding());
         co_return;
     }
-    auto page = co_await _local.list_versions(std::move(request));
+    auto page = co_await local_versions(_local, request.bucket).list_versions(std::move(request));
     if (!page) {
         co_await answer_error(ex, page.err());
         co_return;
@@ -686,14 +705,15 @@ io::task<void> shard_service::drop_bucket(http::exchange& ex, const rpc_target& 
     store::list_request request;
     request.bucket = target.bucket;
     request.max_keys = max_rpc_keys;
-    auto page = co_await _local.list_versions(std::move(request));
+    auto page = co_await local_versions(_local, request.bucket).list_versions(std::move(request));
     if (!page) {
         co_await answer_error(ex, page.err());
         co_return;
     }
     for (const auto& entry : page->entries) {
         if (entry.is_prefix) continue;
-        auto removed = co_await _local.remove_version(target.bucket, entry.name, entry.version_id);
+        auto removed = co_await local_versions(_local, target.bucket)
+                           .remove_version(target.bucket, entry.name, entry.version_id);
         if (!removed && !absent_code(removed.code())) {
             co_await answer_error(ex, removed.err());
             co_return;

@@ -36,6 +36,11 @@ struct rpc_target;
 inline constexpr const char* shard_header = "fjord-shard";
 inline constexpr const char* damaged_header = "fjord-damaged";
 
+// The node's own store keeps versions and attributes in every bucket (its engine: the shard buckets
+// are versioned); these are those parts of it (asserted).
+store::version_store& local_versions(store::object_store& local, const std::string& bucket);
+store::bucket_attributes& local_attributes(store::object_store& local, const std::string& bucket);
+
 // Marks a version of a shard damaged on this node (its bytes fail their checksums, or its data file is
 // gone). The record stays, so that the version still counts among those that reached their quorum;
 // readers skip it and healing rewrites it.

@@ -23,13 +23,6 @@ auto no_bucket(const std::string& name) {
     return base::fail(base::errc::no_such_bucket, "no KV bucket " + name);
 }
 
-auto not_for_blocks(std::string_view what) {
-    return base::fail(base::errc::not_implemented,
-                      std::string(what) +
-                          " is not supported on a KV bucket (its blocks are "
-                          "immutable and written whole: see docs/kv.md)");
-}
-
 std::string config_text(const tier::bucket_config& c) {
     return "name=" + c.name + "\ncapacity_bytes=" + std::to_string(c.options.capacity_bytes) +
            "\nttl_seconds=" + std::to_string(c.options.ttl_seconds) +
@@ -322,7 +315,8 @@ store::block_store* tier::blocks_of(const std::string& bucket) {
 }
 
 io::task<base::result<void>> tier::create_bucket(std::string name) {
-    co_return base::fail(base::errc::not_implemented, "the KV tier makes KV buckets only: " + name);
+    // Every bucket of the tier is a KV bucket: a plain one gets the tier's defaults.
+    co_return co_await create_kv_bucket(std::move(name), store::kv_bucket_options{});
 }
 
 io::task<base::result<void>> tier_ops::create(tier* t, std::string name,
@@ -472,12 +466,6 @@ io::task<base::result<store::object_record>> tier::get(std::string bucket, std::
     co_return record;
 }
 
-io::task<base::result<store::object_record>> tier::update(std::string, std::string,
-                                                          store::record_editor,
-                                                          store::write_conditions) {
-    co_return not_for_blocks("changing a block's metadata or tags");
-}
-
 io::task<base::result<std::optional<store::object_record>>> tier::remove(
     std::string bucket, std::string key, store::write_conditions conditions) {
     auto owner = owner_of(bucket, key);
@@ -486,10 +474,6 @@ io::task<base::result<std::optional<store::object_record>>> tier::remove(
         return tier_ops::remove(this, bucket, key, conditions);
     };
     co_return co_await io::invoke_on(*owner, op);
-}
-
-io::task<base::result<store::object_record>> tier::copy(store::copy_request, store::copy_planner) {
-    co_return not_for_blocks("CopyObject");
 }
 
 io::task<base::result<store::list_page>> tier::list(store::list_request request) {
@@ -533,38 +517,6 @@ io::task<base::result<store::list_page>> tier::list(store::list_request request)
     }
     if (all.size() >= limit) page.truncated = true;
     co_return page;
-}
-
-io::task<base::result<std::string>> tier::create_upload(std::string, std::string,
-                                                        store::object_record, std::string) {
-    co_return not_for_blocks("a multipart upload");
-}
-io::task<base::result<store::upload_record>> tier::get_upload(std::string, std::string,
-                                                              std::string) {
-    co_return base::fail(base::errc::no_such_upload, "KV buckets have no multipart uploads");
-}
-io::task<base::result<store::part_record>> tier::upload_part(store::part_request,
-                                                             store::byte_source&,
-                                                             store::part_finisher) {
-    co_return base::fail(base::errc::no_such_upload, "KV buckets have no multipart uploads");
-}
-io::task<base::result<store::part_record>> tier::copy_part(store::part_copy_request,
-                                                           store::part_copy_planner) {
-    co_return base::fail(base::errc::no_such_upload, "KV buckets have no multipart uploads");
-}
-io::task<base::result<store::object_record>> tier::complete_upload(std::string, std::string,
-                                                                   std::string,
-                                                                   store::upload_finalizer,
-                                                                   store::write_conditions) {
-    co_return base::fail(base::errc::no_such_upload, "KV buckets have no multipart uploads");
-}
-io::task<base::result<void>> tier::abort_upload(std::string, std::string, std::string) {
-    co_return base::fail(base::errc::no_such_upload, "KV buckets have no multipart uploads");
-}
-io::task<base::result<std::vector<store::upload_record>>> tier::list_uploads(
-    std::string bucket, std::string, std::string, std::string, std::uint32_t) {
-    if (!bucket_exists(bucket)) co_return no_bucket(bucket);
-    co_return std::vector<store::upload_record>{};
 }
 
 base::result<std::vector<std::vector<std::pair<std::size_t, std::string>>>> tier::keys_by_core(

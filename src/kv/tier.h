@@ -44,7 +44,7 @@ struct tier_stats {
     shard_stats shards;  // summed
 };
 
-class tier final : public store::object_store, public store::block_store {
+class tier final : public store::object_store, public store::block_store, public store::kv_buckets {
 public:
     // Opens DIRECTORY and recovers every KV bucket in it. Blocking: at startup, before the reactors.
     static base::result<std::unique_ptr<tier>> open_blocking(tier_options options);
@@ -64,35 +64,13 @@ public:
     io::task<base::result<store::object_record>> get(std::string bucket, std::string key,
                                                      store::read_planner plan,
                                                      store::byte_sink& sink) override;
-    io::task<base::result<store::object_record>> update(
-        std::string bucket, std::string key, store::record_editor edit,
-        store::write_conditions conditions) override;
     io::task<base::result<std::optional<store::object_record>>> remove(
         std::string bucket, std::string key, store::write_conditions conditions) override;
-    io::task<base::result<store::object_record>> copy(store::copy_request request,
-                                                      store::copy_planner plan) override;
     io::task<base::result<store::list_page>> list(store::list_request request) override;
 
-    io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
-                                                      store::object_record metadata,
-                                                      std::string checksum_type) override;
-    io::task<base::result<store::upload_record>> get_upload(std::string bucket, std::string key,
-                                                            std::string upload_id) override;
-    io::task<base::result<store::part_record>> upload_part(store::part_request request,
-                                                           store::byte_source& body,
-                                                           store::part_finisher finish) override;
-    io::task<base::result<store::part_record>> copy_part(store::part_copy_request request,
-                                                         store::part_copy_planner plan) override;
-    io::task<base::result<store::object_record>> complete_upload(
-        std::string bucket, std::string key, std::string upload_id,
-        store::upload_finalizer finalize, store::write_conditions conditions) override;
-    io::task<base::result<void>> abort_upload(std::string bucket, std::string key,
-                                              std::string upload_id) override;
-    io::task<base::result<std::vector<store::upload_record>>> list_uploads(
-        std::string bucket, std::string prefix, std::string key_marker,
-        std::string upload_id_marker, std::uint32_t max_uploads) override;
     store::storage_stats stats() const override { return {}; }
     store::block_store* blocks_of(const std::string& bucket) override;
+    store::kv_buckets* kv() override { return this; }
 
     std::uint64_t max_block_bytes(const std::string& bucket) const override;
     io::task<base::result<std::vector<std::optional<std::uint64_t>>>> sizes(

@@ -219,8 +219,8 @@ io::task<void> put_acl(context& c, bool object) {
             auto acl = acl_for(wanted, head, bucket_owner, bucket_owner);
             if (!acl) co_return co_await send_error(c, acl.err());
             std::string stored = stored_acl(*acl, bucket_owner);  // the default: no attribute
-            auto set = co_await c.svc.store().set_bucket_attribute(
-                c.req.bucket, acl_attribute,
+            auto set = co_await set_bucket_attribute(
+                c, c.req.bucket, acl_attribute,
                 stored.empty() ? std::nullopt : std::optional<std::string>(std::move(stored)));
             if (!set) co_return co_await send_error(c, set.err());
         }
@@ -299,15 +299,15 @@ io::task<void> put_ownership_controls(context& c) {
                     "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced "
                     "setting"});
     }
-    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, ownership_attribute,
-                                                           std::string(ownership_name(*chosen)));
+    auto set = co_await set_bucket_attribute(c, c.req.bucket, ownership_attribute,
+                                             std::string(ownership_name(*chosen)));
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(200, c.common_headers(), "");
 }
 
 // Without controls a bucket acts as ObjectWriter, as S3's buckets from before Object Ownership do.
 io::task<void> delete_ownership_controls(context& c) {
-    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, ownership_attribute, "");
+    auto set = co_await set_bucket_attribute(c, c.req.bucket, ownership_attribute, "");
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }

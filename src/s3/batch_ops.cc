@@ -106,9 +106,13 @@ io::task<void> delete_one(store::object_store* store, std::string bucket, delete
     store::write_conditions conditions;
     if (!out->if_match.empty()) conditions.if_match_etag = unquote_etag(out->if_match);
     base::result<std::optional<store::object_record>> removed = base::fail(base::errc::internal);
-    if (out->version)
-        removed = co_await store->remove_version(bucket, out->key, *out->version);
-    else
+    if (out->version) {
+        auto versions = offered(store->versions_of(bucket), bucket, "versions");
+        if (versions)
+            removed = co_await (*versions)->remove_version(bucket, out->key, *out->version);
+        else
+            removed = versions.as_failure();
+    } else
         removed = co_await store->remove(bucket, out->key, conditions);
     if (!removed) {
         out->code = removed.code();
@@ -288,8 +292,7 @@ io::task<void> put_bucket_tagging(context& c) {
     if (!tags) co_return co_await send_error(c, tags.err());
     std::optional<std::string> value;
     if (!tags->empty()) value = encode_tags(*tags);
-    auto set =
-        co_await c.svc.store().set_bucket_attribute(c.req.bucket, bucket_tags_attribute, value);
+    auto set = co_await set_bucket_attribute(c, c.req.bucket, bucket_tags_attribute, value);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
@@ -307,8 +310,7 @@ io::task<void> get_bucket_tagging(context& c) {
 }
 
 io::task<void> delete_bucket_tagging(context& c) {
-    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, bucket_tags_attribute,
-                                                           std::nullopt);
+    auto set = co_await set_bucket_attribute(c, c.req.bucket, bucket_tags_attribute, std::nullopt);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }

@@ -102,6 +102,15 @@ base::result<bucket_page_request> parse_bucket_page(const s3_request& r) {
 
 }  // namespace
 
+io::task<base::result<void>> set_bucket_attribute(const context& c, std::string bucket,
+                                                  std::string name,
+                                                  std::optional<std::string> value) {
+    auto attributes = offered(c.svc.store().attributes_of(bucket), bucket, "configuration");
+    if (!attributes) co_return attributes.as_failure();
+    co_return co_await (*attributes)
+        ->set_bucket_attribute(std::move(bucket), std::move(name), std::move(value));
+}
+
 io::task<void> list_buckets(context& c) {
     auto paging = parse_bucket_page(c.req);
     if (!paging) co_return co_await send_error(c, paging.err());
@@ -208,7 +217,13 @@ io::task<base::result<void>> create_owned_bucket(
     const bool root = c.svc.users().is_root(c.auth.access_key);
     if (kv && !root)
         co_return base::fail(base::errc::access_denied, "Only the root user creates KV buckets");
-    if (kv) co_return co_await c.svc.store().create_kv_bucket(c.req.bucket, *kv);
+    if (kv) {
+        store::kv_buckets* maker = c.svc.store().kv();
+        if (!maker)
+            co_return base::fail(base::errc::not_implemented,
+                                 "this store has no KV tier (bucket " + c.req.bucket + ")");
+        co_return co_await maker->create_kv_bucket(c.req.bucket, *kv);
+    }
     FJORD_CO_TRY(co_await c.svc.store().create_bucket(c.req.bucket));
     // Each attribute is its own change: a crash between them leaves the bucket root's, or
     // BucketOwnerEnforced; the caller was never told it exists. So is a failure: the bucket goes.
@@ -228,7 +243,7 @@ io::task<base::result<void>> reset_bucket_acl(const context& c, const store::buc
         stored = encode_acl(**named);
     }
     if (!stored && !bucket.attributes.contains(acl_attribute)) co_return base::result<void>{};
-    co_return co_await c.svc.store().set_bucket_attribute(c.req.bucket, acl_attribute, stored);
+    co_return co_await set_bucket_attribute(c, c.req.bucket, acl_attribute, stored);
 }
 
 // A new bucket's owner (an owner attribute names root's by its absence), and the Object Ownership and
@@ -236,19 +251,18 @@ io::task<base::result<void>> reset_bucket_acl(const context& c, const store::buc
 io::task<base::result<void>> configure_new_bucket(const context& c, bool root) {
     const http::request_head& head = c.ex.head();
     if (!root)
-        FJORD_CO_TRY(co_await c.svc.store().set_bucket_attribute(c.req.bucket, owner_attribute,
-                                                                 c.auth.access_key));
+        FJORD_CO_TRY(
+            co_await set_bucket_attribute(c, c.req.bucket, owner_attribute, c.auth.access_key));
     std::string_view named = head.value_of("x-amz-object-ownership");
     auto ownership = named.empty() ? c.svc.options().default_ownership : parse_ownership(named);
     if (!ownership || *ownership == object_ownership::enforced) co_return base::result<void>{};
-    FJORD_CO_TRY(co_await c.svc.store().set_bucket_attribute(
-        c.req.bucket, ownership_attribute, std::string(ownership_name(*ownership))));
+    FJORD_CO_TRY(co_await set_bucket_attribute(c, c.req.bucket, ownership_attribute,
+                                               std::string(ownership_name(*ownership))));
     const std::string creator = root ? c.svc.users().root_id() : c.auth.access_key;
     auto acl = acl_from_headers(head, creator, creator);
     if (!acl) co_return acl.as_failure();
     if (!*acl) co_return base::result<void>{};
-    co_return co_await c.svc.store().set_bucket_attribute(c.req.bucket, acl_attribute,
-                                                          encode_acl(**acl));
+    co_return co_await set_bucket_attribute(c, c.req.bucket, acl_attribute, encode_acl(**acl));
 }
 
 }  // namespace fjord::s3

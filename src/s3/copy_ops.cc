@@ -173,7 +173,9 @@ io::task<base::result<store::object_record>> copy_onto_itself(
         r.modified_ms = base::unix_now_ms();
         return {};
     };
-    co_return co_await store.update(req.bucket, req.key, edit, only_if_unchanged);
+    auto updates = offered(store.updates_of(req.bucket), req.bucket, "changes of a stored object");
+    if (!updates) co_return updates.as_failure();
+    co_return co_await (*updates)->update(req.bucket, req.key, edit, only_if_unchanged);
 }
 
 std::string copy_result_xml(const store::object_record& r) {
@@ -224,7 +226,9 @@ io::task<void> copy_object(context& c) {
         };
         store::copy_request request{src->bucket, src->key,    c.req.bucket,
                                     c.req.key,   *conditions, src->version};
-        result = co_await c.svc.store().copy(request, plan);
+        auto copier = offered(c.svc.store().copier_of(c.req.bucket), c.req.bucket, "copies");
+        if (!copier) co_return co_await send_error(c, copier.err());
+        result = co_await (*copier)->copy(request, plan);
     }
     if (!result) {
         // Damage found while reading the source is logged as the source's.
@@ -276,7 +280,9 @@ io::task<void> upload_part_copy(context& c) {
     auto src = parse_copy_source(c.svc.store(), head.value_of("x-amz-copy-source"));
     if (!src) co_return co_await send_error(c, src.err());
     std::string upload_id(c.req.param("uploadId"));
-    auto upload = co_await c.svc.store().get_upload(c.req.bucket, c.req.key, upload_id);
+    auto uploads = uploads_in(c);
+    if (!uploads) co_return co_await send_error(c, uploads.err());
+    auto upload = co_await (*uploads)->get_upload(c.req.bucket, c.req.key, upload_id);
     if (!upload) co_return co_await send_error(c, upload.err());
     const auto alg = parse_checksum_algorithm(upload->object.checksum_algorithm)
                          .value_or(checksum_algorithm::none);
@@ -312,7 +318,7 @@ io::task<void> upload_part_copy(context& c) {
     store::part_copy_request request{src->bucket, src->key,  c.req.bucket,
                                      c.req.key,   upload_id, static_cast<std::uint32_t>(*number),
                                      src->version};
-    auto part = co_await c.svc.store().copy_part(request, plan);
+    auto part = co_await (*uploads)->copy_part(request, plan);
     if (!part) {
         if (part.code() == base::errc::data_corrupted || part.code() == base::errc::not_found) {
             std::string role = "the copy source of part " + std::to_string(*number) +

@@ -305,9 +305,10 @@ io::task<bool> tags_match(pass_state& st, const std::string& bucket, const lifec
                           const std::string& key, const std::string* version_id) {
     if (f.tags.empty()) co_return true;
     base::result<store::object_record> found = base::fail(base::errc::internal);
-    if (version_id)
-        found = co_await st.store.head_version(bucket, key, *version_id);
-    else
+    store::version_store* versions = st.store.versions_of(bucket);
+    if (version_id && versions)
+        found = co_await versions->head_version(bucket, key, *version_id);
+    else if (!version_id)
         found = co_await st.store.head(bucket, key);
     if (!found) co_return false;
     for (const auto& tag : f.tags)
@@ -391,10 +392,11 @@ io::task<void> apply_to_current(pass_state& st, const std::string& bucket,
 io::task<void> apply_to_key_versions(pass_state& st, const std::string& bucket,
                                      const lifecycle_rule& r,
                                      const std::vector<store::list_entry>& versions) {
-    if (versions.empty()) co_return;
+    store::version_store* store = st.store.versions_of(bucket);
+    if (versions.empty() || !store) co_return;
     if (r.expired_object_delete_marker && versions.size() == 1 && versions[0].delete_marker) {
         co_await st.pace.next();
-        if (co_await st.store.remove_version(bucket, versions[0].name, versions[0].version_id))
+        if (co_await store->remove_version(bucket, versions[0].name, versions[0].version_id))
             ++st.totals.markers_removed;
     }
     if (!r.noncurrent_days) co_return;
@@ -408,20 +410,21 @@ io::task<void> apply_to_key_versions(pass_state& st, const std::string& bucket,
         if (!v.delete_marker && !size_matches(r.filter, v.size_bytes)) continue;
         if (!co_await tags_match(st, bucket, r.filter, v.name, &v.version_id)) continue;
         co_await st.pace.next();
-        if (co_await st.store.remove_version(bucket, v.name, v.version_id))
+        if (co_await store->remove_version(bucket, v.name, v.version_id))
             ++st.totals.noncurrent_removed;
     }
 }
 
 io::task<void> apply_to_versions(pass_state& st, const std::string& bucket,
                                  const lifecycle_rule& r) {
-    if (!r.noncurrent_days && !r.expired_object_delete_marker) co_return;
+    store::version_store* store = st.store.versions_of(bucket);
+    if ((!r.noncurrent_days && !r.expired_object_delete_marker) || !store) co_return;
     store::list_request request;
     request.bucket = bucket;
     request.prefix = r.filter.prefix;
     std::vector<store::list_entry> key_versions;  // the key being gathered (it may span pages)
     for (;;) {
-        auto page = co_await st.store.list_versions(request);
+        auto page = co_await store->list_versions(request);
         if (!page || st.stopping()) co_return;
         for (auto& e : page->entries) {
             if (!key_versions.empty() && key_versions.front().name != e.name) {
@@ -438,16 +441,17 @@ io::task<void> apply_to_versions(pass_state& st, const std::string& bucket,
 }
 
 io::task<void> abort_uploads(pass_state& st, const std::string& bucket, const lifecycle_rule& r) {
-    if (!r.abort_upload_days) co_return;
+    store::upload_store* store = st.store.uploads_of(bucket);
+    if (!r.abort_upload_days || !store) co_return;
     std::string key_marker, id_marker;
     for (;;) {
         auto uploads =
-            co_await st.store.list_uploads(bucket, r.filter.prefix, key_marker, id_marker, 1000);
+            co_await store->list_uploads(bucket, r.filter.prefix, key_marker, id_marker, 1000);
         if (!uploads || uploads->empty() || st.stopping()) co_return;
         for (const auto& u : *uploads) {
             if (!st.due(u.initiated_ms / 1000, *r.abort_upload_days)) continue;
             co_await st.pace.next();
-            if (co_await st.store.abort_upload(bucket, u.key, u.upload_id))
+            if (co_await store->abort_upload(bucket, u.key, u.upload_id))
                 ++st.totals.uploads_aborted;
         }
         if (uploads->size() <= 1000) co_return;

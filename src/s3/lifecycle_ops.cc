@@ -32,8 +32,8 @@ io::task<void> put_bucket_lifecycle(context& c) {
         co_return co_await send_error(
             c, {base::errc::invalid_request,
                 "KV buckets expire blocks by their TTL and capacity, not by lifecycle rules"});
-    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, lifecycle_attribute,
-                                                           lifecycle_xml(*config));
+    auto set =
+        co_await set_bucket_attribute(c, c.req.bucket, lifecycle_attribute, lifecycle_xml(*config));
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(200, c.common_headers(), "");
 }
@@ -51,8 +51,7 @@ io::task<void> get_bucket_lifecycle(context& c) {
 }
 
 io::task<void> delete_bucket_lifecycle(context& c) {
-    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, lifecycle_attribute,
-                                                           std::nullopt);
+    auto set = co_await set_bucket_attribute(c, c.req.bucket, lifecycle_attribute, std::nullopt);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }

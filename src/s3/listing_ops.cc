@@ -188,9 +188,11 @@ io::task<void> list_object_versions(context& c) {
     if (!lr) co_return co_await send_error(c, lr.err());
     // A bucket that never had versioning: each object is its own latest, null version
     base::result<store::list_page> page = base::fail(base::errc::internal);
-    if (versioned && lr->max_keys > 0)
-        page = co_await c.svc.store().list_versions(*lr);
-    else
+    if (versioned && lr->max_keys > 0) {
+        auto versions = offered(c.svc.store().versions_of(c.req.bucket), c.req.bucket, "versions");
+        if (!versions) co_return co_await send_error(c, versions.err());
+        page = co_await (*versions)->list_versions(*lr);
+    } else
         page = co_await list_page_of(c, *lr);
     if (!page) co_return co_await send_error(c, page.err());
     co_await send_xml(c, 200, versions_result_xml(c.req, *lr, *page, listing_owner(c)));

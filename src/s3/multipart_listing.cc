@@ -28,8 +28,10 @@ std::string upload_initiator(const store::upload_record& u, const std::string& b
 }  // namespace
 
 io::task<void> list_parts(context& c) {
-    auto upload = co_await c.svc.store().get_upload(c.req.bucket, c.req.key,
-                                                    std::string(c.req.param("uploadId")));
+    auto uploads = uploads_in(c);
+    if (!uploads) co_return co_await send_error(c, uploads.err());
+    auto upload = co_await (*uploads)->get_upload(c.req.bucket, c.req.key,
+                                                  std::string(c.req.param("uploadId")));
     if (!upload) co_return co_await send_error(c, upload.err());
     std::uint64_t max_parts = 1000, marker = 0;
     if (c.req.has("max-parts")) {
@@ -174,9 +176,11 @@ io::task<void> list_multipart_uploads(context& c) {
     // A key marker alone skips every upload of that key.
     std::string after_id = page.id_marker;
     if (after_id.empty() && !page.key_marker.empty()) after_id = std::string(64, '\xff');
-    auto uploads =
-        co_await c.svc.store().list_uploads(r.bucket, page.prefix, page.key_marker, after_id,
-                                            static_cast<std::uint32_t>(page.max_uploads));
+    // A bucket whose store keeps no uploads (a KV bucket) has none in progress.
+    base::result<std::vector<store::upload_record>> uploads = std::vector<store::upload_record>{};
+    if (store::upload_store* store = c.svc.store().uploads_of(r.bucket))
+        uploads = co_await store->list_uploads(r.bucket, page.prefix, page.key_marker, after_id,
+                                               static_cast<std::uint32_t>(page.max_uploads));
     if (!uploads) co_return co_await send_error(c, uploads.err());
     page.truncated = uploads->size() > page.max_uploads;
     if (page.truncated) uploads->resize(page.max_uploads);

@@ -233,8 +233,10 @@ io::task<void> create_multipart_upload(context& c) {
         co_return co_await send_error(
             c, {base::errc::invalid_request, "x-amz-checksum-type needs x-amz-checksum-algorithm"});
     }
-    auto id =
-        co_await c.svc.store().create_upload(c.req.bucket, c.req.key, metadata, checksum_type);
+    auto uploads =
+        offered(c.svc.store().uploads_of(c.req.bucket), c.req.bucket, "multipart uploads");
+    if (!uploads) co_return co_await send_error(c, uploads.err());
+    auto id = co_await (*uploads)->create_upload(c.req.bucket, c.req.key, metadata, checksum_type);
     if (!id) co_return co_await send_error(c, id.err());
     xml_writer x;
     x.open("InitiateMultipartUploadResult", s3_xmlns);
@@ -249,11 +251,19 @@ io::task<void> create_multipart_upload(context& c) {
     (void)co_await c.ex.send_all(200, headers, x.take());
 }
 
+base::result<store::upload_store*> uploads_in(const context& c) {
+    if (store::upload_store* uploads = c.svc.store().uploads_of(c.req.bucket)) return uploads;
+    return base::fail(base::errc::no_such_upload,
+                      "bucket " + c.req.bucket + " keeps no multipart uploads");
+}
+
 io::task<void> upload_part(context& c) {
     auto number = part_number_of(c.req);
     if (!number) co_return co_await send_error(c, number.err());
     std::string upload_id(c.req.param("uploadId"));
-    auto upload = co_await c.svc.store().get_upload(c.req.bucket, c.req.key, upload_id);
+    auto uploads = uploads_in(c);
+    if (!uploads) co_return co_await send_error(c, uploads.err());
+    auto upload = co_await (*uploads)->get_upload(c.req.bucket, c.req.key, upload_id);
     if (!upload) co_return co_await send_error(c, upload.err());
     auto expected = parse_checksum_algorithm(upload->object.checksum_algorithm)
                         .value_or(checksum_algorithm::none);
@@ -275,7 +285,7 @@ io::task<void> upload_part(context& c) {
     };
     store::part_request request{c.req.bucket, c.req.key,        upload_id,
                                 *number,      plan->size_bytes, max_part_bytes};
-    auto part = co_await c.svc.store().upload_part(request, source, finish);
+    auto part = co_await (*uploads)->upload_part(request, source, finish);
     if (!part) co_return co_await send_error(c, part.err());
     auto headers = c.common_headers();
     headers.emplace_back("ETag", "\"" + part->etag + "\"");
@@ -304,8 +314,10 @@ io::task<void> complete_multipart_upload(context& c) {
         if (built) FJORD_TRY(check_named_checksum(named, *built));
         return built;
     };
-    auto done = co_await c.svc.store().complete_upload(c.req.bucket, c.req.key, upload_id, finalize,
-                                                       *conditions);
+    auto uploads = uploads_in(c);
+    if (!uploads) co_return co_await send_error(c, uploads.err());
+    auto done = co_await (*uploads)->complete_upload(c.req.bucket, c.req.key, upload_id, finalize,
+                                                     *conditions);
     if (!done && done.code() == base::errc::no_such_upload) {
         // SDKs retry a completion whose answer was lost: it may have succeeded
         auto current = co_await c.svc.store().head(c.req.bucket, c.req.key);
@@ -334,8 +346,10 @@ io::task<void> complete_multipart_upload(context& c) {
 }
 
 io::task<void> abort_multipart_upload(context& c) {
-    auto aborted = co_await c.svc.store().abort_upload(c.req.bucket, c.req.key,
-                                                       std::string(c.req.param("uploadId")));
+    auto uploads = uploads_in(c);
+    if (!uploads) co_return co_await send_error(c, uploads.err());
+    auto aborted = co_await (*uploads)->abort_upload(c.req.bucket, c.req.key,
+                                                     std::string(c.req.param("uploadId")));
     if (!aborted) co_return co_await send_error(c, aborted.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }

@@ -470,9 +470,11 @@ io::task<void> delete_object(context& c) {
     std::string_view if_match = c.ex.head().value_of("if-match");
     if (!if_match.empty()) conditions.if_match_etag = unquote_etag(if_match);
     base::result<std::optional<store::object_record>> removed = base::fail(base::errc::internal);
-    if (c.version)
-        removed = co_await c.svc.store().remove_version(c.req.bucket, c.req.key, *c.version);
-    else
+    if (c.version) {
+        auto versions = offered(c.svc.store().versions_of(c.req.bucket), c.req.bucket, "versions");
+        if (!versions) co_return co_await send_error(c, versions.err());
+        removed = co_await (*versions)->remove_version(c.req.bucket, c.req.key, *c.version);
+    } else
         removed = co_await c.svc.store().remove(c.req.bucket, c.req.key, conditions);
     if (!removed) co_return co_await send_error(c, removed.err());
     auto headers = c.common_headers();

@@ -75,6 +75,12 @@ bool may_delete(const context& c, const bucket_access& access, const std::string
 base::error visible_error(const context& c, base::error err);
 bool owns(const context& c, const store::bucket_info& bucket);
 
+// ---- bucket_ops.cc: the store's bucket configuration ----
+// Sets (or removes) one attribute of a bucket whose store keeps them (else not_implemented).
+io::task<base::result<void>> set_bucket_attribute(const context& c, std::string bucket,
+                                                  std::string name,
+                                                  std::optional<std::string> value);
+
 // ---- admin_ops.cc: users (users.h) ----
 io::task<void> admin_users(context& c);
 
@@ -166,6 +172,9 @@ io::task<void> get_bucket_lifecycle(context& c);
 io::task<void> delete_bucket_lifecycle(context& c);
 
 // ---- multipart_ops.cc, multipart_listing.cc ----
+// The request's bucket's multipart uploads, or NoSuchUpload where its store keeps none (a KV bucket:
+// no upload of it can exist).
+base::result<store::upload_store*> uploads_in(const context& c);
 io::task<void> create_multipart_upload(context& c);
 io::task<void> upload_part(context& c);
 io::task<void> complete_multipart_upload(context& c);

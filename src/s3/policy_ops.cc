@@ -13,7 +13,7 @@ io::task<void> put_bucket_policy(context& c) {
     if (!body) co_return co_await send_error(c, body.err());
     auto policy = parse_policy(*body, c.req.bucket);
     if (!policy) co_return co_await send_error(c, policy.err());
-    auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket, policy_attribute, *body);
+    auto set = co_await set_bucket_attribute(c, c.req.bucket, policy_attribute, *body);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }
@@ -33,8 +33,7 @@ io::task<void> get_bucket_policy(context& c) {
 }
 
 io::task<void> delete_bucket_policy(context& c) {
-    auto set =
-        co_await c.svc.store().set_bucket_attribute(c.req.bucket, policy_attribute, std::nullopt);
+    auto set = co_await set_bucket_attribute(c, c.req.bucket, policy_attribute, std::nullopt);
     if (!set) co_return co_await send_error(c, set.err());
     (void)co_await c.ex.send_all(204, c.common_headers(), "");
 }

@@ -123,6 +123,15 @@ object_ownership ownership_of(const store::bucket_info& bucket);
 base::result<void> object_acl_allows(const deferred_acl& d, const std::string& who,
                                      const store::object_record& record);
 
+// One of the store's optional parts for a bucket (object_store.h: versions_of, uploads_of, ...), or
+// not_implemented saying what the bucket's store lacks.
+template <class Part>
+base::result<Part*> offered(Part* part, const std::string& bucket, std::string_view what) {
+    if (part) return part;
+    return base::fail(base::errc::not_implemented,
+                      "bucket " + bucket + " keeps no " + std::string(what) + " in this store");
+}
+
 // What a PUT or UploadPart body needs from its request head: its declared size (the decoded size of an
 // aws-chunked body) and the digests its bytes are checked against as they arrive.
 struct body_plan {

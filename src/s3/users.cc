@@ -113,11 +113,13 @@ io::task<base::result<void>> user_directory::set(store::object_store& store, std
                                  "buckets, grants and policies still name it");
     // The key is retired before the user goes: a crash between the two leaves the user, still
     // removable, and never a key that could be handed out again.
+    store::bucket_attributes* attributes = store.attributes_of(system_bucket);
+    if (!attributes) co_return base::fail(base::errc::not_implemented, "this store keeps no users");
     if (!secret && exists && !removed)
-        FJORD_CO_TRY(co_await store.set_bucket_attribute(
+        FJORD_CO_TRY(co_await attributes->set_bucket_attribute(
             system_bucket, std::string(removed_prefix) + access_key,
             std::to_string(base::unix_now_ms() / 1000)));
-    FJORD_CO_TRY(co_await store.set_bucket_attribute(
+    FJORD_CO_TRY(co_await attributes->set_bucket_attribute(
         system_bucket, std::string(user_prefix) + access_key, secret));
     for (unsigned c = 0; c < _tables.size(); ++c) {
         auto call = [this, &store, access_key] { return apply_on_this_core(&store, access_key); };

@@ -70,7 +70,9 @@ io::task<http::header_list> delete_marker_headers(const context& c, base::errc c
         newest.bucket = c.req.bucket;
         newest.prefix = c.req.key;
         newest.max_keys = 1;
-        auto page = co_await c.svc.store().list_versions(newest);
+        base::result<store::list_page> page = store::list_page{};
+        if (store::version_store* versions = c.svc.store().versions_of(c.req.bucket))
+            page = co_await versions->list_versions(newest);
         if (page && !page->entries.empty() && page->entries[0].name == c.req.key &&
             page->entries[0].delete_marker)
             marker = page->entries[0].version_id;
@@ -89,25 +91,37 @@ base::error copy_source_error(const base::error& err) {
 }
 
 io::task<base::result<store::object_record>> head_named(const context& c) {
-    if (c.version)
-        co_return co_await c.svc.store().head_version(c.req.bucket, c.req.key, *c.version);
+    if (c.version) {
+        auto versions = offered(c.svc.store().versions_of(c.req.bucket), c.req.bucket, "versions");
+        if (!versions) co_return versions.as_failure();
+        co_return co_await (*versions)->head_version(c.req.bucket, c.req.key, *c.version);
+    }
     co_return co_await c.svc.store().head(c.req.bucket, c.req.key);
 }
 
 io::task<base::result<store::object_record>> get_named(const context& c, store::read_planner plan,
                                                        store::byte_sink& sink) {
-    if (c.version)
-        co_return co_await c.svc.store().get_version(c.req.bucket, c.req.key, *c.version,
-                                                     std::move(plan), sink);
+    if (c.version) {
+        auto versions = offered(c.svc.store().versions_of(c.req.bucket), c.req.bucket, "versions");
+        if (!versions) co_return versions.as_failure();
+        co_return co_await (*versions)->get_version(c.req.bucket, c.req.key, *c.version,
+                                                    std::move(plan), sink);
+    }
     co_return co_await c.svc.store().get(c.req.bucket, c.req.key, std::move(plan), sink);
 }
 
 io::task<base::result<store::object_record>> update_named(const context& c,
                                                           store::record_editor edit) {
-    if (c.version)
-        co_return co_await c.svc.store().update_version(c.req.bucket, c.req.key, *c.version,
-                                                        std::move(edit));
-    co_return co_await c.svc.store().update(c.req.bucket, c.req.key, std::move(edit), {});
+    if (c.version) {
+        auto versions = offered(c.svc.store().versions_of(c.req.bucket), c.req.bucket, "versions");
+        if (!versions) co_return versions.as_failure();
+        co_return co_await (*versions)->update_version(c.req.bucket, c.req.key, *c.version,
+                                                       std::move(edit));
+    }
+    auto updates =
+        offered(c.svc.store().updates_of(c.req.bucket), c.req.bucket, "changes of a stored object");
+    if (!updates) co_return updates.as_failure();
+    co_return co_await (*updates)->update(c.req.bucket, c.req.key, std::move(edit), {});
 }
 
 // A bucket that never had versioning answers with an empty document, as S3 does.
@@ -147,8 +161,12 @@ io::task<void> put_bucket_versioning(context& c) {
     if (!c.svc.store().bucket_exists(c.req.bucket))
         co_return co_await send_error(c, {base::errc::no_such_bucket, "no such bucket"});
     if (!status.empty()) {
-        auto set = co_await c.svc.store().set_bucket_attribute(c.req.bucket,
-                                                               store::versioning_attribute, status);
+        if (!c.svc.store().versions_of(c.req.bucket))
+            co_return co_await send_error(
+                c, {base::errc::not_implemented,
+                    "bucket " + c.req.bucket + " keeps no versions in this store"});
+        auto set =
+            co_await set_bucket_attribute(c, c.req.bucket, store::versioning_attribute, status);
         if (!set) co_return co_await send_error(c, set.err());
     }
     (void)co_await c.ex.send_all(200, c.common_headers(), "");

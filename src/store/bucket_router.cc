@@ -21,19 +21,11 @@ io::task<base::result<void>> bucket_router::create_bucket(std::string name) {
 io::task<base::result<void>> bucket_router::create_kv_bucket(std::string name,
                                                              kv_bucket_options options) {
     if (_objects.bucket_exists(name)) co_return taken(name);
-    co_return co_await _kv.create_kv_bucket(std::move(name), options);
+    co_return co_await _kv.kv()->create_kv_bucket(std::move(name), options);
 }
 
 io::task<base::result<void>> bucket_router::delete_bucket(std::string name) {
     co_return co_await of(name).delete_bucket(std::move(name));
-}
-
-io::task<base::result<void>> bucket_router::set_bucket_attribute(std::string bucket,
-                                                                 std::string name,
-                                                                 std::optional<std::string> value) {
-    object_store& store = of(bucket);
-    co_return co_await store.set_bucket_attribute(std::move(bucket), std::move(name),
-                                                  std::move(value));
 }
 
 bool bucket_router::bucket_exists(const std::string& name) const {
@@ -66,55 +58,10 @@ io::task<base::result<object_record>> bucket_router::get(std::string bucket, std
     co_return co_await s.get(std::move(bucket), std::move(key), std::move(plan), sink);
 }
 
-io::task<base::result<object_record>> bucket_router::update(std::string bucket, std::string key,
-                                                            record_editor edit,
-                                                            write_conditions conditions) {
-    object_store& s = of(bucket);
-    co_return co_await s.update(std::move(bucket), std::move(key), std::move(edit),
-                                std::move(conditions));
-}
-
 io::task<base::result<std::optional<object_record>>> bucket_router::remove(
     std::string bucket, std::string key, write_conditions conditions) {
     object_store& s = of(bucket);
     co_return co_await s.remove(std::move(bucket), std::move(key), std::move(conditions));
-}
-
-io::task<base::result<object_record>> bucket_router::head_version(std::string bucket,
-                                                                  std::string key,
-                                                                  std::string version_id) {
-    object_store& s = of(bucket);
-    co_return co_await s.head_version(std::move(bucket), std::move(key), std::move(version_id));
-}
-
-io::task<base::result<object_record>> bucket_router::get_version(std::string bucket,
-                                                                 std::string key,
-                                                                 std::string version_id,
-                                                                 read_planner plan,
-                                                                 byte_sink& sink) {
-    object_store& s = of(bucket);
-    co_return co_await s.get_version(std::move(bucket), std::move(key), std::move(version_id),
-                                     std::move(plan), sink);
-}
-
-io::task<base::result<object_record>> bucket_router::update_version(std::string bucket,
-                                                                    std::string key,
-                                                                    std::string version_id,
-                                                                    record_editor edit) {
-    object_store& s = of(bucket);
-    co_return co_await s.update_version(std::move(bucket), std::move(key), std::move(version_id),
-                                        std::move(edit));
-}
-
-io::task<base::result<std::optional<object_record>>> bucket_router::remove_version(
-    std::string bucket, std::string key, std::string version_id) {
-    object_store& s = of(bucket);
-    co_return co_await s.remove_version(std::move(bucket), std::move(key), std::move(version_id));
-}
-
-io::task<base::result<list_page>> bucket_router::list_versions(list_request request) {
-    object_store& s = of(request.bucket);
-    co_return co_await s.list_versions(std::move(request));
 }
 
 io::task<base::result<object_record>> bucket_router::copy(copy_request request, copy_planner plan) {
@@ -123,65 +70,16 @@ io::task<base::result<object_record>> bucket_router::copy(copy_request request, 
     if (kv_source != _kv.bucket_exists(request.bucket))
         co_return base::fail(base::errc::not_implemented,
                              "copies between a KV bucket and an object bucket are not supported");
-    object_store& s = of(request.bucket);
-    co_return co_await s.copy(std::move(request), std::move(plan));
+    object_copier* s = of(request.bucket).copier_of(request.bucket);
+    if (!s)
+        co_return base::fail(base::errc::not_implemented,
+                             "bucket " + request.bucket + " takes no copies");
+    co_return co_await s->copy(std::move(request), std::move(plan));
 }
 
 io::task<base::result<list_page>> bucket_router::list(list_request request) {
     object_store& s = of(request.bucket);
     co_return co_await s.list(std::move(request));
-}
-
-io::task<base::result<std::string>> bucket_router::create_upload(std::string bucket,
-                                                                 std::string key,
-                                                                 object_record metadata,
-                                                                 std::string checksum_type) {
-    object_store& s = of(bucket);
-    co_return co_await s.create_upload(std::move(bucket), std::move(key), std::move(metadata),
-                                       std::move(checksum_type));
-}
-
-io::task<base::result<upload_record>> bucket_router::get_upload(std::string bucket, std::string key,
-                                                                std::string upload_id) {
-    object_store& s = of(bucket);
-    co_return co_await s.get_upload(std::move(bucket), std::move(key), std::move(upload_id));
-}
-
-io::task<base::result<part_record>> bucket_router::upload_part(part_request request,
-                                                               byte_source& body,
-                                                               part_finisher finish) {
-    object_store& s = of(request.bucket);
-    co_return co_await s.upload_part(std::move(request), body, std::move(finish));
-}
-
-io::task<base::result<part_record>> bucket_router::copy_part(part_copy_request request,
-                                                             part_copy_planner plan) {
-    object_store& s = of(request.bucket);
-    co_return co_await s.copy_part(std::move(request), std::move(plan));
-}
-
-io::task<base::result<object_record>> bucket_router::complete_upload(std::string bucket,
-                                                                     std::string key,
-                                                                     std::string upload_id,
-                                                                     upload_finalizer finalize,
-                                                                     write_conditions conditions) {
-    object_store& s = of(bucket);
-    co_return co_await s.complete_upload(std::move(bucket), std::move(key), std::move(upload_id),
-                                         std::move(finalize), std::move(conditions));
-}
-
-io::task<base::result<void>> bucket_router::abort_upload(std::string bucket, std::string key,
-                                                         std::string upload_id) {
-    object_store& s = of(bucket);
-    co_return co_await s.abort_upload(std::move(bucket), std::move(key), std::move(upload_id));
-}
-
-io::task<base::result<std::vector<upload_record>>> bucket_router::list_uploads(
-    std::string bucket, std::string prefix, std::string key_marker, std::string upload_id_marker,
-    std::uint32_t max_uploads) {
-    object_store& s = of(bucket);
-    co_return co_await s.list_uploads(std::move(bucket), std::move(prefix), std::move(key_marker),
-                                      std::move(upload_id_marker), max_uploads);
 }
 
 }  // namespace fjord::store

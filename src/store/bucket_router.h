@@ -9,7 +9,7 @@
 
 namespace fjord::store {
 
-class bucket_router final : public object_store {
+class bucket_router final : public object_store, public object_copier, public kv_buckets {
 public:
     bucket_router(object_store& objects, object_store& kv) : _objects(objects), _kv(kv) {}
 
@@ -28,52 +28,37 @@ public:
     bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override {
         return of(bucket).bucket_has_attribute(bucket, name);
     }
-    io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
-                                                      std::optional<std::string> value) override;
 
     io::task<base::result<object_record>> put(put_request request, byte_source& body,
                                               record_finisher finish) override;
     io::task<base::result<object_record>> head(std::string bucket, std::string key) override;
     io::task<base::result<object_record>> get(std::string bucket, std::string key,
                                               read_planner plan, byte_sink& sink) override;
-    io::task<base::result<object_record>> update(std::string bucket, std::string key,
-                                                 record_editor edit,
-                                                 write_conditions conditions) override;
     io::task<base::result<std::optional<object_record>>> remove(
         std::string bucket, std::string key, write_conditions conditions) override;
-    io::task<base::result<object_record>> head_version(std::string bucket, std::string key,
-                                                       std::string version_id) override;
-    io::task<base::result<object_record>> get_version(std::string bucket, std::string key,
-                                                      std::string version_id, read_planner plan,
-                                                      byte_sink& sink) override;
-    io::task<base::result<object_record>> update_version(std::string bucket, std::string key,
-                                                         std::string version_id,
-                                                         record_editor edit) override;
-    io::task<base::result<std::optional<object_record>>> remove_version(
-        std::string bucket, std::string key, std::string version_id) override;
-    io::task<base::result<list_page>> list_versions(list_request request) override;
+    // Refuses a copy between a KV bucket and an object bucket.
     io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) override;
     io::task<base::result<list_page>> list(list_request request) override;
-    io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
-                                                      object_record metadata,
-                                                      std::string checksum_type) override;
-    io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key,
-                                                     std::string upload_id) override;
-    io::task<base::result<part_record>> upload_part(part_request request, byte_source& body,
-                                                    part_finisher finish) override;
-    io::task<base::result<part_record>> copy_part(part_copy_request request,
-                                                  part_copy_planner plan) override;
-    io::task<base::result<object_record>> complete_upload(std::string bucket, std::string key,
-                                                          std::string upload_id,
-                                                          upload_finalizer finalize,
-                                                          write_conditions conditions) override;
-    io::task<base::result<void>> abort_upload(std::string bucket, std::string key,
-                                              std::string upload_id) override;
-    io::task<base::result<std::vector<upload_record>>> list_uploads(
-        std::string bucket, std::string prefix, std::string key_marker,
-        std::string upload_id_marker, std::uint32_t max_uploads) override;
     storage_stats stats() const override { return _objects.stats(); }
+
+    // The parts the bucket's own store offers.
+    version_store* versions_of(const std::string& bucket) override {
+        return of(bucket).versions_of(bucket);
+    }
+    record_updates* updates_of(const std::string& bucket) override {
+        return of(bucket).updates_of(bucket);
+    }
+    object_copier* copier_of(const std::string& bucket) override {
+        return of(bucket).copier_of(bucket) ? this : nullptr;
+    }
+    upload_store* uploads_of(const std::string& bucket) override {
+        return of(bucket).uploads_of(bucket);
+    }
+    bucket_attributes* attributes_of(const std::string& bucket) override {
+        return of(bucket).attributes_of(bucket);
+    }
     block_store* blocks_of(const std::string& bucket) override { return _kv.blocks_of(bucket); }
+    kv_buckets* kv() override { return _kv.kv() ? this : nullptr; }
 
 private:
     object_store& of(const std::string& bucket) const {

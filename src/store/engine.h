@@ -83,7 +83,12 @@ struct recovery_stats {
 // The single-node implementation of the object-store boundary (object_store.h), and beneath it the
 // engine's own steps (commit_* change only metadata; writing data and reclaiming it belong to the
 // caller of those), which only the engine's tests and the simulation use directly.
-class engine final : public object_store {
+class engine final : public object_store,
+                     public version_store,
+                     public record_updates,
+                     public object_copier,
+                     public upload_store,
+                     public bucket_attributes {
 public:
     static base::result<std::unique_ptr<engine>> open(engine_options options);
     ~engine() override;
@@ -144,6 +149,12 @@ public:
         std::string bucket, std::string prefix, std::string key_marker,
         std::string upload_id_marker, std::uint32_t max_uploads) override;
     storage_stats stats() const override;
+    // Every part, for every bucket.
+    version_store* versions_of(const std::string&) override { return this; }
+    record_updates* updates_of(const std::string&) override { return this; }
+    object_copier* copier_of(const std::string&) override { return this; }
+    upload_store* uploads_of(const std::string&) override { return this; }
+    bucket_attributes* attributes_of(const std::string&) override { return this; }
 
     // ---- for the scrubber, the simulation and the server's housekeeping ----
     io::buffer_pool& pool();

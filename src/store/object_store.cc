@@ -41,47 +41,4 @@ bool object_store::bucket_has_attribute(const std::string& bucket, const std::st
     return info && info->attributes.count(name);
 }
 
-io::task<base::result<void>> object_store::set_bucket_attribute(std::string bucket, std::string,
-                                                                std::optional<std::string>) {
-    co_return base::fail(base::errc::not_implemented,
-                         "bucket " + bucket + " keeps no configuration in this store");
-}
-
-namespace {
-base::failure no_versions(const std::string& bucket) {
-    return base::fail(base::errc::not_implemented,
-                      "bucket " + bucket + " keeps no versions in this store");
-}
-}  // namespace
-
-io::task<base::result<object_record>> object_store::head_version(std::string bucket, std::string,
-                                                                 std::string) {
-    co_return no_versions(bucket);
-}
-
-io::task<base::result<object_record>> object_store::get_version(std::string bucket, std::string,
-                                                                std::string, read_planner,
-                                                                byte_sink&) {
-    co_return no_versions(bucket);
-}
-
-io::task<base::result<object_record>> object_store::update_version(std::string bucket, std::string,
-                                                                   std::string, record_editor) {
-    co_return no_versions(bucket);
-}
-
-io::task<base::result<std::optional<object_record>>> object_store::remove_version(
-    std::string bucket, std::string, std::string) {
-    co_return no_versions(bucket);
-}
-
-io::task<base::result<list_page>> object_store::list_versions(list_request request) {
-    co_return no_versions(request.bucket);
-}
-
-io::task<base::result<void>> object_store::create_kv_bucket(std::string name, kv_bucket_options) {
-    co_return base::fail(base::errc::not_implemented,
-                         "this store has no KV tier (bucket " + name + ")");
-}
-
 }  // namespace fjord::store

@@ -3,7 +3,8 @@
 // The object-store boundary: every front end (the S3 API today; the KV batch API and the admin API
 // later) talks to storage through this interface of whole operations, and nothing else of the store.
 // The single-node engine (engine.h), the erasure-coded cluster (cluster/cluster_store.h) and the KV tier
-// (kv/tier.h) implement it; bucket_router.h sends each bucket to the right one. Where a
+// (kv/tier.h) implement it, each with the optional parts it offers (versions, multipart uploads, ...:
+// see "The optional parts of a store" below); bucket_router.h sends each bucket to the right one. Where a
 // write becomes durable is inside put / upload_part / copy / copy_part: the store writes the bytes into
 // new data files, asks the front end to finish the record (its digests, its metadata), makes the data
 // durable, commits the record under its conditions, and reclaims whatever the commit replaced, or the
@@ -67,7 +68,7 @@ struct kv_bucket_options {
 // A block's bytes in memory (the DRAM tier's copy, or a read just verified), immutable and shared by
 // its readers on any core (the reference count is atomic). The bytes sit after a 4 KiB header area in
 // one 4 KiB-aligned allocation, so the same memory is the O_DIRECT record the NVMe tier writes; from
-// 2 MiB up, the allocation is 2 MiB-aligned on huge pages (object_store.cc says why).
+// 2 MiB up, the allocation is 2 MiB-aligned on huge pages (io/block_memory.cc says why).
 class block_buffer {
 public:
     static constexpr std::size_t header_bytes = 4096;
@@ -285,6 +286,97 @@ struct storage_stats {
     std::uint64_t key_lock_waiters_peak = 0;  // the longest line behind one key lock
 };
 
+// ---- The optional parts of a store ----
+// Each is offered per bucket (object_store::versions_of and the others): a store returns nullptr for a
+// bucket it does not offer the part for, and the front end answers as S3 does where a feature is
+// absent. Nothing here is a method that only refuses.
+
+// Versions of keys (a bucket with versioning).
+class version_store {
+public:
+    virtual ~version_store() = default;
+    // One version of a key ("" is the null version), as head / get / update do the current one:
+    // no_such_version when there is none, method_not_allowed when it is a delete marker.
+    virtual io::task<base::result<object_record>> head_version(std::string bucket, std::string key,
+                                                               std::string version_id) = 0;
+    virtual io::task<base::result<object_record>> get_version(std::string bucket, std::string key,
+                                                              std::string version_id,
+                                                              read_planner plan,
+                                                              byte_sink& sink) = 0;
+    virtual io::task<base::result<object_record>> update_version(std::string bucket,
+                                                                 std::string key,
+                                                                 std::string version_id,
+                                                                 record_editor edit) = 0;
+    // Removes one version for good (a delete marker too); returns it (nullopt: there was none). When it
+    // was the current version, the newest older one becomes current.
+    virtual io::task<base::result<std::optional<object_record>>> remove_version(
+        std::string bucket, std::string key, std::string version_id) = 0;
+    // Every version, delete markers included, in key order and newest first within a key; each version
+    // and each common prefix counts toward max_keys.
+    virtual io::task<base::result<list_page>> list_versions(list_request request) = 0;
+};
+
+// Changes to a stored record in place (tags, ACL, metadata): the change must keep the data.
+class record_updates {
+public:
+    virtual ~record_updates() = default;
+    virtual io::task<base::result<object_record>> update(std::string bucket, std::string key,
+                                                         record_editor edit,
+                                                         write_conditions conditions) = 0;
+};
+
+// Server-side copies (of objects of the store's buckets).
+class object_copier {
+public:
+    virtual ~object_copier() = default;
+    virtual io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) = 0;
+};
+
+// Multipart uploads. A part uploaded again under the same number replaces the earlier one.
+class upload_store {
+public:
+    virtual ~upload_store() = default;
+    virtual io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
+                                                              object_record metadata,
+                                                              std::string checksum_type) = 0;
+    virtual io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key,
+                                                             std::string upload_id) = 0;
+    virtual io::task<base::result<part_record>> upload_part(part_request request, byte_source& body,
+                                                            part_finisher finish) = 0;
+    virtual io::task<base::result<part_record>> copy_part(part_copy_request request,
+                                                          part_copy_planner plan) = 0;
+    // Commits the object `finalize` builds; parts it does not use are removed.
+    virtual io::task<base::result<object_record>> complete_upload(std::string bucket,
+                                                                  std::string key,
+                                                                  std::string upload_id,
+                                                                  upload_finalizer finalize,
+                                                                  write_conditions conditions) = 0;
+    virtual io::task<base::result<void>> abort_upload(std::string bucket, std::string key,
+                                                      std::string upload_id) = 0;
+    // Uploads of a bucket in (key, upload id) order after the markers, at most max_uploads + 1.
+    virtual io::task<base::result<std::vector<upload_record>>> list_uploads(
+        std::string bucket, std::string prefix, std::string key_marker,
+        std::string upload_id_marker, std::uint32_t max_uploads) = 0;
+};
+
+// A bucket's named attributes (its configuration: policy, ACL, lifecycle, tags, versioning).
+class bucket_attributes {
+public:
+    virtual ~bucket_attributes() = default;
+    // Sets (or, with nullopt, removes) one named attribute of a bucket, durably, then on every core;
+    // no_such_bucket when the bucket does not exist.
+    virtual io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
+                                                              std::optional<std::string> value) = 0;
+};
+
+// Making KV buckets (a store with a KV tier).
+class kv_buckets {
+public:
+    virtual ~kv_buckets() = default;
+    virtual io::task<base::result<void>> create_kv_bucket(std::string name,
+                                                          kv_bucket_options options) = 0;
+};
+
 class object_store {
 public:
     virtual ~object_store() = default;
@@ -292,9 +384,6 @@ public:
     // Buckets.
     virtual io::task<base::result<void>> create_bucket(std::string name) = 0;
     virtual io::task<base::result<void>> delete_bucket(std::string name) = 0;
-    // A KV bucket; stores without a KV tier refuse (not_implemented).
-    virtual io::task<base::result<void>> create_kv_bucket(std::string name,
-                                                          kv_bucket_options options);
     virtual bool bucket_exists(const std::string& name) const = 0;  // this core's view
     virtual std::vector<bucket_info> list_buckets() const = 0;      // this core's view, sorted
     // This core's view of one bucket; nullopt when it does not exist.
@@ -317,10 +406,6 @@ public:
     // Whether this core's view of a bucket holds the named attribute: what a request path asks on every
     // request, without copying the bucket's configuration.
     virtual bool bucket_has_attribute(const std::string& bucket, const std::string& name) const;
-    // Sets (or, with nullopt, removes) one named attribute of a bucket, durably, then on every core;
-    // no_such_bucket when the bucket does not exist. Stores that keep none refuse (not_implemented).
-    virtual io::task<base::result<void>> set_bucket_attribute(std::string bucket, std::string name,
-                                                              std::optional<std::string> value);
 
     // Objects. A failed write leaves nothing behind; a read never returns bytes that fail their checks
     // (data_corrupted), and not_found from a read means a data file is gone (damage, to the front end).
@@ -330,66 +415,25 @@ public:
     // Streams what `plan` chooses into `sink`; returns the record read.
     virtual io::task<base::result<object_record>> get(std::string bucket, std::string key,
                                                       read_planner plan, byte_sink& sink) = 0;
-    virtual io::task<base::result<object_record>> update(std::string bucket, std::string key,
-                                                         record_editor edit,
-                                                         write_conditions conditions) = 0;
     // Removes a key (a missing key succeeds with nullopt); returns the removed record, whose data is gone,
     // or, in a bucket with versioning, the delete marker the removal left. A key whose current version is
     // a delete marker reads as absent (no_such_key) and is left out of list().
     virtual io::task<base::result<std::optional<object_record>>> remove(
         std::string bucket, std::string key, write_conditions conditions) = 0;
-
-    // One version of a key ("" is the null version), as head / get / update do the current one:
-    // no_such_version when there is none, method_not_allowed when it is a delete marker. Stores that
-    // keep no versions refuse (not_implemented).
-    virtual io::task<base::result<object_record>> head_version(std::string bucket, std::string key,
-                                                               std::string version_id);
-    virtual io::task<base::result<object_record>> get_version(std::string bucket, std::string key,
-                                                              std::string version_id,
-                                                              read_planner plan, byte_sink& sink);
-    virtual io::task<base::result<object_record>> update_version(std::string bucket,
-                                                                 std::string key,
-                                                                 std::string version_id,
-                                                                 record_editor edit);
-    // Removes one version for good (a delete marker too); returns it (nullopt: there was none). When it
-    // was the current version, the newest older one becomes current.
-    virtual io::task<base::result<std::optional<object_record>>> remove_version(
-        std::string bucket, std::string key, std::string version_id);
-    // Every version, delete markers included, in key order and newest first within a key; each version
-    // and each common prefix counts toward max_keys.
-    virtual io::task<base::result<list_page>> list_versions(list_request request);
-    virtual io::task<base::result<object_record>> copy(copy_request request, copy_planner plan) = 0;
     virtual io::task<base::result<list_page>> list(list_request request) = 0;
 
-    // Multipart uploads. A part uploaded again under the same number replaces the earlier one.
-    virtual io::task<base::result<std::string>> create_upload(std::string bucket, std::string key,
-                                                              object_record metadata,
-                                                              std::string checksum_type) = 0;
-    virtual io::task<base::result<upload_record>> get_upload(std::string bucket, std::string key,
-                                                             std::string upload_id) = 0;
-    virtual io::task<base::result<part_record>> upload_part(part_request request, byte_source& body,
-                                                            part_finisher finish) = 0;
-    virtual io::task<base::result<part_record>> copy_part(part_copy_request request,
-                                                          part_copy_planner plan) = 0;
-    // Commits the object `finalize` builds; parts it does not use are removed.
-    virtual io::task<base::result<object_record>> complete_upload(std::string bucket,
-                                                                  std::string key,
-                                                                  std::string upload_id,
-                                                                  upload_finalizer finalize,
-                                                                  write_conditions conditions) = 0;
-    virtual io::task<base::result<void>> abort_upload(std::string bucket, std::string key,
-                                                      std::string upload_id) = 0;
-    // Uploads of a bucket in (key, upload id) order after the markers, at most max_uploads + 1.
-    virtual io::task<base::result<std::vector<upload_record>>> list_uploads(
-        std::string bucket, std::string prefix, std::string key_marker,
-        std::string upload_id_marker, std::uint32_t max_uploads) = 0;
-
     virtual storage_stats stats() const = 0;
-    // The block interface of `bucket` when it is a KV bucket (this core's view), else nullptr.
-    virtual block_store* blocks_of(const std::string& bucket) {
-        (void)bucket;
-        return nullptr;
-    }
+
+    // The optional parts this store offers for `bucket` (this core's view), or nullptr.
+    virtual version_store* versions_of(const std::string&) { return nullptr; }
+    virtual record_updates* updates_of(const std::string&) { return nullptr; }
+    virtual object_copier* copier_of(const std::string&) { return nullptr; }
+    virtual upload_store* uploads_of(const std::string&) { return nullptr; }
+    virtual bucket_attributes* attributes_of(const std::string&) { return nullptr; }
+    // The block interface of `bucket` when it is a KV bucket, else nullptr.
+    virtual block_store* blocks_of(const std::string&) { return nullptr; }
+    // Whether, and how, this store makes KV buckets.
+    virtual kv_buckets* kv() { return nullptr; }
 };
 
 }  // namespace fjord::store
