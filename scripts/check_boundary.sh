@@ -4,7 +4,8 @@
 # implementation of it) and the cluster (src/cluster, another) — may not name the engine's parts
 # (writers, drives, pools, spares, schedulers, commits), may include only the store headers listed for
 # them, and may not include each other's headers. The S3 layer also never names a data segment: an
-# object's parts are the store's (object_record::part_count, store::append_part).
+# object's parts are the store's (object_record::part_count; a completed upload is assembled by the
+# store, store::assemble_upload, which the S3 layer never calls).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 forbidden='\b(object_writer|drive_set|drive_space|buffer_pool|spare_files|write_scheduler|new_object_id|data_file_settings|commit_(put|part|remove|complete|abort|written)|commit_surely_failed|reclaim|reclaim_segments|share_segments|copy_admission|read_object)\b|store::engine\b|\.(drives|pool|spares|writes)\(\)'
@@ -28,7 +29,7 @@ check() {  # check DIR FORBIDDEN_WORDS ALLOWED_STORE_HEADERS FORBIDDEN_MODULES
         status=1
     fi
 }
-check src/s3 "$forbidden|\bsegments?\b|\.data\.size_bytes" 'object_store|object|bytes' 'kv|cluster|server|cli'
+check src/s3 "$forbidden|\bsegments?\b|\.data\.size_bytes|assemble_upload" 'object_store|object|bytes' 'kv|cluster|server|cli'
 check src/kv "$qualified" 'object_store|object|bytes|codec|file_system' 's3|cluster|server|cli|http'
 check src/cluster "$qualified" 'object_store|object|bytes|codec' 's3|kv|server|cli'
 exit $status

@@ -440,7 +440,9 @@ io::task<base::result<store::object_record>> cluster_store::complete_upload(
     if (!upload) co_return upload.as_failure();
     if (claim.what == upload_claim::state::aborting)
         co_return base::fail(base::errc::no_such_upload, "the upload is being aborted");
-    auto record = finalize(*upload);
+    auto chosen = finalize(*upload);
+    if (!chosen) co_return chosen.as_failure();
+    auto record = store::assemble_upload(*upload, std::move(*chosen));
     if (!record) co_return record.as_failure();
     std::vector<manifest_part> parts;
     for (const auto& s : record->segments)

@@ -108,10 +108,11 @@ void drop_initiator(store::object_record& r) {
     std::erase_if(r.headers, [](const auto& h) { return h.first == initiator_header; });
 }
 
-// Validates the client's part list against the upload and builds the object record (runs on the owner core).
-base::result<store::object_record> build_object(const store::upload_record& u,
-                                                const std::vector<requested_part>& wanted,
-                                                std::uint64_t min_part_bytes) {
+// Validates the client's part list against the upload and chooses the object's parts and record
+// (runs on the owner core); the store assembles the object from them.
+base::result<store::upload_completion> build_object(const store::upload_record& u,
+                                                    const std::vector<requested_part>& wanted,
+                                                    std::uint64_t min_part_bytes) {
     std::vector<const store::part_record*> parts;
     std::uint32_t previous = 0;
     for (const auto& w : wanted) {
@@ -129,7 +130,8 @@ base::result<store::object_record> build_object(const store::upload_record& u,
                                 " does not match the uploaded part");
         parts.push_back(&it->second);
     }
-    store::object_record r = u.object;
+    store::upload_completion chosen{u.object, {}};
+    store::object_record& r = chosen.record;
     drop_initiator(r);
     base::digest etag_md5(base::digest_kind::md5);
     for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -138,7 +140,7 @@ base::result<store::object_record> build_object(const store::upload_record& u,
                 base::errc::entity_too_small,
                 "Your proposed upload is smaller than the minimum allowed object size.");
         etag_md5.update(etag_raw(parts[i]->etag));
-        store::append_part(r, *parts[i]);
+        chosen.parts.push_back(wanted[i].number);
     }
     r.etag = base::hex_encode(etag_md5.finish()) + "-" + std::to_string(parts.size());
     r.upload_id = u.upload_id;
@@ -147,7 +149,7 @@ base::result<store::object_record> build_object(const store::upload_record& u,
     if (!checksum) return checksum.as_failure();
     r.checksum_value = *checksum;
     if (r.checksum_value.empty()) r.checksum_algorithm.clear();
-    return r;
+    return chosen;
 }
 
 // The object's checksum a CompleteMultipartUpload names (x-amz-checksum-<algorithm>), against the one the
@@ -309,9 +311,9 @@ io::task<void> complete_multipart_upload(context& c) {
     std::vector<requested_part> parts = std::move(*wanted);
     store::upload_finalizer finalize =
         [parts, named, min = c.svc.options().min_part_bytes](
-            const store::upload_record& u) -> base::result<store::object_record> {
+            const store::upload_record& u) -> base::result<store::upload_completion> {
         auto built = build_object(u, parts, min);
-        if (built) FJORD_TRY(check_named_checksum(named, *built));
+        if (built) FJORD_TRY(check_named_checksum(named, built->record));
         return built;
     };
     auto uploads = uploads_in(c);

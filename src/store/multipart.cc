@@ -225,7 +225,9 @@ io::task<base::result<completed_upload>> engine::shard_complete_closing(
     // A part commit that failed while this waited may have broken the journal.
     FJORD_CO_TRY(journal_usable(*s.log));
     FJORD_CO_TRY(check_conditions(existing, conditions));
-    base::result<object_record> built = finalize(*u);
+    auto chosen = finalize(*u);
+    if (!chosen) co_return chosen.as_failure();
+    base::result<object_record> built = assemble_upload(*u, std::move(*chosen));
     if (!built) co_return built.as_failure();
     built->version_id = version_for_write(bucket);
     built->delete_marker = false;

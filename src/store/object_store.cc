@@ -36,6 +36,24 @@ io::task<base::result<std::optional<bucket_info>>> object_store::find_bucket_now
     co_return find_bucket(name);
 }
 
+base::result<object_record> assemble_upload(const upload_record& upload, upload_completion chosen) {
+    object_record object = std::move(chosen.record);
+    object.segments.clear();
+    object.part_checksums.clear();
+    object.size_bytes = 0;
+    for (const std::uint32_t number : chosen.parts) {
+        auto part = upload.parts.find(number);
+        if (part == upload.parts.end())
+            return base::fail(
+                base::errc::invalid_part,
+                "upload " + upload.upload_id + " has no part " + std::to_string(number));
+        object.segments.push_back(part->second.data);
+        object.part_checksums.push_back(part->second.checksum_value);
+        object.size_bytes += part->second.size_bytes();
+    }
+    return object;
+}
+
 bool object_store::bucket_has_attribute(const std::string& bucket, const std::string& name) const {
     auto info = find_bucket(bucket);
     return info && info->attributes.count(name);

@@ -168,14 +168,6 @@ struct part_record {
     std::uint64_t size_bytes() const { return data.size_bytes; }
 };
 
-// Appends a part of an upload to the object a finalizer assembles from them: its data, size and
-// checksum (the front end decides which parts, in which order, and the object's ETag and checksum).
-inline void append_part(object_record& object, const part_record& part) {
-    object.segments.push_back(part.data);
-    object.part_checksums.push_back(part.checksum_value);
-    object.size_bytes += part.size_bytes();
-}
-
 struct upload_record {
     std::string bucket;
     std::string key;
@@ -270,8 +262,17 @@ struct part_copy_request {
     std::optional<std::string> source_version_id;  // nullopt: the current version
 };
 
-// Builds the final object record from the upload (validation and entity-tag rules belong to the front end).
-using upload_finalizer = std::function<base::result<object_record>(const upload_record&)>;
+// What a completion makes, as the front end chose it from the upload (validation and entity-tag rules
+// are the front end's): the object's record (metadata, entity tag, checksum; no size and no data) and
+// the numbers of the parts it is made of, in order. The store assembles the object from those parts.
+struct upload_completion {
+    object_record record;
+    std::vector<std::uint32_t> parts;
+};
+using upload_finalizer = std::function<base::result<upload_completion>(const upload_record&)>;
+// For the stores: the object record a completion makes, the chosen parts' data, sizes and checksums
+// appended in order; invalid_part when the upload lacks one of them.
+base::result<object_record> assemble_upload(const upload_record& upload, upload_completion chosen);
 // Changes a record in place (metadata, tags); the change must keep the data.
 using record_editor = std::function<base::result<void>(object_record&)>;
 

@@ -951,14 +951,11 @@ io::task<bool> complete_as(simulation& sim, node_side& n, std::string key, std::
     sim.keys[key].writes.push_back(v);
     auto done = co_await n.store->complete_upload(
         bucket, key, id,
-        [v](const store::upload_record& u) -> base::result<store::object_record> {
-            store::object_record r = u.object;
-            for (const auto& [number, part] : u.parts) {
-                r.segments.push_back(part.data);
-                r.size_bytes += part.data.size_bytes;
-            }
-            r.etag = "v" + std::to_string(v);
-            return r;
+        [v](const store::upload_record& u) -> base::result<store::upload_completion> {
+            store::upload_completion chosen{u.object, {}};
+            for (const auto& entry : u.parts) chosen.parts.push_back(entry.first);
+            chosen.record.etag = "v" + std::to_string(v);
+            return chosen;
         },
         {});
     if (!done && !outcome_unknown(done.err()))

@@ -366,14 +366,11 @@ io::task<void> multipart_op(simulation& sim, std::string key) {
     for (auto& [number, bytes] : parts) whole += bytes;
     sim.values.push_back(whole);
     std::uint32_t value_id = static_cast<std::uint32_t>(sim.values.size() - 1);
-    upload_finalizer finalize = [value_id](const upload_record& u) -> base::result<object_record> {
-        std::vector<segment> segments;
-        std::uint64_t size = 0;
-        for (const auto& [number, part] : u.parts) {
-            segments.push_back(part.data);
-            size += part.data.size_bytes;
-        }
-        return record_for(value_id, size, std::move(segments));
+    upload_finalizer finalize =
+        [value_id](const upload_record& u) -> base::result<upload_completion> {
+        upload_completion chosen{record_for(value_id, 0, {}), {}};
+        for (const auto& entry : u.parts) chosen.parts.push_back(entry.first);
+        return chosen;
     };
     auto done =
         co_await sim.store->complete_upload(bucket, key, upload_id, finalize, write_conditions{});

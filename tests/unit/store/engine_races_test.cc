@@ -46,15 +46,11 @@ io::task<base::result<segment>> write_data(engine* e, std::string data) {
 bool same_file(const segment& a, const segment& b) { return a.id == b.id; }
 
 // Builds the object from every part the upload holds, as they are when the completion chooses them.
-base::result<object_record> assemble_all_parts(const upload_record& u) {
-    object_record r = u.object;
-    r.etag = "assembled";
-    r.size_bytes = 0;
-    for (const auto& [number, part] : u.parts) {
-        r.segments.push_back(part.data);
-        r.size_bytes += part.data.size_bytes;
-    }
-    return r;
+base::result<upload_completion> assemble_all_parts(const upload_record& u) {
+    upload_completion chosen{u.object, {}};
+    chosen.record.etag = "assembled";
+    for (const auto& entry : u.parts) chosen.parts.push_back(entry.first);
+    return chosen;
 }
 
 // Runs a scenario on a one-core engine over a fresh directory: every request then runs on the core that
