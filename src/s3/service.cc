@@ -58,10 +58,10 @@ io::task<void> service::refuse(http::exchange& ex, const base::error& err,
     c.received_ms = base::unix_now_ms();
     if (auto routed = route(ex.head(), _options.domains)) {
         c.req = std::move(*routed);
-        const chosen_operation chosen = choose_operation(ex.head(), c.req);
+        c.chosen = choose_operation(ex.head(), c.req);
         const bool admin = is_health_check(ex.head()) || is_metrics_request(ex.head(), c.req);
-        c.op = admin ? base::operation_class::admin : chosen.counted_as();
-        c.operation = chosen.name();
+        c.op = admin ? base::operation_class::admin : c.chosen.counted_as();
+        c.operation = c.chosen.name();
     }
     co_await send_error(c, err, {{"x-amz-retry-after", std::to_string(retry_after_ms)}});
     local_metrics().count_request(c.op, ex.status());
@@ -91,9 +91,9 @@ io::task<void> authenticate_and_dispatch(context& c) {
     if (!routed) co_return co_await send_error(c, routed.err());
     c.req = std::move(*routed);
     const bool metrics = is_metrics_request(head, c.req);
-    const chosen_operation chosen = choose_operation(head, c.req);
-    c.op = metrics ? base::operation_class::admin : chosen.counted_as();
-    c.operation = metrics ? "GetMetrics" : chosen.name();
+    c.chosen = choose_operation(head, c.req);
+    c.op = metrics ? base::operation_class::admin : c.chosen.counted_as();
+    c.operation = metrics ? "GetMetrics" : c.chosen.name();
     if (metrics && c.svc.options().metrics_public) co_return co_await send_metrics(c);
     // A request with no signature at all is anonymous: only a bucket policy can let it through
     // (check_access); /metrics stays signed unless --metrics-public.
@@ -128,7 +128,7 @@ bool names_unknown_bucket(const s3_request& r, const chosen_operation& chosen,
 // too, so an anonymous caller learns nothing of what Fjord implements), the write's ACL is checked
 // against the bucket's ownership, the versionId is parsed; then the operation runs.
 io::task<void> dispatch(context& c) {
-    const chosen_operation chosen = choose_operation(c.ex.head(), c.req);
+    const chosen_operation& chosen = c.chosen;
     if (names_unknown_bucket(c.req, chosen, c.svc.store()))
         if (auto learned = co_await c.svc.store().learn_bucket(c.req.bucket); !learned)
             co_return co_await send_error(c, learned.err());

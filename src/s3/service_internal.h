@@ -14,6 +14,7 @@
 #include "s3/checksum.h"
 #include "s3/payload.h"
 #include "s3/policy.h"
+#include "s3/router.h"
 #include "s3/service.h"
 
 namespace fjord::s3 {
@@ -58,6 +59,8 @@ struct context {
     s3_request req;
     std::string request_id;
     auth::auth_result auth;
+    // What the request asks for, chosen once it is routed (router.h)
+    chosen_operation chosen;
     base::operation_class op = base::operation_class::other;  // for fjord_requests_total
     std::string_view operation = "-";  // the S3 operation, for the access log
     std::int64_t received_ms = 0;      // Unix time the request arrived
