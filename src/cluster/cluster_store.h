@@ -178,7 +178,8 @@ struct upload_claim {
 class cluster_store final : public store::object_store,
                             public store::object_copier,
                             public store::upload_store,
-                            public store::bucket_attributes {
+                            public store::bucket_attributes,
+                            public store::bucket_catalog {
 public:
     explicit cluster_store(cluster_store_options options);
     ~cluster_store() override;
@@ -202,6 +203,7 @@ public:
     io::task<base::result<void>> learn_bucket(std::string name) override;
     io::task<base::result<std::optional<store::bucket_info>>> find_bucket_now(
         std::string name) override;
+    store::bucket_catalog* lagging_catalog() override { return this; }
     bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override;
     // Changes with every snapshot this core takes (the catalog may have changed on another node).
     std::uint64_t catalog_version() const override;

@@ -203,7 +203,9 @@ io::task<void> bucket_location(context& c) {
 io::task<base::result<void>> create_owned_bucket(
     const context& c, const std::optional<store::kv_bucket_options>& kv) {
     // Not this core's view: a bucket another node just deleted must not be answered as re-created.
-    auto now = co_await c.svc.store().find_bucket_now(c.req.bucket);
+    base::result<std::optional<store::bucket_info>> now = c.svc.store().find_bucket(c.req.bucket);
+    if (store::bucket_catalog* catalog = c.svc.store().lagging_catalog())
+        now = co_await catalog->find_bucket_now(c.req.bucket);
     if (!now) co_return now.as_failure();
     const auto& existing = *now;
     if (existing && !owns(c, *existing))

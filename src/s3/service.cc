@@ -115,7 +115,7 @@ io::task<void> authenticate_and_dispatch(context& c) {
 
 namespace {
 // A request for a bucket this core does not know: it may have been made through another node a moment
-// ago (object_store::learn_bucket).
+// ago (bucket_catalog::learn_bucket).
 bool names_unknown_bucket(const s3_request& r, const chosen_operation& chosen,
                           const store::object_store& store) {
     const bool creates = chosen.op && chosen.op->access == access_kind::create_bucket;
@@ -129,8 +129,9 @@ bool names_unknown_bucket(const s3_request& r, const chosen_operation& chosen,
 // against the bucket's ownership, the versionId is parsed; then the operation runs.
 io::task<void> dispatch(context& c) {
     const chosen_operation& chosen = c.chosen;
-    if (names_unknown_bucket(c.req, chosen, c.svc.store()))
-        if (auto learned = co_await c.svc.store().learn_bucket(c.req.bucket); !learned)
+    store::bucket_catalog* catalog = c.svc.store().lagging_catalog();
+    if (catalog && names_unknown_bucket(c.req, chosen, c.svc.store()))
+        if (auto learned = co_await catalog->learn_bucket(c.req.bucket); !learned)
             co_return co_await send_error(c, learned.err());
     const access_kind access = chosen.op ? chosen.op->access : access_kind::other;
     if (access != access_kind::form)

@@ -52,7 +52,8 @@ void user_directory::load(core_table& t, const store::object_store& store) const
 const auth::credential_store& user_directory::local(const store::object_store& store) {
     core_table& t = table();
     // Loaded once, and again when the store's buckets changed elsewhere (another node of a cluster).
-    const std::uint64_t version = store.catalog_version();
+    const store::bucket_catalog* catalog = store.lagging_catalog();
+    const std::uint64_t version = catalog ? catalog->catalog_version() : 0;
     if (!t.loaded || t.catalog_version != version) {
         load(t, store);
         t.catalog_version = version;

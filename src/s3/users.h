@@ -12,7 +12,7 @@
 // create or reach) through the object-store boundary, so they are as durable as bucket configuration.
 // Each core keeps its own copy of the table for signature checks without locks: loaded from the store the
 // first time the core serves, updated on every core before an admin change is answered, and loaded again
-// when the store says its buckets changed elsewhere (store::object_store::catalog_version).
+// when the store says its buckets changed elsewhere (store::bucket_catalog::catalog_version).
 
 #include <memory>
 #include <optional>

@@ -24,6 +24,12 @@ io::task<base::result<void>> bucket_router::create_kv_bucket(std::string name,
     co_return co_await _kv.kv()->create_kv_bucket(std::move(name), options);
 }
 
+io::task<base::result<std::optional<bucket_info>>> bucket_router::find_bucket_now(
+    std::string name) {
+    if (_kv.bucket_exists(name)) co_return _kv.find_bucket(name);
+    co_return co_await _objects.lagging_catalog()->find_bucket_now(std::move(name));
+}
+
 io::task<base::result<void>> bucket_router::delete_bucket(std::string name) {
     co_return co_await of(name).delete_bucket(std::move(name));
 }

@@ -9,7 +9,10 @@
 
 namespace fjord::store {
 
-class bucket_router final : public object_store, public object_copier, public kv_buckets {
+class bucket_router final : public object_store,
+                            public object_copier,
+                            public kv_buckets,
+                            public bucket_catalog {
 public:
     bucket_router(object_store& objects, object_store& kv) : _objects(objects), _kv(kv) {}
 
@@ -21,9 +24,6 @@ public:
     std::vector<bucket_info> list_buckets() const override;
     std::optional<bucket_info> find_bucket(const std::string& name) const override {
         return of(name).find_bucket(name);
-    }
-    io::task<base::result<std::optional<bucket_info>>> find_bucket_now(std::string name) override {
-        co_return co_await of(name).find_bucket_now(name);
     }
     bool bucket_has_attribute(const std::string& bucket, const std::string& name) const override {
         return of(bucket).bucket_has_attribute(bucket, name);
@@ -59,6 +59,17 @@ public:
     }
     block_store* blocks_of(const std::string& bucket) override { return _kv.blocks_of(bucket); }
     kv_buckets* kv() override { return _kv.kv() ? this : nullptr; }
+    // The object store's catalog, when it can lag (the KV tier's never does).
+    bucket_catalog* lagging_catalog() override {
+        return _objects.lagging_catalog() ? this : nullptr;
+    }
+    io::task<base::result<std::optional<bucket_info>>> find_bucket_now(std::string name) override;
+    io::task<base::result<void>> learn_bucket(std::string name) override {
+        co_return co_await _objects.lagging_catalog()->learn_bucket(std::move(name));
+    }
+    std::uint64_t catalog_version() const override {
+        return _objects.lagging_catalog()->catalog_version();
+    }
 
 private:
     object_store& of(const std::string& bucket) const {

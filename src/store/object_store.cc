@@ -32,10 +32,6 @@ std::optional<bucket_info> object_store::find_bucket(const std::string& name) co
     return std::nullopt;
 }
 
-io::task<base::result<std::optional<bucket_info>>> object_store::find_bucket_now(std::string name) {
-    co_return find_bucket(name);
-}
-
 base::result<object_record> assemble_upload(const upload_record& upload, upload_completion chosen) {
     object_record object = std::move(chosen.record);
     object.segments.clear();

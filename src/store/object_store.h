@@ -370,6 +370,27 @@ public:
                                                               std::optional<std::string> value) = 0;
 };
 
+// A view of the buckets that can lag behind the store's source of truth (a cluster node's, fed from
+// etcd: another node changes buckets without a call on this one). A store without one sees every
+// change of its buckets through its own calls: its view is never stale.
+class bucket_catalog {
+public:
+    virtual ~bucket_catalog() = default;
+    // The bucket as the source of truth holds it now, for a decision a stale view must not make
+    // (CreateBucket of a name this core still sees after another node deleted it); this core's view
+    // is brought up to date.
+    virtual io::task<base::result<std::optional<bucket_info>>> find_bucket_now(
+        std::string name) = 0;
+    // Called before a request is answered NoSuchBucket from this core's view: looks the bucket up in
+    // the source of truth (a bucket made through another node a moment ago) and brings the view up to
+    // date. Bounded: past its bound the view answers. A failure (the source of truth did not answer)
+    // is the request's answer.
+    virtual io::task<base::result<void>> learn_bucket(std::string name) = 0;
+    // Changes whenever this core's view of the buckets may have changed without a call on this node;
+    // a front end caching bucket configuration reloads on a change.
+    virtual std::uint64_t catalog_version() const = 0;
+};
+
 // Making KV buckets (a store with a KV tier).
 class kv_buckets {
 public:
@@ -389,21 +410,6 @@ public:
     virtual std::vector<bucket_info> list_buckets() const = 0;      // this core's view, sorted
     // This core's view of one bucket; nullopt when it does not exist.
     virtual std::optional<bucket_info> find_bucket(const std::string& name) const;
-    // The bucket as the store's source of truth holds it now, for a decision a stale view must not
-    // make (CreateBucket of a name this core still sees after another node deleted it). A cluster
-    // asks its catalog and brings this core's view up to date; other stores answer find_bucket.
-    virtual io::task<base::result<std::optional<bucket_info>>> find_bucket_now(std::string name);
-    // Called before a request is answered NoSuchBucket from this core's view: a store whose view can
-    // lag (a cluster's, for a bucket made through another node a moment ago) looks the bucket up in
-    // its source of truth and brings the view up to date; the others do nothing. Bounded: past its
-    // bound the view answers. A failure (its source of truth did not answer) is the request's answer.
-    virtual io::task<base::result<void>> learn_bucket(std::string) {
-        co_return base::result<void>{};
-    }
-    // A number that changes whenever this core's view of the buckets may have changed without a call
-    // on this node (another node of a cluster changed them); 0, and constant, for a store whose buckets
-    // change only through its own calls. A front end caching bucket configuration reloads on a change.
-    virtual std::uint64_t catalog_version() const { return 0; }
     // Whether this core's view of a bucket holds the named attribute: what a request path asks on every
     // request, without copying the bucket's configuration.
     virtual bool bucket_has_attribute(const std::string& bucket, const std::string& name) const;
@@ -435,6 +441,11 @@ public:
     virtual block_store* blocks_of(const std::string&) { return nullptr; }
     // Whether, and how, this store makes KV buckets.
     virtual kv_buckets* kv() { return nullptr; }
+    // The store's view of its buckets when it can lag (nullptr: it never does).
+    virtual bucket_catalog* lagging_catalog() { return nullptr; }
+    const bucket_catalog* lagging_catalog() const {
+        return const_cast<object_store*>(this)->lagging_catalog();
+    }
 };
 
 }  // namespace fjord::store
