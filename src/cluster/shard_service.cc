@@ -255,6 +255,12 @@ store::version_store& local_versions(store::object_store& local, const std::stri
     return *versions;
 }
 
+store::ordered_puts& local_ordered(store::object_store& local, const std::string& bucket) {
+    store::ordered_puts* ordered = local.ordered_puts_of(bucket);
+    FJORD_ASSERT(ordered, "the node's store takes no ordered writes");
+    return *ordered;
+}
+
 store::bucket_attributes& local_attributes(store::object_store& local, const std::string& bucket) {
     store::bucket_attributes* attributes = local.attributes_of(bucket);
     FJORD_ASSERT(attributes, "the node's store keeps no bucket attributes");
@@ -372,12 +378,13 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
     request.key = target.key;
     request.size_bytes = head->layout().shard_bytes();
     request.max_size_bytes = *request.size_bytes;
-    request.version_id = head->version.text();
+    store::write_order order;
+    order.version_id = head->version.text();
     // Entity tags begin with the stamp: below "<stamp>" is an older version; below "<bound>~" is a
     // version at most the bound ('~' sorts after the kind and every digit that follow a stamp).
-    request.conditions.if_etag_below = head->accept.kind == acceptance::rule::newer
-                                           ? head->version.text()
-                                           : head->accept.bound.text() + "~";
+    order.etag_below = head->accept.kind == acceptance::rule::newer
+                           ? head->version.text()
+                           : head->accept.bound.text() + "~";
     frame_source source(ex.body(), *head);
     // A write's shard commits only within its deadline: past it, healing may have withdrawn the
     // version from the other nodes as one that never reached its quorum (docs/cluster.md, "Versions").
@@ -398,7 +405,9 @@ io::task<void> shard_service::put_shard(http::exchange& ex, const rpc_target& ta
         record.headers.emplace_back(shard_header, encode_shard_meta(meta));
         return record;
     };
-    auto stored = co_await _local.put(std::move(request), source, finish);
+    store::ordered_puts& ordered = local_ordered(_local, target.bucket);
+    auto stored =
+        co_await ordered.put_ordered(std::move(request), std::move(order), source, finish);
     if (counted) end_commit(target.bucket);
     if (stored) {
         co_await answer_ok(ex, {});

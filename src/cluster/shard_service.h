@@ -5,7 +5,7 @@
 //
 // A shard's record on the node is a version of the engine's object (the node-local bucket keeps
 // versions; the version id is the stamp's text) with the shard's bytes as its data, its entity tag from
-// shard_etag() (so the engine's ordered condition, if_etag_below, compared with the newest version,
+// shard_etag() (so the engine's ordered write, write_order::etag_below, compared with the newest version,
 // refuses a write older than it) and its shard_meta in the header "fjord-shard". Older versions stay
 // until a trim: a write that fails below its quorum never takes the version before it away. Every block is checked
 // against the CRC32C it arrived with before the engine commits, and the engine's own block checksums
@@ -36,9 +36,11 @@ struct rpc_target;
 inline constexpr const char* shard_header = "fjord-shard";
 inline constexpr const char* damaged_header = "fjord-damaged";
 
-// The node's own store keeps versions and attributes in every bucket (its engine: the shard buckets
-// are versioned); these are those parts of it (asserted).
+// The node's own store keeps versions and attributes in every bucket and takes writes in the order
+// the cluster gives them (its engine: the shard buckets are versioned); these are those parts of it
+// (asserted).
 store::version_store& local_versions(store::object_store& local, const std::string& bucket);
+store::ordered_puts& local_ordered(store::object_store& local, const std::string& bucket);
 store::bucket_attributes& local_attributes(store::object_store& local, const std::string& bucket);
 
 // Marks a version of a shard damaged on this node (its bytes fail their checksums, or its data file is

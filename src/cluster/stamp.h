@@ -6,7 +6,7 @@
 // increasing within a millisecond and past every stamp the node has seen from others. Two writes to one
 // key are ordered by their stamps; the node tag breaks the tie between nodes that read the same clock.
 // As text a stamp is 24 lower-case hex digits, so that the order of texts is the order of stamps (the
-// nodes' engines compare the texts, store::write_conditions::if_etag_below).
+// nodes' engines compare the texts, store::write_order::etag_below).
 //
 // Thread-safety: stamps are values; a stamp_clock may be used from any thread.
 #include <atomic>

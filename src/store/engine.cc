@@ -40,7 +40,8 @@ std::string lock_name(const std::string& bucket, const std::string& key) {
     return name;
 }
 
-base::result<void> check_conditions(const object_record* existing, const write_conditions& c) {
+base::result<void> check_conditions(const object_record* existing, const write_conditions& c,
+                                    const std::optional<std::string>& etag_below) {
     if (c.if_none_match_any && existing)
         return base::fail(base::errc::precondition_failed, "a write condition does not hold");
     if (c.if_match_etag) {
@@ -48,7 +49,7 @@ base::result<void> check_conditions(const object_record* existing, const write_c
         if (*c.if_match_etag != "*" && *c.if_match_etag != existing->etag)
             return base::fail(base::errc::precondition_failed, "a write condition does not hold");
     }
-    if (c.if_etag_below && existing && !(existing->etag < *c.if_etag_below))
+    if (etag_below && existing && !(existing->etag < *etag_below))
         return base::fail(base::errc::precondition_failed, "a newer version is stored");
     return {};
 }
@@ -152,17 +153,20 @@ bool engine::bucket_has_attribute(const std::string& bucket, const std::string& 
 // ---- objects ----
 
 io::task<base::result<std::optional<object_record>>> engine::commit_put(
-    std::string bucket, std::string key, object_record record, write_conditions conditions) {
+    std::string bucket, std::string key, object_record record, write_conditions conditions,
+    std::optional<std::string> etag_below) {
     unsigned shard_id = shard_of(bucket, key);
     // The cross-core lambdas in this file are named before co_await: GCC 12 destroys a capturing lambda
     // temporary twice when it appears in a co_await expression (a double free of its captures).
-    auto call = [=, this] { return shard_put(shard_id, bucket, key, record, conditions); };
+    auto call = [=, this] {
+        return shard_put(shard_id, bucket, key, record, conditions, etag_below);
+    };
     co_return co_await io::invoke_on(owner_of(shard_id), std::move(call));
 }
 
 io::task<base::result<std::optional<object_record>>> engine::shard_put(
     unsigned shard_id, std::string bucket, std::string key, object_record record,
-    write_conditions conditions) {
+    write_conditions conditions, std::optional<std::string> etag_below) {
     shard& s = *_shards[shard_id];
     if (!bucket_exists(bucket)) co_return base::fail(base::errc::no_such_bucket, "no such bucket");
     std::string lock = lock_name(bucket, key);
@@ -172,7 +176,7 @@ io::task<base::result<std::optional<object_record>>> engine::shard_put(
     base::result<void> outcome;
     const object_record* existing = current_object(s, bucket, key);
     outcome = journal_usable(*s.log);
-    if (outcome) outcome = check_conditions(existing, conditions);
+    if (outcome) outcome = check_conditions(existing, conditions, etag_below);
     if (outcome) {
         std::string payload;
         encoder e(payload);

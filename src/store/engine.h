@@ -88,6 +88,7 @@ class engine final : public object_store,
                      public record_updates,
                      public object_copier,
                      public upload_store,
+                     public ordered_puts,
                      public bucket_attributes {
 public:
     static base::result<std::unique_ptr<engine>> open(engine_options options);
@@ -154,6 +155,10 @@ public:
     record_updates* updates_of(const std::string&) override { return this; }
     object_copier* copier_of(const std::string&) override { return this; }
     upload_store* uploads_of(const std::string&) override { return this; }
+    ordered_puts* ordered_puts_of(const std::string&) override { return this; }
+    io::task<base::result<object_record>> put_ordered(put_request request, write_order order,
+                                                      byte_source& body,
+                                                      record_finisher finish) override;
     bucket_attributes* attributes_of(const std::string&) override { return this; }
 
     // ---- for the scrubber, the simulation and the server's housekeeping ----
@@ -196,11 +201,10 @@ private:
     object_id new_object_id();
 
     // Commits a written object as the version its version_id names (apply_put's rule); returns the
-    // record it replaced (whose data the caller reclaims).
-    io::task<base::result<std::optional<object_record>>> commit_put(std::string bucket,
-                                                                    std::string key,
-                                                                    object_record record,
-                                                                    write_conditions conditions);
+    // record it replaced (whose data the caller reclaims). `etag_below`: write_order's.
+    io::task<base::result<std::optional<object_record>>> commit_put(
+        std::string bucket, std::string key, object_record record, write_conditions conditions,
+        std::optional<std::string> etag_below = std::nullopt);
     // Removes a key's record; returns it (its data is the caller's to reclaim).
     io::task<base::result<std::optional<object_record>>> commit_remove(std::string bucket,
                                                                        std::string key,
@@ -244,11 +248,9 @@ private:
     core_state& local();
     const core_state& local() const;
 
-    io::task<base::result<std::optional<object_record>>> shard_put(unsigned shard_id,
-                                                                   std::string bucket,
-                                                                   std::string key,
-                                                                   object_record record,
-                                                                   write_conditions conditions);
+    io::task<base::result<std::optional<object_record>>> shard_put(
+        unsigned shard_id, std::string bucket, std::string key, object_record record,
+        write_conditions conditions, std::optional<std::string> etag_below);
     io::task<base::result<removal>> shard_remove(unsigned shard_id, std::string bucket,
                                                  std::string key, write_conditions conditions);
     io::task<base::result<std::optional<object_record>>> shard_remove_version(
@@ -343,9 +345,10 @@ private:
                                                  const seal_check& before_seal);
     // Commits a record whose data this request wrote: reclaims what it replaced, or its own data when the
     // commit surely failed.
-    io::task<base::result<object_record>> commit_written(
-        std::string bucket, std::string key, object_record record, write_conditions conditions,
-        std::optional<std::string> version_id = std::nullopt);
+    io::task<base::result<object_record>> commit_written(std::string bucket, std::string key,
+                                                         object_record record,
+                                                         write_conditions conditions,
+                                                         const write_order* order = nullptr);
     io::task<base::result<part_record>> commit_written_part(std::string bucket, std::string key,
                                                             std::string upload_id,
                                                             part_record part);
@@ -356,7 +359,11 @@ private:
     bool take_inline_budget(std::uint64_t bytes);
     void give_inline_budget(std::uint64_t bytes);
     io::task<base::result<object_record>> put_inline(put_request request, byte_source& body,
-                                                     record_finisher finish);
+                                                     record_finisher finish,
+                                                     std::optional<write_order> order);
+    io::task<base::result<object_record>> put_with(put_request request,
+                                                   std::optional<write_order> order,
+                                                   byte_source& body, record_finisher finish);
     io::task<base::result<object_record>> copy_inline(copy_request request,
                                                       const object_record& source,
                                                       copy_plan planned);

@@ -253,8 +253,10 @@ std::string gen_name(const char* kind, std::uint64_t gen, const char* ext);
 
 // The per-key lock's name for (bucket, key).
 std::string lock_name(const std::string& bucket, const std::string& key);
-// Checks If-None-Match: * / If-Match against the current record (nullptr: no such key).
-base::result<void> check_conditions(const object_record* existing, const write_conditions& c);
+// Checks If-None-Match: * / If-Match against the current record (nullptr: no such key), and an
+// ordered write's bound (write_order::etag_below).
+base::result<void> check_conditions(const object_record* existing, const write_conditions& c,
+                                    const std::optional<std::string>& etag_below = std::nullopt);
 
 // Upload and part records in the journal.
 void encode_part(encoder& e, const part_record& p);

@@ -47,10 +47,6 @@ struct bucket_info {
 struct write_conditions {
     bool if_none_match_any = false;
     std::optional<std::string> if_match_etag;  // without quotes
-    // The key is absent, or its current version's entity tag sorts bytewise before this one: for a
-    // front end whose entity tags begin with an ordered version stamp (the cluster's shards), so that
-    // an older write never replaces a newer one that arrived first.
-    std::optional<std::string> if_etag_below;
 };
 
 // A KV bucket (docs/kv.md): immutable blocks in the KV tier (DRAM in front of a log-structured NVMe
@@ -197,9 +193,6 @@ struct put_request {
     std::optional<std::uint64_t> size_bytes;
     std::uint64_t max_size_bytes = 0;  // more fails with entity_too_large
     write_conditions conditions;
-    // The id of the version this write makes, in a bucket with versioning enabled (a front end that
-    // orders its versions itself: the cluster's shards); nullopt: a fresh one. Ignored otherwise.
-    std::optional<std::string> version_id;
 };
 
 struct part_request {
@@ -360,6 +353,23 @@ public:
         std::string upload_id_marker, std::uint32_t max_uploads) = 0;
 };
 
+// Writes whose versions a front end orders itself (the cluster's shards, whose entity tags begin with
+// an ordered version stamp): the id of the version a write makes (in a bucket with versioning
+// enabled; ignored otherwise), and that it replaces only an absent key or a current version whose
+// entity tag sorts bytewise before `etag_below` (when given), so that an older write never replaces a
+// newer one that arrived first (precondition_failed).
+struct write_order {
+    std::string version_id;
+    std::optional<std::string> etag_below;
+};
+class ordered_puts {
+public:
+    virtual ~ordered_puts() = default;
+    virtual io::task<base::result<object_record>> put_ordered(put_request request,
+                                                              write_order order, byte_source& body,
+                                                              record_finisher finish) = 0;
+};
+
 // A bucket's named attributes (its configuration: policy, ACL, lifecycle, tags, versioning).
 class bucket_attributes {
 public:
@@ -436,6 +446,7 @@ public:
     virtual record_updates* updates_of(const std::string&) { return nullptr; }
     virtual object_copier* copier_of(const std::string&) { return nullptr; }
     virtual upload_store* uploads_of(const std::string&) { return nullptr; }
+    virtual ordered_puts* ordered_puts_of(const std::string&) { return nullptr; }
     virtual bucket_attributes* attributes_of(const std::string&) { return nullptr; }
     // The block interface of `bucket` when it is a KV bucket, else nullptr.
     virtual block_store* blocks_of(const std::string&) { return nullptr; }

@@ -114,15 +114,18 @@ io::task<base::result<segment>> engine::copy_data(
     co_return co_await seal_checked(writer, std::move(copied), before_seal);
 }
 
-io::task<base::result<object_record>> engine::commit_written(
-    std::string bucket, std::string key, object_record record, write_conditions conditions,
-    std::optional<std::string> version_id) {
+io::task<base::result<object_record>> engine::commit_written(std::string bucket, std::string key,
+                                                             object_record record,
+                                                             write_conditions conditions,
+                                                             const write_order* order) {
     // The version this write makes: the one named (a versioned bucket only), a new id while the bucket
     // has versioning enabled, else null
     record.version_id = version_for_write(bucket);
-    if (version_id && !record.version_id.empty()) record.version_id = *version_id;
+    if (order && !record.version_id.empty()) record.version_id = order->version_id;
     record.delete_marker = false;
-    auto committed = co_await commit_put(bucket, key, record, conditions);
+    std::optional<std::string> etag_below;
+    if (order) etag_below = order->etag_below;
+    auto committed = co_await commit_put(bucket, key, record, conditions, std::move(etag_below));
     if (!committed) {
         if (commit_surely_failed(committed.err())) co_await reclaim(record);
         co_await free_space_after(committed.err());
@@ -162,7 +165,8 @@ void engine::give_inline_budget(std::uint64_t bytes) { _inline_bytes.fetch_sub(b
 // A small object: its bytes go into the record, which one journal write makes durable (no data file to
 // create, write, sync and name). Space is admitted as for a data file, on the journals' drive.
 io::task<base::result<object_record>> engine::put_inline(put_request request, byte_source& body,
-                                                         record_finisher finish) {
+                                                         record_finisher finish,
+                                                         std::optional<write_order> order) {
     const std::uint64_t size = *request.size_bytes;
     // An empty object is a journal record only, like a delete: the floor kept free is for those.
     if (size > 0 && !_drives.space().admits(0, size))
@@ -201,11 +205,24 @@ io::task<base::result<object_record>> engine::put_inline(put_request request, by
     built->segments.clear();
     built->inline_data = std::move(data);
     co_return co_await commit_written(request.bucket, request.key, std::move(*built),
-                                      request.conditions, request.version_id);
+                                      request.conditions, order ? &*order : nullptr);
 }
 
 io::task<base::result<object_record>> engine::put(put_request request, byte_source& body,
                                                   record_finisher finish) {
+    return put_with(std::move(request), std::nullopt, body,
+                    std::move(finish));  // no frame of its own
+}
+
+io::task<base::result<object_record>> engine::put_ordered(put_request request, write_order order,
+                                                          byte_source& body,
+                                                          record_finisher finish) {
+    return put_with(std::move(request), std::move(order), body, std::move(finish));
+}
+
+io::task<base::result<object_record>> engine::put_with(put_request request,
+                                                       std::optional<write_order> order,
+                                                       byte_source& body, record_finisher finish) {
     if (!bucket_exists(request.bucket)) co_return no_bucket(request.bucket);
     // An empty object needs no data file at all (nor the space a data file is admitted with).
     if (request.size_bytes &&
@@ -213,7 +230,8 @@ io::task<base::result<object_record>> engine::put(put_request request, byte_sour
          *request.size_bytes <=
              std::min<std::uint64_t>(_options.inline_max_bytes, request.max_size_bytes)) &&
         take_inline_budget(*request.size_bytes))
-        co_return co_await put_inline(std::move(request), body, std::move(finish));
+        co_return co_await put_inline(std::move(request), body, std::move(finish),
+                                      std::move(order));
     object_record record;
     seal_check build = [&](const written_data& written) -> base::result<void> {
         auto built = finish(written);
@@ -226,7 +244,7 @@ io::task<base::result<object_record>> engine::put(put_request request, byte_sour
     record.size_bytes = data->size_bytes;
     record.segments = {*data};
     co_return co_await commit_written(request.bucket, request.key, std::move(record),
-                                      request.conditions, request.version_id);
+                                      request.conditions, order ? &*order : nullptr);
 }
 
 namespace {

@@ -163,21 +163,22 @@ io::task<void> named_versions_scenario(engine* e) {
     CO_ASSERT_TRUE(co_await e->create_bucket("v"));
     // Without versioning a named version is the null one.
     testing::string_source plain("p", 1);
-    put_request unversioned{"v", "k", 1, 1ULL << 30, {}, std::string("named-1")};
+    put_request unversioned{"v", "k", 1, 1ULL << 30, {}};
     record_finisher finish = [](const written_data&) -> base::result<object_record> {
         object_record r;
         r.etag = "e";
         return r;
     };
-    auto null_version = co_await e->put(unversioned, plain, finish);
+    auto null_version =
+        co_await e->put_ordered(unversioned, {"named-1", std::nullopt}, plain, finish);
     CO_ASSERT_TRUE(null_version);
     EXPECT_EQ(null_version->version_id, "");
     CO_ASSERT_TRUE(co_await e->set_bucket_attribute("v", versioning_attribute, "Enabled"));
     for (std::string name : {"named-2", "named-3", "named-2"}) {
         const std::string data = std::string(70 * 1024, 'x') + name;
         testing::string_source source(data, data.size());
-        put_request request{"v", "k", data.size(), 1ULL << 30, {}, name};
-        auto put = co_await e->put(request, source, finish);
+        put_request request{"v", "k", data.size(), 1ULL << 30, {}};
+        auto put = co_await e->put_ordered(request, {name, std::nullopt}, source, finish);
         CO_ASSERT_TRUE(put);
         EXPECT_EQ(put->version_id, name);
     }
