@@ -1,5 +1,5 @@
 // Put/Get/DeleteBucketLifecycleConfiguration: the rules (lifecycle.h) kept as a bucket attribute; the
-// background task in lifecycle.cc applies them.
+// background task in lifecycle_pass.cc applies them.
 
 #include <openssl/rand.h>
 
