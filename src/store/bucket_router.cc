@@ -26,8 +26,15 @@ io::task<base::result<void>> bucket_router::create_kv_bucket(std::string name,
 
 io::task<base::result<std::optional<bucket_info>>> bucket_router::find_bucket_now(
     std::string name) {
-    if (_kv.bucket_exists(name)) co_return _kv.find_bucket(name);
-    co_return co_await _objects.lagging_catalog()->find_bucket_now(std::move(name));
+    bucket_catalog* catalog = _objects.lagging_catalog();
+    if (_kv.bucket_exists(name) || !catalog) co_return find_bucket(name);
+    co_return co_await catalog->find_bucket_now(std::move(name));
+}
+
+io::task<base::result<void>> bucket_router::learn_bucket(std::string name) {
+    bucket_catalog* catalog = _objects.lagging_catalog();
+    if (!catalog) co_return base::result<void>{};
+    co_return co_await catalog->learn_bucket(std::move(name));
 }
 
 io::task<base::result<void>> bucket_router::delete_bucket(std::string name) {

@@ -59,16 +59,16 @@ public:
     }
     block_store* blocks_of(const std::string& bucket) override { return _kv.blocks_of(bucket); }
     kv_buckets* kv() override { return _kv.kv() ? this : nullptr; }
-    // The object store's catalog, when it can lag (the KV tier's never does).
+    // The object store's catalog, when it can lag (the KV tier's never does). Called directly on a
+    // router whose object store has none, these answer from the views, which are then never stale.
     bucket_catalog* lagging_catalog() override {
         return _objects.lagging_catalog() ? this : nullptr;
     }
     io::task<base::result<std::optional<bucket_info>>> find_bucket_now(std::string name) override;
-    io::task<base::result<void>> learn_bucket(std::string name) override {
-        co_return co_await _objects.lagging_catalog()->learn_bucket(std::move(name));
-    }
+    io::task<base::result<void>> learn_bucket(std::string name) override;
     std::uint64_t catalog_version() const override {
-        return _objects.lagging_catalog()->catalog_version();
+        const bucket_catalog* catalog = _objects.lagging_catalog();
+        return catalog ? catalog->catalog_version() : 0;
     }
 
 private:
