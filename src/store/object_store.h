@@ -355,7 +355,7 @@ public:
 
 // Writes whose versions a front end orders itself (the cluster's shards, whose entity tags begin with
 // an ordered version stamp): the id of the version a write makes (in a bucket with versioning
-// enabled; ignored otherwise), and that it replaces only an absent key or a current version whose
+// enabled; ignored otherwise; empty: a fresh one, as for any write), and that it replaces only an absent key or a current version whose
 // entity tag sorts bytewise before `etag_below` (when given), so that an older write never replaces a
 // newer one that arrived first (precondition_failed).
 struct write_order {

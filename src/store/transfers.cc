@@ -121,7 +121,8 @@ io::task<base::result<object_record>> engine::commit_written(std::string bucket,
     // The version this write makes: the one named (a versioned bucket only), a new id while the bucket
     // has versioning enabled, else null
     record.version_id = version_for_write(bucket);
-    if (order && !record.version_id.empty()) record.version_id = order->version_id;
+    if (order && !order->version_id.empty() && !record.version_id.empty())
+        record.version_id = order->version_id;
     record.delete_marker = false;
     std::optional<std::string> etag_below;
     if (order) etag_below = order->etag_below;
