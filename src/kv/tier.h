@@ -50,6 +50,9 @@ public:
     static base::result<std::unique_ptr<tier>> open_blocking(tier_options options);
     ~tier() override;
 
+    // Every bucket of the tier is a KV bucket: a plain one gets the tier's defaults. (The server never
+    // calls this: its bucket_router sends plain buckets to the object engine and checks that a KV
+    // bucket's name is not an object bucket's.)
     io::task<base::result<void>> create_bucket(std::string name) override;
     io::task<base::result<void>> create_kv_bucket(std::string name,
                                                   store::kv_bucket_options options) override;
