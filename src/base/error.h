@@ -85,7 +85,8 @@ namespace fjord::base {
     X(invalid_policy_document, 70, "InvalidPolicyDocument", 400, false)                            \
     X(malformed_post_request, 71, "MalformedPOSTRequest", 400, false)                              \
     X(max_post_pre_data_length_exceeded, 72, "MaxPostPreDataLengthExceeded", 400, false)           \
-    X(incorrect_number_of_files, 73, "IncorrectNumberOfFilesInPostRequest", 400, false)
+    X(incorrect_number_of_files, 73, "IncorrectNumberOfFilesInPostRequest", 400, false)            \
+    X(conditional_request_conflict, 74, "ConditionalRequestConflict", 409, true)
 
 enum class errc : std::uint16_t {
 #define FJORD_ERRC_ENUM(name, number, s3, status, retry) name = number,

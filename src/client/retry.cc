@@ -7,6 +7,9 @@
 namespace fjord::client {
 
 bool is_retryable(const base::error& err, int http_status) {
+    // 409 ConditionalRequestConflict: a conditional write crossed another and did not happen; S3
+    // says to send it again.
+    if (http_status == 409) return err.code == base::errc::conditional_request_conflict;
     if (http_status != 0)
         return http_status == 500 || http_status == 502 || http_status == 503 || http_status == 504;
     return err.code == base::errc::io_error || err.code == base::errc::closed ||

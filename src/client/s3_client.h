@@ -63,7 +63,8 @@ struct put_options {
     bool crc64nvme_trailer = false;
     // An If-None-Match header for a PUT ("*": only if the key does not exist; precondition_failed,
     // 412, otherwise). Ignored for parts. A retry after a lost response can see its own write and
-    // fail with 412: callers of a conditional PUT treat 412 after a retry as "maybe ours".
+    // fail with 412: callers of a conditional PUT treat 412 after a retry as "maybe ours". A 409
+    // ConditionalRequestConflict (a cluster's write crossed another and did not happen) is retried.
     std::string if_none_match;
     // The body's CRC32C as the caller computed it (base64 of the big-endian value): sent as
     // x-amz-checksum-crc32c, which the server verifies before it stores anything (bad_digest, 400,

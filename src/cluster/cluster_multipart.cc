@@ -35,6 +35,13 @@ constexpr std::uint8_t upload_format = 1;
 constexpr std::uint32_t page_keys = 1000;
 constexpr std::size_t records_per_read = 100;  // part records read from the set in one request
 
+// A claim refused because the upload's record is no longer the one it read: its condition failed
+// (412), or a write crossed it (409).
+bool refused_by_another(const base::error& e) {
+    return e.code == base::errc::precondition_failed ||
+           e.code == base::errc::conditional_request_conflict;
+}
+
 std::string upload_key(const std::string& key, const std::string& upload_id) {
     return key + '\0' + upload_id;
 }
@@ -464,7 +471,7 @@ io::task<base::result<store::object_record>> cluster_store::complete_upload(
     auto written =
         co_await write_version(*where, nullptr, record->size_bytes, finish, shard_kind::manifest,
                                version->first, version->second, upload_id, parts);
-    if (!written && written.code() == base::errc::precondition_failed)
+    if (!written && written.code() == base::errc::conditional_request_conflict)
         (void)co_await claim_upload(bucket, key, *upload, mine, upload_claim{});
     if (!written) co_return written.as_failure();
     purge_completed(bucket, key, upload_id, attempts, parts);
@@ -533,7 +540,7 @@ io::task<base::result<void>> cluster_store::claim_for_completion(
                                  "another completion of the upload is in progress: try again");
     }
     auto claimed = co_await claim_upload(bucket, key, u, found, mine);
-    if (!claimed && claimed.code() == base::errc::precondition_failed)
+    if (!claimed && refused_by_another(claimed.err()))
         co_return base::fail(base::errc::slow_down,
                              "an abort or another completion of the upload came first: try again");
     co_return claimed;
@@ -628,7 +635,7 @@ io::task<base::result<void>> cluster_store::abort_upload(std::string bucket, std
     if (claim.what != upload_claim::state::aborting) {
         upload_claim aborting{upload_claim::state::aborting, {}, base::unix_now_ms()};
         auto claimed = co_await claim_upload(bucket, key, *upload, claim, aborting);
-        if (!claimed && claimed.code() == base::errc::precondition_failed)
+        if (!claimed && refused_by_another(claimed.err()))
             co_return base::fail(base::errc::slow_down,
                                  "a completion of the upload came first: try again");
         if (!claimed) co_return claimed.as_failure();

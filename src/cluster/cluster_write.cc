@@ -195,11 +195,16 @@ base::failure cluster_store::write_failed(const key_place& place, const std::vec
                 _clock.observe(*held);
                 if (accept.kind == acceptance::rule::newer) remember_held(place, *held);
             }
-        // 412 says the write did not happen: only when no node stored it. A write that some nodes
-        // took was visible to a reader that caught them; its outcome is unknown: 503, retry.
+        // A conditional write refused by a version that came after the one it read: 409
+        // ConditionalRequestConflict says it did not happen, as S3 answers a conflicting concurrent
+        // write, but only when no node stored it (a write that some nodes took was visible to a
+        // reader that caught them; its outcome is unknown: 503, retry). Not 412: the version that
+        // refused it may be a write still under way that fails, so the condition may never have
+        // been false for anyone (the linearizability check found such a 412 for a create whose
+        // key stayed absent).
         if (accept.kind == acceptance::rule::at_most && !anywhere)
-            return base::fail(base::errc::precondition_failed,
-                              "another write to the key came first");
+            return base::fail(base::errc::conditional_request_conflict,
+                              "another write to the key came first: try again");
         return base::fail(base::errc::slow_down,
                           "a newer write to the key crossed this one: try again");
     }

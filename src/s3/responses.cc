@@ -26,6 +26,8 @@ std::string s3_message(const base::error& err) {
                    "aborted or completed.";
         case base::errc::precondition_failed:
             return "At least one of the pre-conditions you specified did not hold";
+        case base::errc::conditional_request_conflict:
+            return "A conflicting write to the key came first and this one did not happen; send it again.";
         case base::errc::bucket_already_owned_by_you:
             return "Your previous request to create the named bucket succeeded and you already own it.";
         case base::errc::bucket_not_empty: return "The bucket you tried to delete is not empty";

@@ -282,7 +282,8 @@ def test_concurrent_conditional_creates_through_different_nodes_one_wins(cluster
         for t in threads:
             t.join()
         assert outcomes.count("won") <= 1, outcomes
-        assert set(outcomes) <= {"won", "PreconditionFailed", "SlowDown", "ServiceUnavailable"}, outcomes
+        assert set(outcomes) <= {"won", "PreconditionFailed", "ConditionalRequestConflict", "SlowDown",
+                                 "ServiceUnavailable"}, outcomes
         body = servers[0].client().get_object(Bucket="race", Key=f"once-{round_}")["Body"].read()
         if "won" in outcomes:
             assert body.startswith(b"writer ")

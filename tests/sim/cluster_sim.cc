@@ -557,6 +557,12 @@ store::record_finisher finisher(std::int64_t id) {
     };
 }
 
+// A conditional write that did not happen: its condition failed (412) or it crossed another (409).
+bool refused(const base::error& e) {
+    return e.code == base::errc::precondition_failed ||
+           e.code == base::errc::conditional_request_conflict;
+}
+
 bool outcome_unknown(const base::error& e) {
     return base::errc_http_status(e.code) >= 500 || e.code == base::errc::timed_out ||
            e.code == base::errc::closed || e.code == base::errc::io_error;
@@ -663,7 +669,7 @@ io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_
 struct cas_round {
     unsigned running = 0;
     std::vector<std::int64_t> winners;
-    std::set<std::int64_t> refused;  // answered 412: never visible
+    std::set<std::int64_t> refused;  // answered 412 or 409: never visible
 };
 
 io::task<void> try_create(simulation& sim, cas_round* round, node_side* n, std::string key,
@@ -674,7 +680,7 @@ io::task<void> try_create(simulation& sim, cas_round* round, node_side* n, std::
     auto put = co_await n->store->put(r, body, finisher(v));
     if (put)
         round->winners.push_back(v);
-    else if (put.code() == base::errc::precondition_failed)
+    else if (refused(put.err()))
         round->refused.insert(v);
     else if (!outcome_unknown(put.err()))
         sim.violation(key + ": a conditional create failed with " + put.err().message);

@@ -14,7 +14,10 @@ TEST(retry, retries_transport_failures_and_server_busy_answers_only) {
     EXPECT_TRUE(is_retryable({base::errc::service_unavailable, ""}, 503));
     EXPECT_TRUE(is_retryable({base::errc::internal, "InternalError"}, 500));
     EXPECT_TRUE(is_retryable({base::errc::internal, ""}, 504));
-    // Never a 4xx, even for codes the error table calls retryable (RequestTimeout is a 400).
+    // A 4xx only for a conditional write that crossed another and did not happen (S3 says: send it
+    // again); not for codes the error table calls retryable otherwise (RequestTimeout is a 400).
+    EXPECT_TRUE(is_retryable({base::errc::conditional_request_conflict, ""}, 409));
+    EXPECT_FALSE(is_retryable({base::errc::bucket_not_empty, ""}, 409));
     EXPECT_FALSE(is_retryable({base::errc::request_timeout, "RequestTimeout"}, 400));
     EXPECT_FALSE(is_retryable({base::errc::access_denied, ""}, 403));
     EXPECT_FALSE(is_retryable({base::errc::no_such_key, ""}, 404));
