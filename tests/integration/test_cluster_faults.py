@@ -2,11 +2,15 @@
 and DELETE through random nodes, an injector kills nodes with SIGKILL, partitions them (their peers'
 connections refused), blackholes them (connections hang), and flips bits in shard files of one node.
 
-What must hold: no acknowledged write is lost and no wrong byte is served. Every read must return the
-last acknowledged version of its key or a version written after it whose outcome its writer does not know
-(a request that failed, or a connection that broke), byte for byte; a deleted key reads as absent. After
-the faults, healing must bring every object back to full width (`fjord cluster heal --wait`), shown by
-reading everything with two nodes down.
+What must hold: no acknowledged write is lost and no wrong byte is served. Each writer has keys of its
+own: every read of them must return the last acknowledged version of its key or a version written after
+it whose outcome its writer does not know (a request that failed, or a connection that broke), byte for
+byte; a deleted key reads as absent. All writers also race on shared keys with plain and conditional
+writes (If-None-Match: *, If-Match) and deletes. Every operation's call and answer is recorded, and
+each key's whole history must be linearizable (linearizability.py); a history that is not, or that the
+checker cannot decide, is written to build/test-artifacts/linearizability/. After the faults, healing
+must bring every object back to full width (`fjord cluster heal --wait`), shown by reading everything
+with two nodes down.
 
 FJORD_CLUSTER_FAULTS sets the number of faults (default 200); the seed is the session's (FJORD_TEST_SEED).
 """
@@ -23,13 +27,16 @@ from dataclasses import dataclass, field
 from botocore.exceptions import BotoCoreError, ClientError
 
 from cluster_support import Etcd, Nodes, cluster_cli, init_topology, status, wait_for, wait_serving
-from conftest import SEED, make_client
+from conftest import REPO_ROOT, SEED, make_client
 from fault_relay import BLACKHOLE, PASS, REFUSE, Relay
+from linearizability import Recorder, check_all
 
 CLUSTER = "faults"
 FAULTS = int(os.environ.get("FJORD_CLUSTER_FAULTS", "200"))
 WRITERS = 4
 KEYS_PER_WRITER = 12
+SHARED_KEYS = 2  # raced on by every writer, in half of their operations
+ARTIFACTS = REPO_ROOT / "build" / "test-artifacts" / "linearizability"
 HEADER = 16
 DELETED = -1
 UNKNOWN_OUTCOME = {500, 502, 503, 504}
@@ -81,8 +88,8 @@ def check_read(history: KeyHistory, key: str, got: bytes | None, tally: Tally, w
             tally.violation(f"{key}: absent on {where}, but {history.acked} was acknowledged; "
                             f"history: {history.events[-12:]}")
         return
-    value_id = int(got[:HEADER], 16) if len(got) >= HEADER else -2
-    if value_id < 0 or hashlib.sha256(got).digest() != hashlib.sha256(body_for(value_id)).digest():
+    value_id = value_of(got)
+    if value_id < 0:
         tally.violation(f"{key}: wrong bytes from {where} ({len(got)} bytes)")
     elif value_id not in allowed:
         tally.violation(f"{key}: read {value_id} from {where}; allowed {sorted(map(str, allowed))}; "
@@ -90,51 +97,158 @@ def check_read(history: KeyHistory, key: str, got: bytes | None, tally: Tally, w
     tally.reads_checked += 1
 
 
-def read(client, key):
+def value_of(got: bytes) -> int:
+    """The value a body was written for, or -2 when its bytes are not that value's."""
+    value_id = int(got[:HEADER], 16) if len(got) >= HEADER else -2
+    if value_id < 0 or hashlib.sha256(got).digest() != hashlib.sha256(body_for(value_id)).digest():
+        return -2
+    return value_id
+
+
+def read_with_etag(client, key):
     try:
-        return client.get_object(Bucket="load", Key=key)["Body"].read()
+        answer = client.get_object(Bucket="load", Key=key)
+        return answer["Body"].read(), answer["ETag"]
     except ClientError as e:
         if e.response["Error"]["Code"] == "NoSuchKey":
-            return None
+            return None, None
         raise
 
 
-def writer(index: int, clients, histories, tally: Tally, stop: threading.Event):
+def read(client, key):
+    return read_with_etag(client, key)[0]
+
+
+def recorded_read(recorder: Recorder, key: str, client, name: str):
+    """A read, recorded: the bytes (None: absent) and their ETag."""
+    op = recorder.begin(key, name, "get", note=name)
+    try:
+        got, etag = read_with_etag(client, key)
+    except (ClientError, BotoCoreError):
+        recorder.drop(key, op)
+        raise
+    recorder.finish(op, value=None if got is None else value_of(got))
+    return got, etag
+
+
+def recorded_write(recorder: Recorder, key: str, name: str, kind: str, send, value=None,
+                   expected=None):
+    """Sends a write and records its outcome: "ok", "failed" (412) or "absent" (404 to an If-Match);
+    "conflict" (409: it crossed another write and did not happen) leaves it out of the history. With
+    no answer that says (5xx, a broken connection) its outcome is unknown, and the error is raised."""
+    op = recorder.begin(key, name, kind, value=value, expected=expected, note=name)
+    try:
+        send()
+    except ClientError as e:
+        code = e.response["Error"]["Code"]
+        if code == "PreconditionFailed":
+            recorder.finish(op, outcome="failed")
+            return "failed"
+        if code == "NoSuchKey" and kind == "replace":
+            recorder.finish(op, outcome="absent")
+            return "absent"
+        if code == "ConditionalRequestConflict":  # crossed another write and did not happen
+            recorder.drop(key, op)
+            return "conflict"
+        if outcome_unknown(e):
+            recorder.unknown(op, code)
+        else:
+            recorder.drop(key, op)  # the test's own mistake; reported as unexpected
+        raise
+    except BotoCoreError as e:
+        recorder.unknown(op, type(e).__name__)
+        raise
+    recorder.finish(op, outcome="ok")
+    return "ok"
+
+
+def own_key_step(rng, key, history: KeyHistory, node, client, recorder, tally, next_value):
+    """One operation on a key of this writer's own: put, read or delete."""
+    roll = rng.random()
+    what = ""
+    try:
+        if roll < 0.55:
+            what = f"put {next_value:016x}"
+            history.unknown.add(next_value)
+            recorded_write(recorder, key, node, "put", value=next_value, send=lambda: client.put_object(
+                Bucket="load", Key=key, Body=body_for(next_value)))
+            history.acked, history.unknown = next_value, set()
+            history.events.append((time.time(), node, what + " acked"))
+            tally.puts_acked += 1
+        elif roll < 0.9:
+            check_read(history, key, recorded_read(recorder, key, client, node)[0], tally, node)
+        else:
+            what = "delete"
+            history.unknown.add(DELETED)
+            recorded_write(recorder, key, node, "delete",
+                           send=lambda: client.delete_object(Bucket="load", Key=key))
+            history.acked, history.unknown = DELETED, set()
+            history.events.append((time.time(), node, what + " acked"))
+            tally.deletes_acked += 1
+    except (ClientError, BotoCoreError) as e:
+        if what:
+            history.events.append((time.time(), node, what + f" failed: {str(e)[:60]}"))
+        raise
+
+
+def shared_key_step(rng, key, node, client, recorder, tally, value):
+    """One operation on a key every writer uses: a read, a read-modify-write (a read, then a write
+    with If-Match naming the ETag it read, as an optimistic client updates), a create-only write, a
+    plain write or a delete. Only the recorded history judges these."""
+    roll = rng.random()
+    body = body_for(value)
+    if roll < 0.6:
+        got, etag = recorded_read(recorder, key, client, node)
+        tally.reads_checked += 1
+        if got is not None and value_of(got) < 0:
+            tally.violation(f"{key}: wrong bytes from {node} ({len(got)} bytes)")
+        if roll < 0.25 or got is None:
+            return
+        recorded_write(recorder, key, node, "replace", value=value, expected=value_of(got),
+                       send=lambda: client.put_object(Bucket="load", Key=key, Body=body, IfMatch=etag))
+    elif roll < 0.75:
+        recorded_write(recorder, key, node, "create", value=value, send=lambda: client.put_object(
+            Bucket="load", Key=key, Body=body, IfNoneMatch="*"))
+    elif roll < 0.9:
+        recorded_write(recorder, key, node, "put", value=value,
+                       send=lambda: client.put_object(Bucket="load", Key=key, Body=body))
+    else:
+        recorded_write(recorder, key, node, "delete",
+                       send=lambda: client.delete_object(Bucket="load", Key=key))
+
+
+def writer(index: int, clients, histories, recorder: Recorder, tally: Tally, stop: threading.Event):
     rng = random.Random(SEED * 1000 + index)
     keys = [f"w{index}/k{j}" for j in range(KEYS_PER_WRITER)]
+    shared = [f"shared/k{j}" for j in range(SHARED_KEYS)]
     next_value = (index + 1) << 40
     while not stop.is_set():
-        key = rng.choice(keys)
-        history = histories[key]
         node, client = rng.choice(clients)
-        roll = rng.random()
-        what = ""
+        next_value += 1
+        key = rng.choice(shared) if rng.random() < 0.5 else rng.choice(keys)
         try:
-            if roll < 0.55:
-                next_value += 1
-                what = f"put {next_value:016x}"
-                history.unknown.add(next_value)
-                client.put_object(Bucket="load", Key=key, Body=body_for(next_value))
-                history.acked, history.unknown = next_value, set()
-                history.events.append((time.time(), node, what + " acked"))
-                tally.puts_acked += 1
-            elif roll < 0.9:
-                check_read(history, key, read(client, key), tally, node)
+            if key in histories:
+                own_key_step(rng, key, histories[key], node, client, recorder, tally, next_value)
             else:
-                what = "delete"
-                history.unknown.add(DELETED)
-                client.delete_object(Bucket="load", Key=key)
-                history.acked, history.unknown = DELETED, set()
-                history.events.append((time.time(), node, what + " acked"))
-                tally.deletes_acked += 1
+                shared_key_step(rng, key, node, client, recorder, tally, next_value)
         except (ClientError, BotoCoreError) as e:
-            if what:
-                history.events.append((time.time(), node, what + f" failed: {str(e)[:60]}"))
             if outcome_unknown(e):
                 tally.unavailable += 1
             else:
                 with tally.lock:
                     tally.unexpected.append(f"{key} via {node}: {e}")
+
+
+def check_histories(recorder: Recorder) -> str:
+    """Every key's history linearizable; the report's summary line."""
+    report = check_all(recorder.by_key, ARTIFACTS, budget=10_000_000)
+    summary = (f"{report.operations} operations on {report.keys} keys checked for linearizability "
+               f"({report.unknown} writes of unknown outcome, {report.steps} search steps, at most "
+               f"{report.most_steps} for one key)")
+    problems = [f"{key}: {v.explain()}; history in {path}"
+                for key, v, path in report.failures + report.undecided]
+    assert not problems, "\n".join(problems) + "\n" + summary
+    return summary
 
 
 def flip_a_byte(server, rng: random.Random) -> str | None:
@@ -219,9 +333,10 @@ def test_no_acknowledged_write_is_lost_and_no_wrong_byte_served_under_faults(tmp
 
         clients = [(s.name, make_client(s, read_timeout=30, connect_timeout=5)) for s in servers]
         histories = {f"w{w}/k{j}": KeyHistory() for w in range(WRITERS) for j in range(KEYS_PER_WRITER)}
+        recorder = Recorder()
         tally = Tally()
         stop = threading.Event()
-        threads = [threading.Thread(target=writer, args=(w, clients, histories, tally, stop))
+        threads = [threading.Thread(target=writer, args=(w, clients, histories, recorder, tally, stop))
                    for w in range(WRITERS)]
         for t in threads:
             t.start()
@@ -246,16 +361,26 @@ def test_no_acknowledged_write_is_lost_and_no_wrong_byte_served_under_faults(tmp
         assert status(etcd, CLUSTER)["below_full_width"] == 0
 
         # Every object at full width: any two nodes may go and everything still reads, exactly.
+        # The reads go into the histories too: after the faults, every key must still read as the
+        # writes allow.
+        shared = [f"shared/k{j}" for j in range(SHARED_KEYS)]
         final = Tally()
         for name, client in clients:
             for key, history in histories.items():
-                check_read(history, key, read(client, key), final, name)
+                check_read(history, key, recorded_read(recorder, key, client, f"{name} after")[0],
+                           final, name)
+            for key in shared:
+                recorded_read(recorder, key, client, f"{name} after")
         servers[0].kill()
         servers[1].kill()
         survivor = make_client(servers[2])
         for key, history in histories.items():
-            check_read(history, key, read(survivor, key), final, "n3 with n1 and n2 down")
+            check_read(history, key, recorded_read(recorder, key, survivor, "n3 alone")[0], final,
+                       "n3 with n1 and n2 down")
+        for key in shared:
+            recorded_read(recorder, key, survivor, "n3 alone")
         assert not final.violations, "\n".join(final.violations[:20])
+        print(check_histories(recorder))
     finally:
         made.kill_all()
         for relay in relays:

@@ -33,8 +33,12 @@
 // restart with the clock stepped back (repeated_stamp), an abort whose purge missed k nodes
 // (partial_purge).
 //
+// With --history DIR, clients of the random workload also race on two shared keys (reads, PUTs,
+// create-only PUTs, DELETEs), and every operation's call and answer on the simulated clock goes to
+// DIR/seed-N.json, which tests/integration/linearizability.py checks per key (test_linearizability.py).
+//
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..17] [--verbose]
+//                    [--scenario 1..17] [--history DIR] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -78,6 +82,19 @@ struct run_options {
     std::uint64_t first_seed = 1, seeds = 1;
     bool verbose = false;
     unsigned scenario = 0;  // 0: the random workload; 1 to 11: an interleaving (held_withdrawal)
+    // The random workload: clients also race on shared keys, and every operation's call and answer
+    // is written to <history>/seed-N.json for tests/integration/linearizability.py.
+    std::string history;
+};
+
+// One client operation as linearizability.py reads it (its `Operation`).
+struct recorded_op {
+    std::string key, client, kind;  // kind: get, put, delete, create
+    std::int64_t invoked_ns = 0;
+    std::int64_t returned_ns = -1;  // -1: no answer came (the outcome is unknown)
+    std::int64_t value = absent_value;
+    std::string outcome;   // writes: ok, failed (412)
+    bool dropped = false;  // a read that failed: it says nothing
 };
 
 // The S3 side of a node is not under test here: requests outside the data plane get 404.
@@ -219,6 +236,7 @@ struct simulation {
     sim_network net;
     std::vector<std::unique_ptr<node_side>> nodes;
     std::map<std::string, key_history> keys;
+    std::vector<recorded_op> history;  // --history
     std::string failure;
     std::string last_error;  // of the last read refused
     bool clients_done = false, all_done = false, healer_running = true;
@@ -238,6 +256,25 @@ struct simulation {
     bool bucket_deleted = false;  // scenario 13
     const bool* put_done_before_removal = nullptr;
 
+    std::size_t record(std::string key, std::string client, std::string kind,
+                       std::int64_t value = absent_value) {
+        history.push_back({std::move(key),
+                           std::move(client),
+                           std::move(kind),
+                           base::monotonic_now_ns(),
+                           -1,
+                           value,
+                           {},
+                           false});
+        return history.size() - 1;
+    }
+    void answered(std::size_t op, std::string outcome, std::int64_t value = absent_value) {
+        history[op].returned_ns = base::monotonic_now_ns();
+        if (history[op].kind == "get")
+            history[op].value = value;
+        else
+            history[op].outcome = std::move(outcome);
+    }
     std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : rng() % n; }
     bool chance(double p) { return rng.unit() < p; }
     void violation(const std::string& what) {
@@ -575,9 +612,14 @@ io::task<std::optional<std::int64_t>> read_key(simulation& sim, node_side& n, st
         [](const store::object_record& r) -> base::result<std::optional<store::byte_range>> {
         return std::optional<store::byte_range>(store::byte_range{0, r.size_bytes});
     };
+    const std::size_t op = sim.record(key, n.id, "get");
     auto got = co_await n.store->get(bucket, key, whole, sink);
     if (!got) {
-        if (got.code() == base::errc::no_such_key) co_return absent_value;
+        if (got.code() == base::errc::no_such_key) {
+            sim.answered(op, {}, absent_value);
+            co_return absent_value;
+        }
+        sim.history[op].dropped = true;
         sim.last_error = got.err().message;
         if (!outcome_unknown(got.err()))
             sim.violation(key + ": a read through " + n.id + " failed with " +
@@ -586,6 +628,7 @@ io::task<std::optional<std::int64_t>> read_key(simulation& sim, node_side& n, st
     }
     const std::int64_t v = value_of(sink.bytes);
     if (v < 0) sim.violation(key + ": wrong bytes read through " + n.id);
+    sim.answered(op, {}, v);
     co_return v;
 }
 
@@ -604,14 +647,44 @@ void check_read(simulation& sim, const std::string& key, std::int64_t v, const s
     }
 }
 
+// A PUT of value v through n (`create`: with If-None-Match: *), recorded.
+io::task<base::result<void>> send_value(simulation& sim, node_side& n, std::string key,
+                                        std::int64_t v, bool create) {
+    const std::size_t op = sim.record(key, n.id, create ? "create" : "put", v);
+    string_source body(value_bytes(v));
+    store::put_request r{bucket, key, value_bytes(v).size(), 1 << 20, {}};
+    r.conditions.if_none_match_any = create;
+    auto put = co_await n.store->put(r, body, finisher(v));
+    if (put) {
+        sim.answered(op, "ok");
+        co_return base::result<void>{};
+    }
+    if (put.code() == base::errc::precondition_failed)
+        sim.answered(op, "failed");
+    else if (!outcome_unknown(put.err()))
+        sim.history[op].dropped =
+            true;  // 409: crossed another write, did not happen; or a violation
+    co_return put.as_failure();
+}
+
+// A DELETE through n, recorded.
+io::task<base::result<void>> send_delete(simulation& sim, node_side& n, std::string key) {
+    const std::size_t op = sim.record(key, n.id, "delete");
+    auto removed = co_await n.store->remove(bucket, key, {});
+    if (removed) {
+        sim.answered(op, "ok");
+        co_return base::result<void>{};
+    }
+    if (!outcome_unknown(removed.err())) sim.history[op].dropped = true;
+    co_return removed.as_failure();
+}
+
 // A PUT of value v through n, its outcome kept in the key's history; true when acknowledged.
 io::task<bool> put_value(simulation& sim, node_side& n, std::string key, std::int64_t v) {
     key_history& h = sim.keys[key];
     h.unknown.insert(v);
     h.writes.push_back(v);
-    string_source body(value_bytes(v));
-    store::put_request r{bucket, key, value_bytes(v).size(), 1 << 20, {}};
-    auto put = co_await n.store->put(r, body, finisher(v));
+    auto put = co_await send_value(sim, n, key, v, false);
     if (put) {
         LOG_DEBUG("sim: %s = %lld acknowledged", key.c_str(), static_cast<long long>(v));
         h.acked = v, h.unknown.clear();
@@ -631,7 +704,35 @@ io::task<void> heal_now(node_side& n, cluster::key_place place) {
     (void)co_await n.store->heal_key(std::move(place));
 }
 
+// --history: an operation on a key every client uses (read, PUT, create-only PUT, DELETE), judged by
+// the recorded history alone (linearizability.py), not by the keys' own histories here.
+io::task<void> shared_request(simulation& sim, std::int64_t& next_value) {
+    const std::string key = "shared/k" + std::to_string(sim.draw(2));
+    node_side& n = *sim.nodes[sim.draw(sim.nodes.size())];
+    const double roll = sim.rng.unit();
+    if (roll < 0.4) {
+        (void)co_await read_key(sim, n, key);
+        co_return;
+    }
+    base::result<void> done;
+    if (roll < 0.9)
+        done = co_await send_value(sim, n, key, ++next_value, roll >= 0.6);
+    else
+        done = co_await send_delete(sim, n, key);
+    if (done) {
+        ++sim.counts.acknowledged;
+    } else if (outcome_unknown(done.err())) {
+        ++sim.counts.unknown;
+    } else if (!refused(done.err())) {
+        sim.violation(key + ": a write failed with " + done.err().message);
+    }
+}
+
 io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_value) {
+    if (!sim.options.history.empty() && sim.chance(0.3)) {
+        co_await shared_request(sim, next_value);
+        co_return;
+    }
     const std::string key =
         "c" + std::to_string(client) + "/k" + std::to_string(sim.draw(sim.options.keys_per_client));
     node_side& n = *sim.nodes[sim.draw(sim.nodes.size())];
@@ -655,7 +756,7 @@ io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_
     } else {
         h.unknown.insert(absent_value);
         h.writes.push_back(absent_value);
-        auto removed = co_await n.store->remove(bucket, key, {});
+        auto removed = co_await send_delete(sim, n, key);
         if (removed) {
             h.acked = absent_value, h.unknown.clear();
             ++sim.counts.acknowledged;
@@ -674,10 +775,7 @@ struct cas_round {
 
 io::task<void> try_create(simulation& sim, cas_round* round, node_side* n, std::string key,
                           std::int64_t v) {
-    string_source body(value_bytes(v));
-    store::put_request r{bucket, key, value_bytes(v).size(), 1 << 20, {}};
-    r.conditions.if_none_match_any = true;
-    auto put = co_await n->store->put(r, body, finisher(v));
+    auto put = co_await send_value(sim, *n, key, v, true);
     if (put)
         round->winners.push_back(v);
     else if (refused(put.err()))
@@ -1556,6 +1654,33 @@ io::task<void> pump(simulation& sim, io::reactor_group* group) {
     group->stop();
 }
 
+// The seed's history as linearizability.py loads it: {"keys": {key: [operation, ...]}}, times in
+// seconds of the simulated clock.
+std::string write_history(const simulation& sim) {
+    nlohmann::json keys = nlohmann::json::object();
+    for (const recorded_op& op : sim.history) {
+        if (op.dropped) continue;
+        nlohmann::json o = {{"client", op.client},
+                            {"kind", op.kind},
+                            {"note", op.client},
+                            {"invoked", static_cast<double>(op.invoked_ns) / 1e9}};
+        o["returned"] = op.returned_ns < 0
+                            ? nlohmann::json(nullptr)
+                            : nlohmann::json(static_cast<double>(op.returned_ns) / 1e9);
+        o["value"] = op.value == absent_value ? nlohmann::json(nullptr) : nlohmann::json(op.value);
+        o["expected"] = nullptr;
+        o["outcome"] = op.outcome.empty() ? nlohmann::json(nullptr) : nlohmann::json(op.outcome);
+        keys[op.key].push_back(std::move(o));
+    }
+    const std::string path = sim.options.history + "/seed-" + std::to_string(sim.seed) + ".json";
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) return "cannot write " + path + ": " + std::strerror(errno);
+    const std::string text = nlohmann::json{{"keys", std::move(keys)}}.dump();
+    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !written) return "cannot write " + path;
+    return {};
+}
+
 std::string run_seed(std::uint64_t seed, const run_options& options, tally* totals,
                      std::string* summary) {
     simulation sim(seed, options);
@@ -1581,13 +1706,15 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
     base::set_thread_clock(nullptr);
     totals->add(sim.counts);
     *summary = sim.counts.describe(sim.nodes.size());
+    if (!options.history.empty() && options.scenario == 0)
+        if (auto failed = write_history(sim); !failed.empty() && sim.failure.empty()) return failed;
     return sim.failure;
 }
 
 int usage() {
     std::fprintf(stderr,
                  "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..17] [--verbose]\n");
+                 "[--requests N] [--scenario 1..17] [--history DIR] [--verbose]\n");
     return 64;
 }
 
@@ -1598,6 +1725,15 @@ int main(int argc, char** argv) {
     using namespace fjord::sim;
     run_options options;
     seed_args args;
+    std::vector<char*> rest;  // the arguments parse_seed_args knows
+    for (int i = 0; i < argc; ++i) {
+        if (std::string_view(argv[i]) == "--history" && i + 1 < argc)
+            options.history = argv[++i];
+        else
+            rest.push_back(argv[i]);
+    }
+    argc = static_cast<int>(rest.size());
+    argv = rest.data();
     if (!parse_seed_args(argc, argv, args,
                          {{"nodes", &options.nodes},
                           {"clients", &options.clients},
