@@ -222,6 +222,34 @@ std::vector<std::pair<version_key, held>> newest_first(const holders_by_version&
     return ordered;
 }
 
+// How a read treats one version (decide_version's note), `held` of the nodes that answered holding
+// it, `sound` of them soundly.
+enum class judged : std::uint8_t { take, pass_over, young, unreadable };
+
+judged judge(const key_place& place, const shard_meta& any, std::size_t sound, std::size_t held,
+             std::size_t unanswered, std::int64_t undecided_young_ms, std::int64_t now_ms) {
+    const std::size_t w = place.write_quorum();
+    // Young and not known to be on W nodes: its writer may still withdraw it. Below W for sure, it
+    // is passed over; possibly on W (a node did not answer), it can be neither returned nor passed
+    // over now. (A version stamped past the skew this node's clock follows has no age it can tell:
+    // the clocks are outside what the rules assume, and it is judged as before.)
+    const std::int64_t age_ms = now_ms - written_ms(any);
+    if (undecided_young_ms > 0 && held < w && age_ms < undecided_young_ms &&
+        age_ms >= -stamp_clock::max_skew_ms)
+        return held + unanswered < w ? judged::pass_over : judged::young;
+    // A tombstone or a manifest has no bytes here: one sound record of it is enough, on W nodes.
+    // Below W among the answers, a client's read takes any version only from k sound records, and
+    // passes one over only when the nodes that did not answer cannot make up k (then no read can
+    // return it): otherwise one read could return it and the next, which misses a holder, go back
+    // to the version before.
+    const bool client_read = undecided_young_ms > 0;
+    const bool from_k = any.kind == shard_kind::object || (client_read && held < w);
+    if (!from_k || sound >= place.k) return judged::take;
+    if (held + unanswered >= w || (client_read && sound + unanswered >= place.k))
+        return judged::unreadable;
+    return judged::pass_over;
+}
+
 }  // namespace
 
 // The newest version the reports allow reading: a tombstone, or data on k shards at least.
@@ -259,26 +287,18 @@ base::result<read_decision> decide_version(const key_place& place,
             holders.sound.empty() ? holders.damaged.front() : holders.sound.front();
         const shard_meta& any = meta_on(any_node, version);
         const bool tombstone = any.kind == shard_kind::deleted;
-        // Young and not known to be on W nodes: its writer may still withdraw it (decide_version's
-        // note). Below W for sure, it is passed over; possibly on W (a node did not answer), it can
-        // be neither returned nor passed over now.
-        // (A version stamped past the skew this node's clock follows has no age it can tell: the
-        // clocks are outside what the rules assume, and it is judged as before.)
         const std::size_t held = holders.sound.size() + holders.damaged.size();
-        const std::int64_t age_ms = now_ms - written_ms(any);
-        if (undecided_young_ms > 0 && held < place.write_quorum() && age_ms < undecided_young_ms &&
-            age_ms >= -stamp_clock::max_skew_ms) {
-            if (held + unanswered < place.write_quorum()) continue;
-            return base::fail(base::errc::service_unavailable,
-                              "the key's newest version is still being written: try again");
-        }
-        // A tombstone or a manifest has no bytes here: one sound record of it is enough.
-        if (any.kind == shard_kind::object && holders.sound.size() < place.k) {
-            if (holders.sound.size() + holders.damaged.size() + unanswered >= place.write_quorum())
+        switch (
+            judge(place, any, holders.sound.size(), held, unanswered, undecided_young_ms, now_ms)) {
+            case judged::pass_over: continue;
+            case judged::young:
+                return base::fail(base::errc::service_unavailable,
+                                  "the key's newest version is still being written: try again");
+            case judged::unreadable:
                 return base::fail(base::errc::service_unavailable,
                                   "the key's newest version cannot be read from the nodes that "
                                   "answered now");
-            continue;
+            case judged::take: break;
         }
         // What is returned is readable: a tombstone or manifest from one sound record, an object's
         // bytes from k sound shards.

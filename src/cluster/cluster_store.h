@@ -157,7 +157,11 @@ struct read_decision {
 // returned it, followed by its withdrawal, would let the next read go back to the version before
 // (reads must be monotonic). Below W for sure, it is passed over; possibly on W (nodes that did not
 // answer), the decision fails (service_unavailable). Healing decides such a version only after
-// that age.
+// that age. Older, a version below W among the answers (a failed write's leftover, which healing
+// has not decided yet) is returned only from k sound records, whatever its kind, and is not passed
+// over while the nodes that did not answer could make up k: a read that returned it and a read that
+// passed it over, one after the other, would have the key go back (the linearizability check of
+// the fault test's histories found such reads).
 base::result<read_decision> decide_version(const key_place& place,
                                            const std::vector<node_report>& by_node,
                                            std::int64_t undecided_young_ms = 0);

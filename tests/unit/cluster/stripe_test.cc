@@ -384,6 +384,59 @@ TEST(DecideVersion, ShardsOfTwoWritesUnderOneStampAreNeverMixed) {
     EXPECT_EQ(again->meta.object.etag, "A");
 }
 
+// 2+2, W = 3. Version 1 is at full width; version 2, a failed write's leftover past the writer's
+// decision, is on nodes 0 and 1 only. Every client read must treat version 2 alike: one that hears
+// both holders returns it, so one that misses a holder may not pass it over for version 1 (the key
+// would go back); it answers 503 instead. A tombstone below W needs k records too. Healing's own
+// judgement (no age given) is unchanged.
+TEST(DecideVersion, ALeftoverBelowWIsReadAlikeByEveryQuorum) {
+    key_place place;
+    place.k = 2;
+    place.m = 2;
+    place.nodes = {"a", "b", "c", "d"};
+    place.rebuilding = {false, false, false, false};
+    auto shard = [](std::uint64_t ms, unsigned index, shard_kind kind = shard_kind::object) {
+        shard_meta meta;
+        meta.version = stamp{ms << 16, 1};
+        meta.kind = kind;
+        meta.k = 2;
+        meta.m = 2;
+        meta.index = index;
+        meta.object.size_bytes = 10;
+        meta.object.etag = std::to_string(ms);
+        return meta;
+    };
+    std::vector<node_report> by_node(4);
+    for (unsigned i = 0; i < 4; ++i) {
+        by_node[i] = {node_report::state::present, {shard(1000, i)}, {}};
+        if (i < 2) by_node[i].versions.push_back(shard(2000, i));
+    }
+    const std::int64_t client = 1;  // a client's read; both versions are older than this
+    auto both = decide_version(place, by_node, client);
+    ASSERT_TRUE(both);
+    EXPECT_EQ(both->meta.version, (stamp{std::uint64_t{2000} << 16, 1}));
+    by_node[2] = {node_report::state::failed, {}, {}};  // a node without it is silent: the same
+    auto other_silent = decide_version(place, by_node, client);
+    ASSERT_TRUE(other_silent);
+    EXPECT_EQ(other_silent->meta.version, (stamp{std::uint64_t{2000} << 16, 1}));
+    by_node[2] = {node_report::state::present, {shard(1000, 2)}, {}};
+    by_node[1] = {node_report::state::failed, {}, {}};  // a holder is silent: 503, not version 1
+    auto holder_silent = decide_version(place, by_node, client);
+    ASSERT_FALSE(holder_silent);
+    EXPECT_EQ(holder_silent.code(), base::errc::service_unavailable);
+    // A tombstone on node 3 alone: no read can return it, so every read passes it over.
+    by_node[1] = {node_report::state::present, {shard(1000, 1), shard(2000, 1)}, {}};
+    by_node[3].versions.push_back(shard(3000, 3, shard_kind::deleted));
+    auto past_tombstone = decide_version(place, by_node, client);
+    ASSERT_TRUE(past_tombstone);
+    EXPECT_TRUE(past_tombstone->found);
+    EXPECT_EQ(past_tombstone->meta.version, (stamp{std::uint64_t{2000} << 16, 1}));
+    // Healing still takes a tombstone from one record.
+    auto healing = decide_version(place, by_node);
+    ASSERT_TRUE(healing);
+    EXPECT_FALSE(healing->found);
+}
+
 TEST(DriveId, MadeOnceKeptAndNeverGuessed) {
     namespace fs = std::filesystem;
     const fs::path dir =
