@@ -8,7 +8,8 @@ one S3 key whose value is a number naming the bytes written (None: absent):
 - `put` writes a value unconditionally; `delete` makes the key absent (both always succeed);
 - `create` writes only if the key is absent (If-None-Match: *): "ok" or "failed" (412);
 - `replace` writes only if the key holds `expected` (If-Match with the ETag of that value): "ok",
-  "failed" (412, it holds another) or "absent" (404, it holds none).
+  "failed" (412, it holds another) or "absent" (404, it holds none);
+- `remove` deletes only if the key holds `expected` (DELETE with If-Match), with the same answers.
 
 An operation whose outcome the client does not know (a 5xx, a broken connection) may take effect at any
 time after it was invoked, or never: its answer time is infinite and any outcome the model allows is
@@ -31,7 +32,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-KINDS = ("get", "put", "delete", "create", "replace")
+KINDS = ("get", "put", "delete", "create", "replace", "remove")
+IF_MATCH = ("replace", "remove")
 OUTCOMES = ("ok", "failed", "absent")
 
 
@@ -42,7 +44,7 @@ class Operation:
     invoked: float
     returned: float | None = None   # None: the outcome is unknown (the answer never came)
     value: int | None = None        # get: what it read (None: absent); writes: what they write
-    expected: int | None = None     # replace: the value its If-Match named
+    expected: int | None = None     # replace, remove: the value their If-Match named
     outcome: str | None = None      # writes: "ok", "failed" or "absent"; None while unknown
     note: str = ""                  # free text for the report (node, error)
 
@@ -61,12 +63,13 @@ def step(state, op: Operation):
         if not known:
             return True, op.value if holds else state
         return (holds, op.value) if op.outcome == "ok" else (not holds and op.outcome == "failed", state)
-    if op.kind == "replace":
+    if op.kind in IF_MATCH:
         holds = state is not None and state == op.expected
+        after = op.value if op.kind == "replace" else None
         if not known:
-            return True, op.value if holds else state
+            return True, after if holds else state
         if op.outcome == "ok":
-            return holds, op.value
+            return holds, after
         if op.outcome == "absent":
             return state is None, state
         return state is not None and not holds, state
@@ -104,7 +107,7 @@ def unobserved(ops: list[Operation]) -> set[int]:
     and none does, so the next operation is an unconditional write or delete, or a pending conditional
     write that w's value refuses (moved last too). Without w they all still hold."""
     seen = {op.value for op in ops if op.kind == "get" and op.returned is not None}
-    named = {op.expected for op in ops if op.kind == "replace"}
+    named = {op.expected for op in ops if op.kind in IF_MATCH}
     out = set()
     for i, w in enumerate(ops):
         if w.returned is not None or w.kind not in ("put", "create", "replace"):
@@ -132,7 +135,7 @@ def pinned(ops: list[Operation]) -> list[Operation]:
             continue
         shown = [o.returned for o in ops if o.returned is not None and (
             (o.kind == "get" and o.value == v) or
-            (o.kind == "replace" and o.expected == v and o.outcome == "ok"))]
+            (o.kind in IF_MATCH and o.expected == v and o.outcome == "ok"))]
         if shown:
             out[who[0]] = replace(ops[who[0]], returned=min(shown), outcome="ok")
     return out
@@ -144,7 +147,7 @@ def stale_read(ops: list[Operation]):
     read was sent (values are written once, so the value cannot come back). Found at once, where the
     search would have to try every order to give up."""
     effect = sorted((o.invoked, o.returned) for o in ops if o.returned is not None and (
-        o.kind in ("put", "delete") or (o.kind in ("create", "replace") and o.outcome == "ok")))
+        o.kind in ("put", "delete") or (o.kind in ("create", *IF_MATCH) and o.outcome == "ok")))
     writer_of = {}
     for o in ops:
         if o.kind in ("put", "create", "replace"):
@@ -353,7 +356,8 @@ def describe(op: Operation | None) -> str:
     if op is None:
         return "-"
     what = {"get": f"get -> {op.value}", "put": f"put {op.value}", "delete": "delete",
-            "create": f"create {op.value}", "replace": f"replace {op.expected} with {op.value}"}[op.kind]
+            "create": f"create {op.value}", "replace": f"replace {op.expected} with {op.value}",
+            "remove": f"delete if {op.expected}"}[op.kind]
     if op.kind != "get":
         what += f" -> {op.outcome or 'unknown'}"
     answered = "never" if op.returned is None else f"{op.returned:.3f}"

@@ -144,7 +144,7 @@ def recorded_write(recorder: Recorder, key: str, name: str, kind: str, send, val
         if code == "PreconditionFailed":
             recorder.finish(op, outcome="failed")
             return "failed"
-        if code == "NoSuchKey" and kind == "replace":
+        if code == "NoSuchKey" and kind in ("replace", "remove"):
             recorder.finish(op, outcome="absent")
             return "absent"
         if code == "ConditionalRequestConflict":  # crossed another write and did not happen
@@ -193,8 +193,9 @@ def own_key_step(rng, key, history: KeyHistory, node, client, recorder, tally, n
 
 def shared_key_step(rng, key, node, client, recorder, tally, value):
     """One operation on a key every writer uses: a read, a read-modify-write (a read, then a write
-    with If-Match naming the ETag it read, as an optimistic client updates), a create-only write, a
-    plain write or a delete. Only the recorded history judges these."""
+    or, one time in four, a DELETE with If-Match naming the ETag it read, as an optimistic client
+    updates), a create-only write, a plain write or a delete. Only the recorded history judges
+    these."""
     roll = rng.random()
     body = body_for(value)
     if roll < 0.6:
@@ -203,6 +204,10 @@ def shared_key_step(rng, key, node, client, recorder, tally, value):
         if got is not None and value_of(got) < 0:
             tally.violation(f"{key}: wrong bytes from {node} ({len(got)} bytes)")
         if roll < 0.25 or got is None:
+            return
+        if rng.random() < 0.25:
+            recorded_write(recorder, key, node, "remove", expected=value_of(got),
+                           send=lambda: client.delete_object(Bucket="load", Key=key, IfMatch=etag))
             return
         recorded_write(recorder, key, node, "replace", value=value, expected=value_of(got),
                        send=lambda: client.put_object(Bucket="load", Key=key, Body=body, IfMatch=etag))

@@ -88,6 +88,25 @@ def test_conditional_replaces():
     assert check([op("replace", 0, 1, 2, "failed", expected=1)]).linearizable is False
 
 
+def test_conditional_deletes():
+    gone = [op("put", 0, 1, 1), op("remove", 2, 3, expected=1), op("get", 4, 5, None)]
+    assert check(gone).linearizable
+    assert check(gone[:2] + [op("get", 4, 5, 1)]).linearizable is False
+    # Two deletes of the same value: only one can find it there.
+    twice = [op("put", 0, 1, 1), op("remove", 2, 5, expected=1, client="a"),
+             op("remove", 3, 6, expected=1, client="b")]
+    assert check(twice).linearizable is False
+    twice[2].outcome = "absent"
+    assert check(twice).linearizable
+    stale = [op("put", 0, 1, 1), op("put", 2, 3, 2), op("remove", 4, 5, expected=1)]
+    assert check(stale).linearizable is False
+    stale[2].outcome = "failed"
+    assert check(stale).linearizable
+    # One whose outcome is unknown deletes only where the key holds the value it names.
+    assert check([op("put", 0, 1, 2), op("remove", 2, INF, expected=1), op("get", 5, 6, None)]).linearizable is False
+    assert check([op("put", 0, 1, 1), op("remove", 2, INF, expected=1), op("get", 5, 6, None)]).linearizable
+
+
 def brute_force(ops, initial=None) -> bool:
     """Every order of the operations that keeps real time, through the model."""
     ops = [o for o in ops if not (o.kind == "get" and o.returned is None)]
@@ -113,9 +132,9 @@ def random_history(rng: random.Random, count: int) -> list[Operation]:
     for i in range(count):
         start = rng.randrange(20)
         end = None if rng.random() < 0.15 else start + rng.randrange(1, 8)
-        kind = rng.choice(["get", "get", "put", "delete", "create", "replace"])
-        value = rng.choice([None, 1, 2]) if kind == "get" else 10 + i
-        outcome = rng.choice(["ok", "ok", "failed", "absent" if kind == "replace" else "failed"])
+        kind = rng.choice(["get", "get", "put", "delete", "create", "replace", "remove"])
+        value = rng.choice([None, 1, 2]) if kind == "get" else None if kind == "remove" else 10 + i
+        outcome = rng.choice(["ok", "ok", "failed", "absent" if kind in ("replace", "remove") else "failed"])
         ops.append(op(kind, start, end, value, outcome, expected=rng.choice([1, 2, 11, 12]),
                       client=f"c{i}"))
         if kind in ("put", "create", "replace") and rng.random() < 0.5:
@@ -172,15 +191,16 @@ def test_long_concurrent_histories_are_decided(unknown):
     lost = set(rng.sample(range(400), unknown))
     for i in range(400):
         now += rng.uniform(0.1, 1.0)
-        kind = rng.choice(["get", "get", "put", "delete", "create", "replace"])
-        o = op(kind, now - rng.uniform(0, 2), now, 1000 + i, client=rng.choice(clients))
+        kind = rng.choice(["get", "get", "put", "delete", "create", "replace", "remove"])
+        o = op(kind, now - rng.uniform(0, 2), now, None if kind == "remove" else 1000 + i,
+               client=rng.choice(clients))
         if kind == "get":
             o.value = state
-        elif kind == "replace":
+        elif kind in ("replace", "remove"):
             o.expected = state if rng.random() < 0.5 else 1000 + rng.randrange(i + 1)
         ok, after = step(state, o)
         if not ok:  # the outcome the register gives
-            o.outcome = "absent" if kind == "replace" and state is None else "failed"
+            o.outcome = "absent" if kind in ("replace", "remove") and state is None else "failed"
             ok, after = step(state, o)
         assert ok
         state = after

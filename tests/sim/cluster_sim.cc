@@ -34,7 +34,7 @@
 // (partial_purge).
 //
 // With --history DIR, clients of the random workload also race on two shared keys (reads, PUTs,
-// create-only PUTs, DELETEs), and every operation's call and answer on the simulated clock goes to
+// create-only PUTs, DELETEs, and PUTs and DELETEs with If-Match on a value just read), and every operation's call and answer on the simulated clock goes to
 // DIR/seed-N.json, which tests/integration/linearizability.py checks per key (test_linearizability.py).
 //
 // Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
@@ -89,12 +89,13 @@ struct run_options {
 
 // One client operation as linearizability.py reads it (its `Operation`).
 struct recorded_op {
-    std::string key, client, kind;  // kind: get, put, delete, create
+    std::string key, client, kind;  // kind: get, put, delete, create, replace, remove
     std::int64_t invoked_ns = 0;
     std::int64_t returned_ns = -1;  // -1: no answer came (the outcome is unknown)
     std::int64_t value = absent_value;
-    std::string outcome;   // writes: ok, failed (412)
-    bool dropped = false;  // a read that failed: it says nothing
+    std::optional<std::int64_t> expected;  // replace, remove: the value their If-Match names
+    std::string outcome;                   // writes: ok, failed (412), absent (404 to an If-Match)
+    bool dropped = false;                  // a read that failed: it says nothing
 };
 
 // The S3 side of a node is not under test here: requests outside the data plane get 404.
@@ -257,15 +258,13 @@ struct simulation {
     const bool* put_done_before_removal = nullptr;
 
     std::size_t record(std::string key, std::string client, std::string kind,
-                       std::int64_t value = absent_value) {
-        history.push_back({std::move(key),
-                           std::move(client),
-                           std::move(kind),
-                           base::monotonic_now_ns(),
-                           -1,
-                           value,
-                           {},
-                           false});
+                       std::int64_t value = absent_value,
+                       std::optional<std::int64_t> expected = std::nullopt) {
+        recorded_op op;
+        op.key = std::move(key), op.client = std::move(client), op.kind = std::move(kind);
+        op.invoked_ns = base::monotonic_now_ns();
+        op.value = value, op.expected = expected;
+        history.push_back(std::move(op));
         return history.size() - 1;
     }
     void answered(std::size_t op, std::string outcome, std::int64_t value = absent_value) {
@@ -647,36 +646,47 @@ void check_read(simulation& sim, const std::string& key, std::int64_t v, const s
     }
 }
 
-// A PUT of value v through n (`create`: with If-None-Match: *), recorded.
+// A write's answer into its record: ok, refused by its condition (412; 404 to an If-Match), or
+// unknown; a 409 (it crossed another write and did not happen) or a violation leaves it out.
+template <typename T>
+base::result<void> answer(simulation& sim, std::size_t op, const base::result<T>& done) {
+    if (done) {
+        sim.answered(op, "ok");
+        return {};
+    }
+    if (done.code() == base::errc::precondition_failed)
+        sim.answered(op, "failed");
+    else if (done.code() == base::errc::no_such_key && sim.history[op].expected)
+        sim.answered(op, "absent");
+    else if (!outcome_unknown(done.err()))
+        sim.history[op].dropped = true;
+    return done.as_failure();
+}
+
+// A PUT of value v through n, recorded: `create` with If-None-Match: *; with `expected`, If-Match
+// on that value's ETag.
 io::task<base::result<void>> send_value(simulation& sim, node_side& n, std::string key,
-                                        std::int64_t v, bool create) {
-    const std::size_t op = sim.record(key, n.id, create ? "create" : "put", v);
+                                        std::int64_t v, bool create,
+                                        std::optional<std::int64_t> expected = std::nullopt) {
+    const char* kind = create ? "create" : expected ? "replace" : "put";
+    const std::size_t op = sim.record(key, n.id, kind, v, expected);
     string_source body(value_bytes(v));
     store::put_request r{bucket, key, value_bytes(v).size(), 1 << 20, {}};
     r.conditions.if_none_match_any = create;
+    if (expected) r.conditions.if_match_etag = "v" + std::to_string(*expected);
     auto put = co_await n.store->put(r, body, finisher(v));
-    if (put) {
-        sim.answered(op, "ok");
-        co_return base::result<void>{};
-    }
-    if (put.code() == base::errc::precondition_failed)
-        sim.answered(op, "failed");
-    else if (!outcome_unknown(put.err()))
-        sim.history[op].dropped =
-            true;  // 409: crossed another write, did not happen; or a violation
-    co_return put.as_failure();
+    co_return answer(sim, op, put);
 }
 
-// A DELETE through n, recorded.
-io::task<base::result<void>> send_delete(simulation& sim, node_side& n, std::string key) {
-    const std::size_t op = sim.record(key, n.id, "delete");
-    auto removed = co_await n.store->remove(bucket, key, {});
-    if (removed) {
-        sim.answered(op, "ok");
-        co_return base::result<void>{};
-    }
-    if (!outcome_unknown(removed.err())) sim.history[op].dropped = true;
-    co_return removed.as_failure();
+// A DELETE through n, recorded; with `expected`, If-Match on that value's ETag.
+io::task<base::result<void>> send_delete(simulation& sim, node_side& n, std::string key,
+                                         std::optional<std::int64_t> expected = std::nullopt) {
+    const std::size_t op =
+        sim.record(key, n.id, expected ? "remove" : "delete", absent_value, expected);
+    store::write_conditions conditions;
+    if (expected) conditions.if_match_etag = "v" + std::to_string(*expected);
+    auto removed = co_await n.store->remove(bucket, key, conditions);
+    co_return answer(sim, op, removed);
 }
 
 // A PUT of value v through n, its outcome kept in the key's history; true when acknowledged.
@@ -704,26 +714,32 @@ io::task<void> heal_now(node_side& n, cluster::key_place place) {
     (void)co_await n.store->heal_key(std::move(place));
 }
 
-// --history: an operation on a key every client uses (read, PUT, create-only PUT, DELETE), judged by
-// the recorded history alone (linearizability.py), not by the keys' own histories here.
+// --history: an operation on a key every client uses (a read, and then half the time a PUT or
+// DELETE with If-Match on what it read; a PUT, a create-only PUT, a DELETE), judged by the recorded
+// history alone (linearizability.py), not by the keys' own histories here.
 io::task<void> shared_request(simulation& sim, std::int64_t& next_value) {
     const std::string key = "shared/k" + std::to_string(sim.draw(2));
     node_side& n = *sim.nodes[sim.draw(sim.nodes.size())];
     const double roll = sim.rng.unit();
-    if (roll < 0.4) {
-        (void)co_await read_key(sim, n, key);
-        co_return;
-    }
     base::result<void> done;
-    if (roll < 0.9)
+    if (roll < 0.4) {
+        auto read = co_await read_key(sim, n, key);
+        if (!read || *read <= absent_value || sim.chance(0.5)) co_return;
+        node_side& writer = *sim.nodes[sim.draw(sim.nodes.size())];
+        if (sim.chance(0.25))
+            done = co_await send_delete(sim, writer, key, *read);
+        else
+            done = co_await send_value(sim, writer, key, ++next_value, false, *read);
+    } else if (roll < 0.9) {
         done = co_await send_value(sim, n, key, ++next_value, roll >= 0.6);
-    else
+    } else {
         done = co_await send_delete(sim, n, key);
+    }
     if (done) {
         ++sim.counts.acknowledged;
     } else if (outcome_unknown(done.err())) {
         ++sim.counts.unknown;
-    } else if (!refused(done.err())) {
+    } else if (!refused(done.err()) && done.code() != base::errc::no_such_key) {
         sim.violation(key + ": a write failed with " + done.err().message);
     }
 }
@@ -1668,7 +1684,7 @@ std::string write_history(const simulation& sim) {
                             ? nlohmann::json(nullptr)
                             : nlohmann::json(static_cast<double>(op.returned_ns) / 1e9);
         o["value"] = op.value == absent_value ? nlohmann::json(nullptr) : nlohmann::json(op.value);
-        o["expected"] = nullptr;
+        o["expected"] = op.expected ? nlohmann::json(*op.expected) : nlohmann::json(nullptr);
         o["outcome"] = op.outcome.empty() ? nlohmann::json(nullptr) : nlohmann::json(op.outcome);
         keys[op.key].push_back(std::move(o));
     }
