@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "bench/bench.h"
 
@@ -9,7 +10,7 @@ namespace fjord::bench {
 
 namespace {
 
-void print_bench_usage() {
+void print_bench_usage(std::FILE* to) {
     std::fputs(
         "usage: fjord bench disk --dir DIR [--size-mib 1024] [--block-kib 1024] [--depth 32] [--files 1] [--passes 1]\n"
         "                      [--repeat-blocks] [--no-huge-pages] [--json FILE]\n"
@@ -32,12 +33,15 @@ void print_bench_usage() {
         "disk and net measure the physical limits; s3 measures a running Fjord (or any S3) server.\n"
         "s3 credentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY (default fjordadmin / fjordadmin-secret)\n"
         "s3, checkpoint, kv: an https:// --endpoint is verified against --ca-cert PEM (default: the system's CAs)\n",
-        stderr);
+        to);
 }
 
 }  // namespace
 
 int bench_main(int argc, char** argv) {
+    for (int i = 0; i < argc; ++i)  // `fjord bench --help`, `fjord bench kv --help`
+        if (std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help")
+            return print_bench_usage(stdout), 0;
     std::string what = argc >= 1 ? argv[0] : "";
     if (what == "disk") return bench_disk_main(argc - 1, argv + 1);
     if (what == "net") return bench_net_main(argc - 1, argv + 1);
@@ -45,8 +49,8 @@ int bench_main(int argc, char** argv) {
     if (what == "checkpoint") return bench_checkpoint_main(argc - 1, argv + 1);
     if (what == "kv") return bench_kv_main(argc - 1, argv + 1);
     if (what == "ec") return bench_ec_main(argc - 1, argv + 1);
-    print_bench_usage();
-    return what == "-h" || what == "--help" ? 0 : 2;
+    print_bench_usage(stderr);
+    return 2;
 }
 
 }  // namespace fjord::bench

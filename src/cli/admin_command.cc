@@ -77,16 +77,21 @@ base::result<admin_command> parse_admin_args(int argc, char** argv) {
 
 }  // namespace
 
+void print_admin_usage(std::FILE* to) {
+    std::fputs(
+        "usage: fjord admin user add KEY   (the secret on stdin)\n"
+        "       fjord admin user rm KEY\n       fjord admin user ls\n"
+        "options: --endpoint http://127.0.0.1:9000 --ca-cert FILE; signed with the root "
+        "user's FJORD_ACCESS_KEY / FJORD_SECRET_KEY\n",
+        to);
+}
+
 int admin_main(int argc, char** argv) {
+    if (asks_for_help(argc, argv)) return print_admin_usage(stdout), 0;
     auto cmd = parse_admin_args(argc, argv);
     if (!cmd) {
-        std::fprintf(
-            stderr,
-            "fjord admin: %s\nusage: fjord admin user add KEY   (the secret on stdin)\n"
-            "       fjord admin user rm KEY\n       fjord admin user ls\n"
-            "options: --endpoint http://127.0.0.1:9000 --ca-cert FILE; signed with the root "
-            "user's FJORD_ACCESS_KEY / FJORD_SECRET_KEY\n",
-            cmd.err().message.c_str());
+        std::fprintf(stderr, "fjord admin: %s\n", cmd.err().message.c_str());
+        print_admin_usage(stderr);
         return 2;
     }
     admin_outcome out;

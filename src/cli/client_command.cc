@@ -210,17 +210,22 @@ base::result<client_command> parse_client_args(int argc, char** argv) {
 
 }  // namespace
 
+void print_client_usage(std::FILE* to) {
+    std::fputs(
+        "usage: fjord client put|get|head|delete|mb --bucket B [--key K] "
+        "[--endpoint http://127.0.0.1:9000] [--file F] [--multipart] [--part-size 8MiB] "
+        "[--range-size 8MiB] [--in-flight 4] [--offset N] [--length N] [--trailer] [--attempts 4] "
+        "[--deadline-ms 120000] [--io-timeout-ms 60000] [--backoff-ms 50] [--connections 16] "
+        "[--seed N]\ncredentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY\n",
+        to);
+}
+
 int client_main(int argc, char** argv) {
+    if (asks_for_help(argc, argv)) return print_client_usage(stdout), 0;
     auto cmd = parse_client_args(argc, argv);
     if (!cmd) {
-        std::fprintf(
-            stderr,
-            "fjord client: %s\nusage: fjord client put|get|head|delete|mb --bucket B [--key K] "
-            "[--endpoint http://127.0.0.1:9000] [--file F] [--multipart] [--part-size 8MiB] "
-            "[--range-size 8MiB] [--in-flight 4] [--offset N] [--length N] [--trailer] [--attempts 4] "
-            "[--deadline-ms 120000] [--io-timeout-ms 60000] [--backoff-ms 50] [--connections 16] "
-            "[--seed N]\ncredentials come from FJORD_ACCESS_KEY / FJORD_SECRET_KEY\n",
-            cmd.err().message.c_str());
+        std::fprintf(stderr, "fjord client: %s\n", cmd.err().message.c_str());
+        print_client_usage(stderr);
         return 2;
     }
     client_outcome out;

@@ -472,19 +472,25 @@ int print_heal(const cluster_command& cmd, const cluster_outcome& out) {
 
 }  // namespace
 
+void print_cluster_usage(std::FILE* to) {
+    std::fputs(
+        "usage: fjord cluster status [--json]\n"
+        "       fjord cluster topology [--json]\n"
+        "       fjord cluster init --nodes ID,ID,... [--data-shards K "
+        "--parity-shards M] [--block-kib N] [--heal-leftover-age-s N]\n"
+        "       fjord cluster heal [--wait] [--timeout-s N]   (every node scans and heals)\n"
+        "       fjord cluster replace-node OLD NEW   (NEW takes OLD's place; OLD is down)\n"
+        "       fjord cluster remove-node NODE   (decommission a node that is down)\n"
+        "options: --etcd http://127.0.0.1:2379 --cluster fjord (docs/cluster.md)\n",
+        to);
+}
+
 int cluster_main(int argc, char** argv) {
+    if (asks_for_help(argc, argv)) return print_cluster_usage(stdout), 0;
     auto cmd = parse_cluster_args(argc, argv);
     if (!cmd) {
-        std::fprintf(
-            stderr,
-            "fjord cluster: %s\nusage: fjord cluster status [--json]\n"
-            "       fjord cluster init --nodes ID,ID,... [--data-shards K "
-            "--parity-shards M] [--block-kib N] [--heal-leftover-age-s N]\n"
-            "       fjord cluster heal [--wait] [--timeout-s N]   (every node scans and heals)\n"
-            "       fjord cluster replace-node OLD NEW   (NEW takes OLD's place; OLD is down)\n"
-            "       fjord cluster remove-node NODE   (decommission a node that is down)\n"
-            "options: --etcd http://127.0.0.1:2379 --cluster fjord\n",
-            cmd.err().message.c_str());
+        std::fprintf(stderr, "fjord cluster: %s\n", cmd.err().message.c_str());
+        print_cluster_usage(stderr);
         return 2;
     }
     cluster_outcome out;

@@ -5,13 +5,14 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "server/server.h"
 
 namespace {
 
 using namespace fjord;
 
-void print_cluster_usage() {
+void print_serve_cluster_usage(std::FILE* to) {
     std::fputs(
         "  --etcd URL            join a cluster through etcd at http://HOST:PORT (docs/cluster.md):\n"
         "                        objects are erasure-coded over the nodes of its topology\n"
@@ -26,10 +27,10 @@ void print_cluster_usage() {
         "                        nodes; its writer decides within half of it (default 60). A\n"
         "                        cluster whose topology names one (fjord cluster init\n"
         "                        --heal-leftover-age-s) uses that on every node instead\n",
-        stderr);
+        to);
 }
 
-void print_usage() {
+void print_serve_usage(std::FILE* to) {
     std::fputs(
         "usage: fjord serve [options]\n"
         "  --data DIR            data directory (repeatable; default ./data)\n"
@@ -88,36 +89,90 @@ void print_usage() {
         "  --log-level LEVEL     debug, info, warn or error (default info)\n"
         "  --object-ownership O  of buckets made without one: ObjectWriter (default; ACLs on, private until\n"
         "                        granted), BucketOwnerPreferred, BucketOwnerEnforced (ACLs off; S3's default)\n",
-        stderr);
-    print_cluster_usage();
+        to);
+    print_serve_cluster_usage(to);
+    std::fputs("credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n", to);
+}
+
+void print_serve_usage_to_stderr() { print_serve_usage(stderr); }
+
+// `fjord`, `fjord help`, `fjord --help`: every command with one line.
+void print_commands(std::FILE* to) {
     std::fputs(
-        "credentials come from FJORD_ACCESS_KEY and FJORD_SECRET_KEY\n"
-        "       fjord bench disk|net|s3|checkpoint ...   (fjord bench --help)\n"
-        "       fjord client put|get|head|delete|mb ...  (one request through the native client)\n"
-        "       fjord admin user add|rm|ls ...            (users of a server; fjord admin --help)\n"
-        "       fjord cluster init|status|heal|remove-node ...   (clusters on etcd)\n"
-        "       fjord cp|ls|rm|mb|rb ...                 (objects and buckets; fjord cp --help)\n",
-        stderr);
+        "usage: fjord COMMAND [options]   (fjord COMMAND --help for a command's own usage)\n"
+        "commands:\n"
+        "  serve     run the S3 server (one node, or a cluster node with --etcd)\n"
+        "  cp        copy files to and from buckets (s3://bucket/key), also --recursive\n"
+        "  ls        list buckets, or the objects under s3://bucket/prefix\n"
+        "  rm        delete an object, or every object under a prefix with --recursive\n"
+        "  mb        make a bucket\n"
+        "  rb        remove an empty bucket\n"
+        "  admin     add, remove and list a server's users\n"
+        "  cluster   make, inspect and repair a cluster on etcd (init, status, heal, replace-node)\n"
+        "  bench     measure the disk, the network, an S3 server, checkpoints, the KV tier, erasure codes\n"
+        "  client    one request or transfer through the native client, answered as JSON\n"
+        "  scrub     verify every stored object's checksums of a stopped server's drives\n"
+        "  help      this list; fjord help COMMAND prints a command's usage\n"
+        "  version   the version and the commit this binary was built from (also --version)\n"
+        "start a server on ./data at 127.0.0.1:9000: fjord serve; docs: README.md, docs/\n",
+        to);
+}
+
+// A command's usage on `to`; false for a name that is no command.
+bool print_command_usage(const std::string& name, std::FILE* to) {
+    if (name == "serve")
+        print_serve_usage(to);
+    else if (name == "admin")
+        cli::print_admin_usage(to);
+    else if (name == "cluster")
+        cli::print_cluster_usage(to);
+    else if (name == "client")
+        cli::print_client_usage(to);
+    else if (name == "scrub")
+        cli::print_scrub_usage(to);
+    else
+        return false;
+    return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc >= 2 && std::string(argv[1]) == "scrub")
-        return fjord::cli::scrub_main(argc - 2, argv + 2);
-    if (argc >= 2 && std::string(argv[1]) == "serve")
-        return fjord::server::serve(argc - 2, argv + 2, print_usage);
-    if (argc >= 2 && std::string(argv[1]) == "bench")
-        return fjord::bench::bench_main(argc - 2, argv + 2);
-    if (argc >= 2 && std::string(argv[1]) == "client")
-        return fjord::cli::client_main(argc - 2, argv + 2);
-    if (argc >= 2 && std::string(argv[1]) == "cluster")
-        return fjord::cli::cluster_main(argc - 2, argv + 2);
-    if (argc >= 2 && std::string(argv[1]) == "admin")
-        return fjord::cli::admin_main(argc - 2, argv + 2);
+    const std::string command = argc >= 2 ? argv[1] : "";
+    const int rest_argc = argc >= 2 ? argc - 2 : 0;
+    char** rest = argv + (argc >= 2 ? 2 : argc);
+    if (command == "--version" || command == "version") {
+        std::printf("fjord %s (commit %s)\n", cli::build_version, cli::build_commit);
+        return 0;
+    }
+    if (command == "help" || command == "--help" || command == "-h") {
+        if (command == "help" && rest_argc >= 1) {
+            // fjord help cp: the object commands and bench print their own usage for --help.
+            char help_flag[] = "--help";
+            char* help[] = {help_flag};
+            const std::string name = rest[0];
+            if (name == "bench") return bench::bench_main(1, help);
+            for (const char* object_command : {"cp", "ls", "rm", "mb", "rb"})
+                if (name == object_command) return cli::object_command_main(name, 1, help);
+            if (print_command_usage(name, stdout)) return 0;
+            std::fprintf(stderr, "fjord help: no command %s\n", name.c_str());
+            print_commands(stderr);
+            return 2;
+        }
+        print_commands(stdout);
+        return 0;
+    }
+    if (command == "serve" && cli::asks_for_help(rest_argc, rest))
+        return print_serve_usage(stdout), 0;
+    if (command == "scrub") return cli::scrub_main(rest_argc, rest);
+    if (command == "serve") return server::serve(rest_argc, rest, print_serve_usage_to_stderr);
+    if (command == "bench") return bench::bench_main(rest_argc, rest);
+    if (command == "client") return cli::client_main(rest_argc, rest);
+    if (command == "cluster") return cli::cluster_main(rest_argc, rest);
+    if (command == "admin") return cli::admin_main(rest_argc, rest);
     for (const char* name : {"cp", "ls", "rm", "mb", "rb"})
-        if (argc >= 2 && std::string(argv[1]) == name)
-            return fjord::cli::object_command_main(name, argc - 2, argv + 2);
-    print_usage();
-    return argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") ? 0 : 2;
+        if (command == name) return cli::object_command_main(name, rest_argc, rest);
+    if (!command.empty()) std::fprintf(stderr, "fjord: no command %s\n", command.c_str());
+    print_commands(stderr);
+    return 2;
 }

@@ -128,4 +128,10 @@ std::string json_string(std::string_view text) {
     return out + "\"";
 }
 
+bool asks_for_help(int argc, char** argv) {
+    for (int i = 0; i < argc; ++i)
+        if (std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help") return true;
+    return false;
+}
+
 }  // namespace fjord::cli

@@ -37,6 +37,10 @@ private:
 
 std::optional<std::uint64_t> parse_size_bytes(std::string_view text);
 
+// Whether any of the arguments is -h or --help: the command then prints its usage to stdout and
+// exits 0, whatever else was given.
+bool asks_for_help(int argc, char** argv);
+
 // Throughput in GiB/s (2^30 bytes per second).
 double gib_per_s(std::uint64_t bytes, double seconds);
 

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "io/reactor.h"
 #include "io/task.h"
 #include "store/data_file.h"
@@ -54,7 +55,13 @@ io::task<void> scrub_all(store::engine* engine, scrub_totals* totals, io::reacto
 }
 }  // namespace
 
+void print_scrub_usage(std::FILE* to) {
+    std::fputs("usage: fjord scrub --data DIR [--data DIR ...]  (the server must be stopped)\n",
+               to);
+}
+
 int scrub_main(int argc, char** argv) {
+    if (asks_for_help(argc, argv)) return print_scrub_usage(stdout), 0;
     store::engine_options options;
     options.data_dirs.clear();
     options.cores = 1;
@@ -63,9 +70,7 @@ int scrub_main(int argc, char** argv) {
         if (arg == "--data" && i + 1 < argc)
             options.data_dirs.push_back(argv[++i]);
         else {
-            std::fprintf(
-                stderr,
-                "usage: fjord scrub --data DIR [--data DIR ...]  (the server must be stopped)\n");
+            print_scrub_usage(stderr);
             return 2;
         }
     }

@@ -1,6 +1,7 @@
 """The `fjord` object commands (cp, ls, rm, mb, rb) and the bench additions (--op head|delete|list,
 --report) against the real server, checked through boto3: bytes exact, keys where they belong, errors
-as non-zero exits with one clear line."""
+as non-zero exits with one clear line. Then what a newcomer meets first: the command list, every
+command's --help, and --version (no server needed)."""
 
 from __future__ import annotations
 
@@ -219,3 +220,52 @@ def test_bench_reports(fjord_server, s3, bucket_name, tmp_dir):
         assert len(bars) == 4  # write and read for each of 2 checkpoints
     finally:
         empty_and_delete_bucket(s3, bucket_name)
+
+
+COMMANDS = ["serve", "cp", "ls", "rm", "mb", "rb", "admin", "cluster", "bench", "client", "scrub"]
+# Subcommands whose --help is the command's (they take it anywhere on the line).
+SUBCOMMANDS = [["cluster", "status"], ["cluster", "init"], ["cluster", "heal"], ["cluster", "topology"],
+               ["cluster", "replace-node"], ["cluster", "remove-node"], ["bench", "kv"], ["bench", "s3"],
+               ["bench", "disk"], ["bench", "net"], ["bench", "checkpoint"], ["bench", "ec"],
+               ["admin", "user", "add"], ["client", "put"], ["serve", "--data", "./x"]]
+
+
+def run_plain(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([str(binary_path()), *args], capture_output=True, text=True,
+                          timeout=CLI_TIMEOUT_S, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("how", [["help"], ["--help"], ["-h"]])
+def test_help_lists_every_command_with_one_line(how):
+    out = run_plain(*how)
+    assert out.returncode == 0, out
+    listed = {line.split()[0] for line in out.stdout.splitlines() if line.startswith("  ")}
+    assert set(COMMANDS) <= listed, out.stdout
+    assert out.stderr == ""
+
+
+def test_no_command_or_an_unknown_one_is_a_usage_error():
+    bare = run_plain()
+    assert bare.returncode == 2 and "commands:" in bare.stderr and bare.stdout == ""
+    unknown = run_plain("frobnicate")
+    assert unknown.returncode == 2 and "no command frobnicate" in unknown.stderr
+
+
+@pytest.mark.parametrize("line", [[c] for c in COMMANDS] + SUBCOMMANDS, ids=" ".join)
+def test_every_command_prints_its_usage_for_help_and_exits_0(line):
+    for flag in ("--help", "-h"):
+        out = run_plain(*line, flag)
+        assert out.returncode == 0, out
+        assert out.stdout.startswith("usage: fjord "), out.stdout[:200]
+        assert out.stderr == ""
+    assert run_plain("help", line[0]).stdout == run_plain(line[0], "--help").stdout
+
+
+def test_version_names_the_version_and_commit():
+    for how in ("--version", "version"):
+        out = run_plain(how)
+        assert out.returncode == 0, out
+        words = out.stdout.split()
+        assert words[0] == "fjord" and words[1].count(".") == 2, out.stdout
+        commit = words[3].rstrip(")")
+        assert words[2] == "(commit" and (commit == "unknown" or len(commit.split("-")[0]) >= 7), out.stdout
