@@ -323,7 +323,10 @@ io::task<void> complete_multipart_upload(context& c) {
     if (!done && done.code() == base::errc::no_such_upload) {
         // SDKs retry a completion whose answer was lost: it may have succeeded
         auto current = co_await c.svc.store().head(c.req.bucket, c.req.key);
-        if (current) done = completed_before(*current, upload_id, parts, done.err());
+        if (current)
+            done = completed_before(*current, upload_id, parts, done.err());
+        else if (current.code() != base::errc::no_such_key)
+            done = current.as_failure();  // the key cannot be read now (a cluster's 503): unknown
     }
     if (!done) co_return co_await send_error(c, done.err());
     const store::object_record& r = *done;
