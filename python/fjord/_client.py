@@ -72,7 +72,8 @@ class Client:
     part_size / in_flight: the parts or ranges of one large transfer and how many move at once;
     multipart_threshold: PUTs of at least this many bytes go as multipart uploads;
     request_timeout / io_timeout (seconds): the deadline of one request with its retries, and of one
-    socket operation; max_attempts: tries per request (retryable failures only: 5xx, resets);
+    socket operation; max_attempts: tries per request (retryable failures only: 5xx, resets, and a
+    cluster's 409 ConditionalRequestConflict);
     crc32c: send every PUT and part with a CRC32C trailer that the server verifies;
     ca_cert: for an https:// endpoint, a PEM file of the CAs that verify the server (default
     FJORD_CA_CERT, then AWS_CA_BUNDLE; else the system's CAs).

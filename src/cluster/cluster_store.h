@@ -370,8 +370,8 @@ private:
     io::task<base::result<void>> require_open_upload(const std::string& bucket,
                                                      const std::string& key,
                                                      const std::string& upload_id);
-    // Writes `now` over the upload's record if it still holds `was` (412 if another claim came first;
-    // 503 when the outcome is unknown).
+    // Writes `now` over the upload's record if it still holds `was` (412 if another claim came first,
+    // 409 if one crossed it; 503 when the outcome is unknown).
     io::task<base::result<void>> claim_upload(const std::string& bucket, const std::string& key,
                                               const store::upload_record& u,
                                               const upload_claim& was, const upload_claim& now);
