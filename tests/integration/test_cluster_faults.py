@@ -115,10 +115,6 @@ def read_with_etag(client, key):
         raise
 
 
-def read(client, key):
-    return read_with_etag(client, key)[0]
-
-
 def recorded_read(recorder: Recorder, key: str, client, name: str):
     """A read, recorded: the bytes (None: absent) and their ETag."""
     op = recorder.begin(key, name, "get", note=name)

@@ -296,27 +296,37 @@ TEST(Catalog, RebuildingNodesRoundTripAndMustHoldAPlace) {
     EXPECT_TRUE(decode_topology(geometry + R"("rebuilding":[{"node":"a","after_heal":1}]})"));
 }
 
-// 2+2, W = 3, R = 2. Version 2 was acknowledged at nodes 1, 2 and 3; node 3 was then replaced by an
-// empty node; node 0 (which missed version 2) holds version 1; node 2 does not answer. Counting the
-// replacement's "absent" would pass version 2 over as a write that never reached W and serve version 1.
-TEST(DecideVersion, ARebuildingNodesAbsenceIsNotEvidence) {
+// Four nodes of 2+2, none rebuilding, and the shard of index `index` of a 10-byte version written at
+// `ms` (its ETag the time as text).
+key_place place_2_2() {
     key_place place;
     place.k = 2;
     place.m = 2;
     place.nodes = {"a", "b", "c", "d"};
     place.rebuilding = {false, false, false, false};
-    auto shard = [](std::uint64_t ms, unsigned index) {
-        shard_meta meta;
-        meta.version = stamp{ms << 16, 1};
-        meta.k = 2;
-        meta.m = 2;
-        meta.index = index;
-        meta.object.size_bytes = 10;
-        return meta;
-    };
+    return place;
+}
+
+shard_meta shard_2_2(std::uint64_t ms, unsigned index, shard_kind kind = shard_kind::object) {
+    shard_meta meta;
+    meta.version = stamp{ms << 16, 1};
+    meta.kind = kind;
+    meta.k = 2;
+    meta.m = 2;
+    meta.index = index;
+    meta.object.size_bytes = 10;
+    meta.object.etag = std::to_string(ms);
+    return meta;
+}
+
+// 2+2, W = 3, R = 2. Version 2 was acknowledged at nodes 1, 2 and 3; node 3 was then replaced by an
+// empty node; node 0 (which missed version 2) holds version 1; node 2 does not answer. Counting the
+// replacement's "absent" would pass version 2 over as a write that never reached W and serve version 1.
+TEST(DecideVersion, ARebuildingNodesAbsenceIsNotEvidence) {
+    key_place place = place_2_2();
     std::vector<node_report> by_node(4);
-    by_node[0] = {node_report::state::present, {shard(1000, 0)}, {}};
-    by_node[1] = {node_report::state::present, {shard(2000, 1)}, {}};
+    by_node[0] = {node_report::state::present, {shard_2_2(1000, 0)}, {}};
+    by_node[1] = {node_report::state::present, {shard_2_2(2000, 1)}, {}};
     by_node[2] = {node_report::state::failed, {}, {}};
     by_node[3] = {node_report::state::absent, {}, {}};
     // Without the mark: version 2 (1 holder + 1 unanswered < W) and then version 1 are passed over.
@@ -337,7 +347,7 @@ TEST(DecideVersion, ARebuildingNodesAbsenceIsNotEvidence) {
     by_node[3].rebuilding = false;
     place.rebuilding[3] = true;
     // Once the replacement holds version 2, it is read from nodes 1 and 3.
-    by_node[3] = {node_report::state::present, {shard(2000, 3)}, {}};
+    by_node[3] = {node_report::state::present, {shard_2_2(2000, 3)}, {}};
     auto healed = decide_version(place, by_node);
     ASSERT_TRUE(healed);
     EXPECT_TRUE(healed->found);
@@ -390,26 +400,11 @@ TEST(DecideVersion, ShardsOfTwoWritesUnderOneStampAreNeverMixed) {
 // would go back); it answers 503 instead. A tombstone below W needs k records too. Healing's own
 // judgement (no age given) is unchanged.
 TEST(DecideVersion, ALeftoverBelowWIsReadAlikeByEveryQuorum) {
-    key_place place;
-    place.k = 2;
-    place.m = 2;
-    place.nodes = {"a", "b", "c", "d"};
-    place.rebuilding = {false, false, false, false};
-    auto shard = [](std::uint64_t ms, unsigned index, shard_kind kind = shard_kind::object) {
-        shard_meta meta;
-        meta.version = stamp{ms << 16, 1};
-        meta.kind = kind;
-        meta.k = 2;
-        meta.m = 2;
-        meta.index = index;
-        meta.object.size_bytes = 10;
-        meta.object.etag = std::to_string(ms);
-        return meta;
-    };
+    key_place place = place_2_2();
     std::vector<node_report> by_node(4);
     for (unsigned i = 0; i < 4; ++i) {
-        by_node[i] = {node_report::state::present, {shard(1000, i)}, {}};
-        if (i < 2) by_node[i].versions.push_back(shard(2000, i));
+        by_node[i] = {node_report::state::present, {shard_2_2(1000, i)}, {}};
+        if (i < 2) by_node[i].versions.push_back(shard_2_2(2000, i));
     }
     const std::int64_t client = 1;  // a client's read; both versions are older than this
     auto both = decide_version(place, by_node, client);
@@ -419,14 +414,14 @@ TEST(DecideVersion, ALeftoverBelowWIsReadAlikeByEveryQuorum) {
     auto other_silent = decide_version(place, by_node, client);
     ASSERT_TRUE(other_silent);
     EXPECT_EQ(other_silent->meta.version, (stamp{std::uint64_t{2000} << 16, 1}));
-    by_node[2] = {node_report::state::present, {shard(1000, 2)}, {}};
+    by_node[2] = {node_report::state::present, {shard_2_2(1000, 2)}, {}};
     by_node[1] = {node_report::state::failed, {}, {}};  // a holder is silent: 503, not version 1
     auto holder_silent = decide_version(place, by_node, client);
     ASSERT_FALSE(holder_silent);
     EXPECT_EQ(holder_silent.code(), base::errc::service_unavailable);
     // A tombstone on node 3 alone: no read can return it, so every read passes it over.
-    by_node[1] = {node_report::state::present, {shard(1000, 1), shard(2000, 1)}, {}};
-    by_node[3].versions.push_back(shard(3000, 3, shard_kind::deleted));
+    by_node[1] = {node_report::state::present, {shard_2_2(1000, 1), shard_2_2(2000, 1)}, {}};
+    by_node[3].versions.push_back(shard_2_2(3000, 3, shard_kind::deleted));
     auto past_tombstone = decide_version(place, by_node, client);
     ASSERT_TRUE(past_tombstone);
     EXPECT_TRUE(past_tombstone->found);
