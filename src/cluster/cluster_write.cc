@@ -101,6 +101,23 @@ io::task<base::result<std::string>> read_unsized(store::byte_source& body, std::
     co_return bytes;
 }
 
+// The debug log's account of a write: how many nodes stored it, and why each other one did not.
+void log_write(const key_place& place, const stamp& version, shard_kind kind,
+               const std::vector<upload>& ups) {
+    if (base::current_log_level() > base::log_level::debug) return;
+    LOG_DEBUG("write %s/%s version %s (%c): %zu of %u nodes stored it", place.bucket.c_str(),
+              place.key.c_str(), version.text().c_str(), static_cast<char>(kind),
+              count_in(ups, upload::state::stored), place.width());
+    for (const upload& u : ups) {
+        if (u.kind == upload::state::stored) continue;
+        const bool refused = u.kind == upload::state::refused;
+        LOG_DEBUG("write %s/%s version %s: not on %s (%s%s)", place.bucket.c_str(),
+                  place.key.c_str(), version.text().c_str(), u.node.c_str(),
+                  refused ? "refused, it holds " : "",
+                  refused ? u.held.c_str() : u.failure.message.c_str());
+    }
+}
+
 }  // namespace
 
 io::task<base::result<store::object_record>> cluster_store::write_version(
@@ -148,8 +165,7 @@ io::task<base::result<store::object_record>> cluster_store::write_version(
     if (!streamed) co_return streamed.as_failure();
     const std::vector<upload>& ups = streamed->uploads;
     const std::size_t stored = count_in(ups, upload::state::stored);
-    LOG_DEBUG("write %s/%s version %s (%c): %zu of %u nodes stored it", place.bucket.c_str(),
-              place.key.c_str(), version.text().c_str(), static_cast<char>(kind), stored, n);
+    log_write(place, version, kind, ups);
     // The write is decided, acknowledged or withdrawn, within half the leftover age of its last byte;
     // healing takes up a version below its quorum only after the whole age.
     const std::int64_t decide_by = streamed->meta.object.modified_ms + leftover_age_ms() / 2;
