@@ -418,6 +418,7 @@ void print_status(const cluster_command& cmd, const cluster::cluster_view& view)
             for (const auto& [node, text] : view.node_stats)
                 healing[node] = nlohmann::json::parse(text, nullptr, false);
             doc["healing"] = healing;
+            doc["lifecycle_runner"] = view.lifecycle_runner;
         }
         std::printf("%s\n", doc.dump(2).c_str());
         return;
@@ -439,6 +440,9 @@ void print_status(const cluster_command& cmd, const cluster::cluster_view& view)
                 view.layout->sets.size(), view.layout->shape.k, view.layout->shape.m,
                 view.layout->block_bytes / 1024, view.buckets.size());
     print_healing(view);
+    std::printf("lifecycle rules applied by: %s\n", view.lifecycle_runner.empty()
+                                                        ? "no node (none up)"
+                                                        : view.lifecycle_runner.c_str());
     std::printf("objects below full width (last scans and queues): %llu\n",
                 static_cast<unsigned long long>(below_full_width(view)));
     for (const auto& mark : view.layout->rebuilding)

@@ -98,6 +98,9 @@ std::string cluster_prefix(std::string_view cluster) {
 std::string heal_request_key(std::string_view cluster) {
     return cluster_prefix(cluster) + "heal-request";
 }
+std::string lifecycle_runner_key(std::string_view cluster) {
+    return cluster_prefix(cluster) + "lifecycle-runner";
+}
 std::string stats_key(std::string_view cluster, std::string_view node) {
     return cluster_prefix(cluster) + "stats/" + std::string(node);
 }
@@ -164,6 +167,8 @@ io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cl
             alive_leases[std::string(key.substr(alive.size()))] = kv.lease;
         } else if (key == heal_request_key(cluster)) {
             view.heal_request = static_cast<std::int64_t>(base::parse_u64(kv.value).value_or(0));
+        } else if (key == lifecycle_runner_key(cluster)) {
+            view.lifecycle_runner = kv.value;
         } else if (key.starts_with(stats)) {
             view.node_stats[std::string(key.substr(stats.size()))] = kv.value;
         } else if (key == topology_key(cluster)) {
@@ -256,6 +261,7 @@ io::task<void> membership_agent::pause_ms(std::int64_t ms) {
 io::task<base::result<void>> membership_agent::take_alive_key() {
     auto epoch = co_await join(_etcd, _options.cluster, _options.node);
     if (!epoch) co_return epoch.as_failure();
+    const std::int64_t granted_ns = base::monotonic_now_ns();
     auto lease = co_await _etcd.grant_lease(_options.lease_ttl_s);
     if (!lease) co_return lease.as_failure();
     txn_request take;
@@ -282,10 +288,12 @@ io::task<base::result<void>> membership_agent::take_alive_key() {
     LOG_INFO("cluster %s: node %s is up (epoch %lld, lease %lld s)", _options.cluster.c_str(),
              _options.node.node_id.c_str(), static_cast<long long>(*epoch),
              static_cast<long long>(lease->ttl_s));
+    co_await claim_lifecycle(granted_ns, lease->ttl_s);
     co_return base::result<void>{};
 }
 
 io::task<void> membership_agent::heartbeat() {
+    const std::int64_t sent_ns = base::monotonic_now_ns();
     auto ttl = co_await _etcd.keep_alive(_lease);
     if (!ttl) {
         lost_etcd(ttl.err());
@@ -299,11 +307,32 @@ io::task<void> membership_agent::heartbeat() {
                  _options.cluster.c_str(), _options.node.node_id.c_str());
         _lease = 0;
         _registered.store(false, std::memory_order_relaxed);
+        _runner_until_ns.store(0, std::memory_order_relaxed);
         co_return;
     }
+    co_await claim_lifecycle(sent_ns, *ttl);
     if (_options.stats)
         (void)co_await _etcd.put(stats_key(_options.cluster, _options.node.node_id),
                                  _options.stats(), _lease);
+}
+
+io::task<void> membership_agent::claim_lifecycle(std::int64_t renewed_ns, std::int64_t ttl_s) {
+    const std::string key = lifecycle_runner_key(_options.cluster);
+    txn_request claim;
+    claim.compares.push_back({txn_compare::target::create, key, 0});
+    claim.puts.push_back({key, _options.node.node_id, _lease});
+    claim.read_on_failure = key;
+    auto got = co_await _etcd.txn(std::move(claim));
+    if (!got) co_return;  // what was certain stays so until it runs out
+    const bool mine =
+        got->succeeded || (got->read.size() == 1 && got->read[0].lease == _lease && _lease != 0);
+    // A tenth of the TTL spare, for the rates of this machine's clock and etcd's
+    const std::int64_t until = mine ? renewed_ns + ttl_s * 900'000'000 : 0;
+    const bool had = runs_lifecycle();
+    _runner_until_ns.store(until, std::memory_order_relaxed);
+    if (had != runs_lifecycle())
+        LOG_INFO("cluster %s: node %s %s the lifecycle rules", _options.cluster.c_str(),
+                 _options.node.node_id.c_str(), had ? "no longer applies" : "applies");
 }
 
 io::task<void> membership_agent::refresh_view() {
@@ -362,6 +391,7 @@ io::task<void> membership_agent::run() {
         co_await pause_ms(_backoff_ms > 0 ? _backoff_ms : interval_ms);
         if (!reactor.stopping() && _lease != 0) co_await heartbeat();
     }
+    _runner_until_ns.store(0, std::memory_order_relaxed);
     if (_lease != 0) {
         if (auto left = co_await _etcd.revoke_lease(_lease); !left)
             LOG_WARN(
@@ -386,7 +416,7 @@ std::string membership_agent::metrics_text() const {
     const std::int64_t read_ns = _map_read_ns.load(std::memory_order_relaxed);
     const double age_s =
         read_ns == 0 ? -1.0 : static_cast<double>(base::monotonic_now_ns() - read_ns) / 1e9;
-    char text[640];
+    char text[900];
     std::snprintf(text, sizeof text,
                   "# HELP fjord_cluster_map_read_failures_total Reads of the cluster map from etcd "
                   "that failed.\n"
@@ -399,9 +429,14 @@ std::string membership_agent::metrics_text() const {
                   "# HELP fjord_cluster_map_unreadable 1 while etcd answers but the map cannot be "
                   "read from it.\n"
                   "# TYPE fjord_cluster_map_unreadable gauge\n"
-                  "fjord_cluster_map_unreadable %d\n",
+                  "fjord_cluster_map_unreadable %d\n"
+                  "# HELP fjord_cluster_lifecycle_runner 1 while this node is the one that applies "
+                  "the lifecycle rules.\n"
+                  "# TYPE fjord_cluster_lifecycle_runner gauge\n"
+                  "fjord_cluster_lifecycle_runner %d\n",
                   static_cast<unsigned long long>(_map_failures.load(std::memory_order_relaxed)),
-                  age_s, _map_broken.load(std::memory_order_relaxed) ? 1 : 0);
+                  age_s, _map_broken.load(std::memory_order_relaxed) ? 1 : 0,
+                  runs_lifecycle() ? 1 : 0);
     return text;
 }
 

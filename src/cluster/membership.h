@@ -10,6 +10,8 @@
 //                   heartbeating for the lease's TTL (crash, partition) or when it leaves (SIGTERM).
 //   epoch           the cluster map's epoch, a decimal number: every change of members/ raises it by one,
 //                   in the same etcd transaction (compare-and-swap on its mod revision).
+//   lifecycle-runner  the node that applies the buckets' lifecycle rules, bound to its alive lease: a
+//                   node that is up creates it if absent, so exactly one node holds it while any is up.
 // At most one process holds a node id: alive/<node> is created only if absent, so a second process with
 // the same id waits until the first one's lease is gone.
 #include <atomic>
@@ -22,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "cluster/catalog.h"
 #include "cluster/etcd_client.h"
@@ -56,6 +59,7 @@ struct cluster_view {
     std::map<std::string, bucket_record> buckets;
     std::int64_t heal_request = 0;                  // the last `fjord cluster heal`'s id
     std::map<std::string, std::string> node_stats;  // stats/<node>: a node's healing figures (JSON)
+    std::string lifecycle_runner;                   // the node applying lifecycle rules ("": none)
     std::size_t up() const;
     const member_state* member(std::string_view node_id) const;
 };
@@ -63,6 +67,7 @@ struct cluster_view {
 std::string cluster_prefix(std::string_view cluster);
 std::string heal_request_key(std::string_view cluster);
 std::string stats_key(std::string_view cluster, std::string_view node);
+std::string lifecycle_runner_key(std::string_view cluster);
 
 // One consistent snapshot of the cluster's keys (a single range over its prefix).
 io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster);
@@ -107,10 +112,20 @@ public:
     std::string metrics_text() const;
     std::int64_t epoch() const { return _epoch.load(std::memory_order_relaxed); }
     std::size_t members_up() const { return _members_up.load(std::memory_order_relaxed); }
+    // Whether this node applies the lifecycle rules now: it holds lifecycle-runner and its lease is
+    // certainly alive. The certainty is from the time the lease was last renewed: a node cut off from
+    // etcd stops before etcd can let the lease expire and another node take the key, so two nodes
+    // never apply the rules at once. Any thread.
+    bool runs_lifecycle() const {
+        return base::monotonic_now_ns() < _runner_until_ns.load(std::memory_order_relaxed);
+    }
 
 private:
     io::task<base::result<void>> take_alive_key();
     io::task<void> heartbeat();
+    // Takes lifecycle-runner if no node holds it; `renewed_ns` is when the lease's TTL last began
+    // (before the call that renewed it was sent), `ttl_s` its length.
+    io::task<void> claim_lifecycle(std::int64_t renewed_ns, std::int64_t ttl_s);
     io::task<void> refresh_view();
     io::task<void> pause_ms(std::int64_t ms);  // wakes early when the reactor stops
     void lost_etcd(const base::error& why);
@@ -128,6 +143,7 @@ private:
     std::atomic<std::int64_t> _map_read_ns{0};    // monotonic, when the last good read began
     std::atomic<std::int64_t> _epoch{0};
     std::atomic<std::size_t> _members_up{0};
+    std::atomic<std::int64_t> _runner_until_ns{0};  // monotonic; see runs_lifecycle()
 };
 
 }  // namespace fjord::cluster

@@ -15,6 +15,7 @@
 // time + N days. `day_seconds` shortens the day for tests (as Ceph's rgw_lc_debug_interval does).
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -64,6 +65,9 @@ struct lifecycle_options {
     std::int64_t interval_s = 3600;           // between passes over every bucket
     std::int64_t day_seconds = 86400;         // the length of a lifecycle "day"
     std::uint32_t actions_per_second = 1000;  // deletes and aborts, server-wide
+    // Whether this server may act now (a cluster: whether this node is the one that applies the
+    // rules, membership.h); checked before each pass and each action. Empty: always.
+    std::function<bool()> may_act;
 };
 
 struct lifecycle_pass_totals {

@@ -44,7 +44,15 @@ struct pass_state {
     std::int64_t now_s;
     pacer pace;
     lifecycle_pass_totals totals;
-    bool stopping() const { return io::reactor::current().stopping(); }
+    // Stopping, or no longer the server that applies the rules
+    bool stopping() const {
+        return io::reactor::current().stopping() || (options.may_act && !options.may_act());
+    }
+    // Waits for the pace; false when the action must not be taken.
+    io::task<bool> next_action() {
+        co_await pace.next();
+        co_return !stopping();
+    }
     // Whether an action due `days` after `since_s` is due now (S3: at the next midnight UTC after).
     bool due(std::int64_t since_s, std::uint32_t days) const {
         const std::int64_t day = options.day_seconds;
@@ -77,7 +85,7 @@ io::task<bool> tags_match(pass_state& st, const std::string& bucket, const lifec
 
 io::task<void> expire_current(pass_state& st, const std::string& bucket, const std::string& key,
                               const std::string& etag) {
-    co_await st.pace.next();
+    if (!co_await st.next_action()) co_return;
     store::write_conditions unchanged;  // an object written since the listing is not this one
     unchanged.if_match_etag = etag;
     if (co_await st.store.remove(bucket, key, unchanged)) ++st.totals.expired;
@@ -153,7 +161,7 @@ io::task<void> apply_to_key_versions(pass_state& st, const std::string& bucket,
     store::version_store* store = st.store.versions_of(bucket);
     if (versions.empty() || !store) co_return;
     if (r.expired_object_delete_marker && versions.size() == 1 && versions[0].delete_marker) {
-        co_await st.pace.next();
+        if (!co_await st.next_action()) co_return;
         if (co_await store->remove_version(bucket, versions[0].name, versions[0].version_id))
             ++st.totals.markers_removed;
     }
@@ -167,7 +175,7 @@ io::task<void> apply_to_key_versions(pass_state& st, const std::string& bucket,
         if (!st.due(versions[i - 1].modified_ms / 1000, *r.noncurrent_days)) continue;
         if (!v.delete_marker && !size_matches(r.filter, v.size_bytes)) continue;
         if (!co_await tags_match(st, bucket, r.filter, v.name, &v.version_id)) continue;
-        co_await st.pace.next();
+        if (!co_await st.next_action()) co_return;
         if (co_await store->remove_version(bucket, v.name, v.version_id))
             ++st.totals.noncurrent_removed;
     }
@@ -208,7 +216,7 @@ io::task<void> abort_uploads(pass_state& st, const std::string& bucket, const li
         if (!uploads || uploads->empty() || st.stopping()) co_return;
         for (const auto& u : *uploads) {
             if (!st.due(u.initiated_ms / 1000, *r.abort_upload_days)) continue;
-            co_await st.pace.next();
+            if (!co_await st.next_action()) co_return;
             if (co_await store->abort_upload(bucket, u.key, u.upload_id))
                 ++st.totals.uploads_aborted;
         }
@@ -246,6 +254,7 @@ io::task<void> run_lifecycle(store::object_store& store, lifecycle_options optio
     while (!io::reactor::current().stopping()) {
         co_await io::sleep_for(options.interval_s * 1000);
         if (io::reactor::current().stopping()) break;
+        if (options.may_act && !options.may_act()) continue;
         auto t = co_await run_lifecycle_pass(store, options, base::unix_now_ms() / 1000);
         if (t.expired || t.noncurrent_removed || t.markers_removed || t.uploads_aborted)
             LOG_INFO(

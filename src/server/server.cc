@@ -276,6 +276,9 @@ struct cluster_node {
             healing = std::make_unique<cluster::healer>(*objects, engine, cfg.healing);
         }
         membership = make_membership_agent(cfg, objects.get(), healing.get(), shards.get());
+        // One node of a cluster applies the lifecycle rules at a time (membership.h)
+        if (cluster::membership_agent* agent = membership.get(); agent && objects)
+            cfg.lifecycle.may_act = [agent] { return agent->runs_lifecycle(); };
         return front ? static_cast<http::handler&>(*front) : s3;
     }
     void attach_core(unsigned core) {
