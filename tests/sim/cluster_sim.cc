@@ -213,12 +213,23 @@ struct key_history {
     // one client's, one after another, through any node) must not return an older one.
     std::vector<std::int64_t> writes;
     std::ptrdiff_t read_at = -1;
-    // Where a read's value stands: a value, its write; absent, the last DELETE issued (or the start).
+    std::ptrdiff_t acked_at = -1;  // the place in `writes` of the last write acknowledged
+    // Where a read's value stands: its write; nullopt for absent (absent_place) and for a write this
+    // history does not order (a conditional create's).
     std::optional<std::ptrdiff_t> place_of(std::int64_t v) const {
+        if (v == absent_value) return std::nullopt;
         auto it = std::find(writes.rbegin(), writes.rend(), v);
         if (it != writes.rend()) return writes.rend() - it - 1;
-        if (v == absent_value) return -1;
-        return std::nullopt;  // a write this history does not order (a conditional create's)
+        return std::nullopt;
+    }
+    // Where a read of absent can stand, at `at_least` or later: the acknowledged DELETE (or the start)
+    // when the last acknowledged write deleted, or a DELETE issued since, whose outcome is unknown
+    // (it may take effect at any time, or never); the earliest such place, nullopt when none is.
+    std::optional<std::ptrdiff_t> absent_place(std::ptrdiff_t at_least) const {
+        if (acked == absent_value && acked_at >= at_least) return acked_at;
+        for (auto p = std::max(acked_at + 1, at_least); p < std::ssize(writes); ++p)
+            if (writes[static_cast<std::size_t>(p)] == absent_value) return p;
+        return std::nullopt;
     }
 };
 
@@ -637,7 +648,14 @@ void check_read(simulation& sim, const std::string& key, std::int64_t v, const s
     if (!h.allows(v))
         sim.violation(key + ": read " + std::to_string(v) + " through " + where +
                       " but the last acknowledged was " + std::to_string(h.acked));
-    if (auto at = h.place_of(v)) {
+    if (v == absent_value && h.read_at >= 0) {
+        if (auto at = h.absent_place(h.read_at))
+            h.read_at = *at;
+        else
+            sim.violation(key + ": read absent through " + where + " after a read had returned " +
+                          std::to_string(h.writes[static_cast<std::size_t>(h.read_at)]) +
+                          ", and no DELETE since can explain it (reads went back)");
+    } else if (auto at = h.place_of(v)) {
         if (*at < h.read_at)
             sim.violation(key + ": read " + std::to_string(v) + " through " + where +
                           " after a read had returned the newer " +
@@ -693,11 +711,12 @@ io::task<base::result<void>> send_delete(simulation& sim, node_side& n, std::str
 io::task<bool> put_value(simulation& sim, node_side& n, std::string key, std::int64_t v) {
     key_history& h = sim.keys[key];
     h.unknown.insert(v);
+    const auto at = static_cast<std::ptrdiff_t>(h.writes.size());
     h.writes.push_back(v);
     auto put = co_await send_value(sim, n, key, v, false);
     if (put) {
         LOG_DEBUG("sim: %s = %lld acknowledged", key.c_str(), static_cast<long long>(v));
-        h.acked = v, h.unknown.clear();
+        h.acked = v, h.acked_at = at, h.unknown.clear();
         ++sim.counts.acknowledged;
         co_return true;
     }
@@ -771,10 +790,11 @@ io::task<void> one_request(simulation& sim, unsigned client, std::int64_t& next_
         if (v) check_read(sim, key, *v, n.id);
     } else {
         h.unknown.insert(absent_value);
+        const auto at = static_cast<std::ptrdiff_t>(h.writes.size());
         h.writes.push_back(absent_value);
         auto removed = co_await send_delete(sim, n, key);
         if (removed) {
-            h.acked = absent_value, h.unknown.clear();
+            h.acked = absent_value, h.acked_at = at, h.unknown.clear();
             ++sim.counts.acknowledged;
         } else if (!outcome_unknown(removed.err())) {
             sim.violation(key + ": a DELETE failed with " + removed.err().message);
