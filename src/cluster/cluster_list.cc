@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "base/clock.h"
 #include "base/encoding.h"
 #include "cluster/cluster_store.h"
 #include "cluster/fan_out.h"
@@ -19,9 +20,10 @@ struct list_fan final : fan_out {
     std::vector<bool> rebuilding;  // by node: it said its drive is being rebuilt (rpc.h)
 };
 
+// `insist`: ask the node even when it is down in the view or suspect.
 io::task<void> ask_listing(cluster_store* self, std::shared_ptr<list_fan> fan, std::size_t i,
-                           std::string node, std::string path, std::string query) {
-    peer_pool* pool = self->usable(node) ? self->pool_for(node) : nullptr;
+                           std::string node, std::string path, std::string query, bool insist) {
+    peer_pool* pool = insist || self->usable(node) ? self->pool_for(node) : nullptr;
     if (pool) {
         auto link = co_await pool->acquire();
         auto answer = co_await link->call("GET", path, query, {}, "");
@@ -41,15 +43,23 @@ struct key_reports {
     std::map<stamp, std::pair<std::size_t, listed_shard>, std::greater<>> versions;
 };
 
-// As decide_version (cluster_read.cc) judges a key: newest first, a version on k nodes (or a
-// tombstone) stands; one that may have reached W nodes counting those that did not answer is listed as
-// it is; only one that cannot have is passed over.
+// The version of a key a GET would return (judge_version, decide_version's rule), newest first. A
+// version a GET can neither return nor pass over now (503: young, or too few holders answered) is
+// listed as it is, as its write may have been acknowledged; a tombstone hides the key.
+// `undecided` is set when that is such a version.
 std::optional<listed_shard> settle(const key_reports& reports, unsigned k, unsigned write_quorum,
-                                   unsigned unanswered) {
+                                   unsigned unanswered, std::int64_t young_ms, std::int64_t now_ms,
+                                   bool& undecided) {
     for (const auto& [version, held] : reports.versions) {
-        if (held.second.summary.kind == shard_kind::deleted) return std::nullopt;
-        if (held.second.summary.kind == shard_kind::manifest) return held.second;  // no bytes here
-        if (held.first >= k || held.first + unanswered >= write_quorum) return held.second;
+        const listed_shard& shard = held.second;
+        const version_evidence evidence{shard.summary.kind,
+                                        std::max(version.unix_ms(), shard.modified_ms), held.first,
+                                        held.first, unanswered};
+        const version_judgement judged = judge_version(k, write_quorum, evidence, young_ms, now_ms);
+        if (judged == version_judgement::pass_over) continue;
+        if (judged != version_judgement::take) undecided = true;
+        if (shard.summary.kind == shard_kind::deleted) return std::nullopt;
+        return shard;
     }
     return std::nullopt;
 }
@@ -67,16 +77,31 @@ namespace {
 // A listing being built from rounds of the nodes' pages.
 class listing_merge {
 public:
-    listing_merge(const store::list_request& request, unsigned k, unsigned write_quorum)
+    listing_merge(const store::list_request& request, unsigned k, unsigned write_quorum,
+                  std::int64_t young_ms)
         : cursor(request.start_after),
-          _request(request),
+          _request(&request),
           _k(k),
           _write_quorum(write_quorum),
+          _young_ms(young_ms),
           _full(request.max_keys == 0) {}
 
-    // Takes one round's pages; true once the listing is complete (every node's listing is done,
-    // or one more result than the page holds was found: it is truncated).
-    // `unanswered`: the fewest nodes of any set that gave no page this round.
+    // Takes one round's pages: `complete` once the listing is (every node's listing is done, or
+    // one more result than the page holds was found: it is truncated). `unanswered`: the most
+    // nodes of any set that gave no page this round.
+    void take_round(const std::vector<std::optional<shard_listing>>& pages, unsigned unanswered) {
+        undecided = false;
+        _now_ms = base::unix_now_ms();
+        complete = take(pages, unanswered);
+    }
+
+    store::list_page page;
+    std::string cursor;      // where the next round starts (exclusive)
+    bool complete = false;   // the last round's take() finished the listing
+    bool stalled = false;    // a node's page was cut before any entry: no progress can be made
+    bool undecided = false;  // this round listed a key's version that a GET cannot decide now
+
+private:
     bool take(const std::vector<std::optional<shard_listing>>& pages, unsigned unanswered) {
         _unanswered = unanswered;
         // Keys up to the horizon are complete: past the last key of a node's truncated page, that
@@ -102,23 +127,18 @@ public:
         return !horizon;
     }
 
-    store::list_page page;
-    std::string cursor;    // where the next round starts (exclusive)
-    bool stalled = false;  // a node's page was cut before any entry: no progress can be made
-
-private:
     // One key of the merge; true when it shows that the page is truncated.
     bool add(const std::string& key, const key_reports& reports) {
         if (!_last_prefix.empty() && key.starts_with(_last_prefix)) return false;
         cursor = key;
-        auto live = settle(reports, _k, _write_quorum, _unanswered);
+        auto live = settle(reports, _k, _write_quorum, _unanswered, _young_ms, _now_ms, undecided);
         if (!live) return false;
         store::list_entry entry;
-        if (!_request.delimiter.empty()) {
-            const std::size_t at = key.find(_request.delimiter, _request.prefix.size());
+        if (!_request->delimiter.empty()) {
+            const std::size_t at = key.find(_request->delimiter, _request->prefix.size());
             if (at != std::string::npos) {
                 entry.is_prefix = true;
-                entry.name = key.substr(0, at + _request.delimiter.size());
+                entry.name = key.substr(0, at + _request->delimiter.size());
                 _last_prefix = entry.name;
                 // Past every key under it (0xff never occurs in UTF-8, which keys are).
                 cursor = entry.name + '\xff';
@@ -135,17 +155,68 @@ private:
             entry.modified_ms = live->modified_ms;
         }
         page.entries.push_back(std::move(entry));
-        _full = page.entries.size() >= _request.max_keys;
+        _full = page.entries.size() >= _request->max_keys;
         return false;
     }
 
-    const store::list_request& _request;
+    const store::list_request* _request;
     unsigned _k;
     unsigned _write_quorum;
+    std::int64_t _young_ms;
+    std::int64_t _now_ms = 0;
     unsigned _unanswered = 0;
     std::string _last_prefix;
     bool _full;
 };
+
+// What every round of one listing asks.
+struct listing_scope {
+    std::shared_ptr<const cluster_snapshot> snap;
+    std::string path;
+    std::vector<std::string> nodes;                           // every node of every set, once
+    std::map<std::string, std::vector<std::size_t>> sets_of;  // node -> the sets it is in
+};
+
+struct round_pages {
+    std::vector<std::optional<shard_listing>> pages;  // by node
+    unsigned unanswered = 0;                          // the most of any set
+};
+
+// One round: every node's page after the cursor. Every set must answer with a read quorum, or a key's
+// newest version may be missed. A rebuilding node's page is merged but is not an answer
+// (decide_version), marked when the listing began or now (refresh_marks), or said by the node itself.
+io::task<base::result<round_pages>> list_round(cluster_store* self, const listing_scope& scope,
+                                               std::string query, bool insist) {
+    const auto& nodes = scope.nodes;
+    auto fan = std::make_shared<list_fan>();
+    fan->pages.resize(nodes.size());
+    fan->rebuilding.assign(nodes.size(), false);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+        io::spawn(ask_listing(self, fan, i, nodes[i], scope.path, query, insist));
+    const auto& peers = self->options().peers;
+    (void)co_await fan->wait_for(nodes.size(), peers.io_timeout_ms + peers.connect_timeout_ms);
+    const topology& layout = *scope.snap->layout;
+    const auto marks = self->snapshot();
+    auto rebuilding = [&](std::size_t i) {
+        return fan->rebuilding[i] || layout.is_rebuilding(nodes[i]) ||
+               (marks->layout && marks->layout->is_rebuilding(nodes[i]));
+    };
+    std::vector<unsigned> answered(layout.sets.size(), 0);
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+        if (fan->pages[i] && !rebuilding(i))
+            for (std::size_t s : scope.sets_of.at(nodes[i])) ++answered[s];
+    const unsigned width = layout.shape.width();
+    const unsigned write_quorum = layout.shape.m == 0 ? layout.shape.k : layout.shape.k + 1;
+    round_pages out;
+    for (unsigned a : answered) {
+        if (a < width - write_quorum + 1)
+            co_return base::fail(base::errc::service_unavailable,
+                                 "too few nodes answered to list the bucket");
+        out.unanswered = std::max(out.unanswered, width - a);
+    }
+    out.pages = std::move(fan->pages);
+    co_return out;
+}
 
 }  // namespace
 
@@ -162,49 +233,36 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
     auto b = snap->buckets.find(request.bucket);
     if (b == snap->buckets.end())
         co_return base::fail(base::errc::no_such_bucket, "no such bucket");
-    const std::string path =
-        rpc_path("list", shard_bucket(request.bucket, b->second.generation, space));
-    std::vector<std::string> nodes;
-    std::map<std::string, std::vector<std::size_t>> sets_of;  // node -> the sets it is in
+    listing_scope scope{
+        snap, rpc_path("list", shard_bucket(request.bucket, b->second.generation, space))};
     for (std::size_t s = 0; s < snap->layout->sets.size(); ++s)
         for (const auto& node : snap->layout->sets[s]) {
-            if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
-            sets_of[node].push_back(s);
+            if (std::find(scope.nodes.begin(), scope.nodes.end(), node) == scope.nodes.end())
+                scope.nodes.push_back(node);
+            scope.sets_of[node].push_back(s);
         }
-    const unsigned k = snap->layout->shape.k, width = snap->layout->shape.width();
-    const unsigned read_quorum = width - (k + 1) + 1;
-    listing_merge merge(request, k, k + 1);
+    const unsigned k = snap->layout->shape.k;
+    listing_merge merge(request, k, snap->layout->shape.m == 0 ? k : k + 1, client_read_young_ms());
     for (int round = 0; round < max_rounds; ++round) {
-        auto fan = std::make_shared<list_fan>();
-        fan->pages.resize(nodes.size());
-        fan->rebuilding.assign(nodes.size(), false);
-        for (std::size_t i = 0; i < nodes.size(); ++i)
-            io::spawn(ask_listing(this, fan, i, nodes[i], path, query_of(request, merge.cursor)));
-        (void)co_await fan->wait_for(
-            nodes.size(), _options.peers.io_timeout_ms + _options.peers.connect_timeout_ms);
-        // Every set must have answered with a read quorum, or a key's newest version may be missed.
-        // A rebuilding node's page is merged but is not an answer (decide_version), marked when the
-        // listing began or now (refresh_marks), or said by the node itself.
-        const auto marks = snapshot();
-        auto rebuilding = [&](std::size_t i) {
-            return fan->rebuilding[i] || snap->layout->is_rebuilding(nodes[i]) ||
-                   (marks->layout && marks->layout->is_rebuilding(nodes[i]));
-        };
-        std::vector<unsigned> answered(snap->layout->sets.size(), 0);
-        for (std::size_t i = 0; i < nodes.size(); ++i)
-            if (fan->pages[i] && !rebuilding(i))
-                for (std::size_t s : sets_of[nodes[i]]) ++answered[s];
-        unsigned unanswered = 0;
-        for (unsigned a : answered) {
-            if (a < read_quorum)
-                co_return base::fail(base::errc::service_unavailable,
-                                     "too few nodes answered to list the bucket");
-            unanswered = std::max(unanswered, width - a);
+        // As a GET: once more asking every node when the nodes that looked usable leave a key
+        // undecided or too few of them answered (a suspect may be back, and the view lags).
+        std::optional<listing_merge> tried;
+        base::error short_of;
+        for (bool insist : {false, true}) {
+            auto pages = co_await list_round(this, scope, query_of(request, merge.cursor), insist);
+            if (!pages) {
+                short_of = pages.err();
+                continue;
+            }
+            tried.emplace(merge);
+            tried->take_round(pages->pages, pages->unanswered);
+            if (!tried->undecided || pages->unanswered == 0) break;
         }
-        const bool complete = merge.take(fan->pages, unanswered);
+        if (!tried) co_return base::fail(short_of);
+        merge = std::move(*tried);
         if (merge.stalled)
             co_return base::fail(base::errc::internal, "a node's listing made no progress");
-        if (complete) co_return std::move(merge.page);
+        if (merge.complete) co_return std::move(merge.page);
     }
     // Rounds without end (more than max_rounds of 1000 keys, none of them listable): what was merged,
     // marked as cut short. Nothing merged is an error, never an empty page: that would call a bucket

@@ -222,35 +222,31 @@ std::vector<std::pair<version_key, held>> newest_first(const holders_by_version&
     return ordered;
 }
 
-// How a read treats one version (decide_version's note), `held` of the nodes that answered holding
-// it, `sound` of them soundly.
-enum class judged : std::uint8_t { take, pass_over, young, unreadable };
+}  // namespace
 
-judged judge(const key_place& place, const shard_meta& any, std::size_t sound, std::size_t held,
-             std::size_t unanswered, std::int64_t undecided_young_ms, std::int64_t now_ms) {
-    const std::size_t w = place.write_quorum();
+version_judgement judge_version(unsigned k, unsigned write_quorum, const version_evidence& v,
+                                std::int64_t undecided_young_ms, std::int64_t now_ms) {
+    const std::size_t w = write_quorum;
     // Young and not known to be on W nodes: its writer may still withdraw it. Below W for sure, it
     // is passed over; possibly on W (a node did not answer), it can be neither returned nor passed
     // over now. (A version stamped past the skew this node's clock follows has no age it can tell:
     // the clocks are outside what the rules assume, and it is judged as before.)
-    const std::int64_t age_ms = now_ms - written_ms(any);
-    if (undecided_young_ms > 0 && held < w && age_ms < undecided_young_ms &&
+    const std::int64_t age_ms = now_ms - v.written_ms;
+    if (undecided_young_ms > 0 && v.held < w && age_ms < undecided_young_ms &&
         age_ms >= -stamp_clock::max_skew_ms)
-        return held + unanswered < w ? judged::pass_over : judged::young;
+        return v.held + v.unanswered < w ? version_judgement::pass_over : version_judgement::young;
     // A tombstone or a manifest has no bytes here: one sound record of it is enough, on W nodes.
     // Below W among the answers, a client's read takes any version only from k sound records, and
     // passes one over only when the nodes that did not answer cannot make up k (then no read can
     // return it): otherwise one read could return it and the next, which misses a holder, go back
     // to the version before.
     const bool client_read = undecided_young_ms > 0;
-    const bool from_k = any.kind == shard_kind::object || (client_read && held < w);
-    if (!from_k || sound >= place.k) return judged::take;
-    if (held + unanswered >= w || (client_read && sound + unanswered >= place.k))
-        return judged::unreadable;
-    return judged::pass_over;
+    const bool from_k = v.kind == shard_kind::object || (client_read && v.held < w);
+    if (!from_k || v.sound >= k) return version_judgement::take;
+    if (v.held + v.unanswered >= w || (client_read && v.sound + v.unanswered >= k))
+        return version_judgement::unreadable;
+    return version_judgement::pass_over;
 }
-
-}  // namespace
 
 // The newest version the reports allow reading: a tombstone, or data on k shards at least.
 base::result<read_decision> decide_version(const key_place& place,
@@ -288,17 +284,19 @@ base::result<read_decision> decide_version(const key_place& place,
         const shard_meta& any = meta_on(any_node, version);
         const bool tombstone = any.kind == shard_kind::deleted;
         const std::size_t held = holders.sound.size() + holders.damaged.size();
+        const version_evidence evidence{any.kind, written_ms(any), holders.sound.size(), held,
+                                        unanswered};
         switch (
-            judge(place, any, holders.sound.size(), held, unanswered, undecided_young_ms, now_ms)) {
-            case judged::pass_over: continue;
-            case judged::young:
+            judge_version(place.k, place.write_quorum(), evidence, undecided_young_ms, now_ms)) {
+            case version_judgement::pass_over: continue;
+            case version_judgement::young:
                 return base::fail(base::errc::service_unavailable,
                                   "the key's newest version is still being written: try again");
-            case judged::unreadable:
+            case version_judgement::unreadable:
                 return base::fail(base::errc::service_unavailable,
                                   "the key's newest version cannot be read from the nodes that "
                                   "answered now");
-            case judged::take: break;
+            case version_judgement::take: break;
         }
         // What is returned is readable: a tombstone or manifest from one sound record, an object's
         // bytes from k sound shards.
@@ -372,9 +370,7 @@ io::task<base::result<read_decision>> cluster_store::quorum_read(key_place place
         std::vector<node_report> by_node;
         for (auto& node : reports) by_node.push_back(std::move(node[0]));
         refresh_marks(place);
-        // A write's coordinator withdraws it only within L/2 of its last byte, by the nodes' clocks
-        // (which agree within L/4): past 3L/4, no withdrawal can take a version a read returned.
-        decision = decide_version(place, by_node, leftover_age_ms() * 3 / 4);
+        decision = decide_version(place, by_node, client_read_young_ms());
         if (decision || decision.code() != base::errc::service_unavailable) break;
     }
     if (decision)

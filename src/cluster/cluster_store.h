@@ -166,6 +166,22 @@ base::result<read_decision> decide_version(const key_place& place,
                                            const std::vector<node_report>& by_node,
                                            std::int64_t undecided_young_ms = 0);
 
+// How a read judges one version of a key, newest first: decide_version's rule, which listings share
+// so that a listing shows what a GET of the key returns. Take it; pass over it to the version before;
+// or neither now (young: its writer may still withdraw it; unreadable: too few of its holders
+// answered), where a GET answers 503.
+enum class version_judgement : std::uint8_t { take, pass_over, young, unreadable };
+struct version_evidence {
+    shard_kind kind = shard_kind::object;
+    std::int64_t written_ms = 0;  // written_ms() of its record
+    std::size_t sound = 0;        // nodes that answered holding it with a sound record
+    std::size_t held = 0;         // nodes that answered holding it
+    std::size_t unanswered = 0;   // nodes of its set that did not answer
+};
+// `undecided_young_ms` as decide_version's (0: not a client's read); `now_ms` Unix time.
+version_judgement judge_version(unsigned k, unsigned write_quorum, const version_evidence& v,
+                                std::int64_t undecided_young_ms, std::int64_t now_ms);
+
 // When a version's write ended, by its writer's clock: a failed write's leftovers age from it (a long
 // upload's stamp is as old as its first byte).
 std::int64_t written_ms(const shard_meta& v);
@@ -289,6 +305,10 @@ public:
     // The age at which a write left below W is decided by healing: the topology's (one value for the
     // cluster), else this node's option (topologies written before it was kept there).
     std::int64_t leftover_age_ms() const;
+    // A client's read leaves a version below W this young undecided (decide_version): a write's
+    // coordinator withdraws it only within L/2 of its last byte, by the nodes' clocks (which agree
+    // within L/4), so past 3L/4 no withdrawal can take a version a read returned.
+    std::int64_t client_read_young_ms() const { return leftover_age_ms() * 3 / 4; }
     std::shared_ptr<const cluster_snapshot> snapshot() const;
     // The node-local shard buckets, by cluster bucket name, as this core knows them.
     peer_pool* pool_for(const std::string& node);

@@ -113,26 +113,29 @@ public:
 // What one seed did, and what all seeds did together.
 struct tally {
     std::uint64_t acknowledged = 0, unknown = 0, reads = 0, cuts = 0, resets = 0, rot = 0,
-                  drives = 0, cas_rounds = 0, healed = 0, heals_during = 0, lost_answers = 0;
+                  drives = 0, cas_rounds = 0, healed = 0, heals_during = 0, lost_answers = 0,
+                  listed = 0;
 
     void add(const tally& o) {
         acknowledged += o.acknowledged, unknown += o.unknown, reads += o.reads, cuts += o.cuts;
         resets += o.resets, rot += o.rot, drives += o.drives, cas_rounds += o.cas_rounds;
         healed += o.healed, heals_during += o.heals_during, lost_answers += o.lost_answers;
+        listed += o.listed;
     }
     std::string describe(std::size_t nodes) const {
-        char line[320];
+        char line[400];
         std::snprintf(
             line, sizeof line,
             "%zu nodes: %llu acknowledged, %llu unknown, %llu reads checked, %llu "
             "cut-offs, %llu resets, %llu answers lost, %llu bits rotted, %llu drives replaced, %llu "
-            "conditional rounds, %llu heals meanwhile, %llu keys healed",
+            "conditional rounds, %llu heals meanwhile, %llu keys healed, %llu listings checked",
             nodes, static_cast<unsigned long long>(acknowledged),
             static_cast<unsigned long long>(unknown), static_cast<unsigned long long>(reads),
             static_cast<unsigned long long>(cuts), static_cast<unsigned long long>(resets),
             static_cast<unsigned long long>(lost_answers), static_cast<unsigned long long>(rot),
             static_cast<unsigned long long>(drives), static_cast<unsigned long long>(cas_rounds),
-            static_cast<unsigned long long>(heals_during), static_cast<unsigned long long>(healed));
+            static_cast<unsigned long long>(heals_during), static_cast<unsigned long long>(healed),
+            static_cast<unsigned long long>(listed));
         return line;
     }
 };
@@ -964,6 +967,39 @@ io::task<void> settle(simulation& sim) {
     }
 }
 
+// Whether node n's listing of the bucket names `key`; nullopt when it cannot list now.
+io::task<std::optional<bool>> listed(node_side& n, std::string key) {
+    store::list_request r;
+    r.bucket = bucket;
+    r.prefix = key;
+    r.max_keys = 1000;
+    auto page = co_await n.store->list(std::move(r));
+    if (!page) co_return std::nullopt;
+    for (const auto& e : page->entries)
+        if (e.name == key) co_return true;
+    co_return false;
+}
+
+// Before healing, with the workload's leftovers still in place: a listing names a key exactly when a
+// GET through the same node finds it (listings judge versions by the GET's rule). A key whose two
+// listings around the GET differ (a version came of age meanwhile), or that cannot be read now, is
+// not compared.
+io::task<void> compare_listings(simulation& sim) {
+    for (auto& [key, h] : sim.keys) {
+        node_side& n = *sim.nodes[sim.draw(sim.nodes.size())];
+        auto before = co_await listed(n, key);
+        auto v = co_await read_key(sim, n, key);
+        auto after = co_await listed(n, key);
+        if (v) check_read(sim, key, *v, n.id + " between listings");
+        if (!before || !v || !after || *before != *after) continue;
+        ++sim.counts.listed;
+        if (*before != (*v != absent_value))
+            sim.violation(key + ": listed through " + n.id + " as " +
+                          (*before ? "present" : "absent") + " but a GET read " +
+                          (*v == absent_value ? "nothing" : std::to_string(*v)));
+    }
+}
+
 // The simulated time `ms` from now (what waits for it yields until then).
 std::int64_t after_ms(std::int64_t ms) { return base::monotonic_now_ns() + ms * 1'000'000; }
 
@@ -1673,6 +1709,7 @@ io::task<void> life(simulation& sim) {
     while (sim.clients_running > 0) co_await io::yield_now{};
     sim.clients_done = true;
     while (sim.healer_running) co_await io::yield_now{};
+    if (sim.failure.empty()) co_await compare_listings(sim);
     if (sim.failure.empty()) co_await settle(sim);
     sim.all_done = true;
 }
