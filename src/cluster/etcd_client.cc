@@ -54,6 +54,13 @@ io::task<base::result<std::string>> etcd_client::exchange(std::string_view path,
         _buffer.clear();
         FJORD_CO_TRY(co_await _connection.connect());
     }
+    FJORD_CO_TRY(co_await send_request(path, body, deadline_ms));
+    co_return co_await read_answer(deadline_ms);
+}
+
+io::task<base::result<void>> etcd_client::send_request(std::string_view path,
+                                                       const std::string& body,
+                                                       std::int64_t deadline_ms) {
     std::string head =
         "POST " + std::string(path) + " HTTP/1.1\r\nHost: " + _options.where.host + ":" +
         std::to_string(_options.where.port) +
@@ -63,8 +70,90 @@ io::task<base::result<std::string>> etcd_client::exchange(std::string_view path,
     std::int64_t left_ms = deadline_ms - now_ms();
     if (left_ms <= 0) co_return base::fail(base::errc::timed_out, "deadline passed");
     _connection.set_io_timeout_ms(left_ms);
-    FJORD_CO_TRY(co_await _connection.send_all(parts));
-    co_return co_await read_answer(deadline_ms);
+    co_return co_await _connection.send_all(parts);
+}
+
+io::task<base::result<void>> etcd_client::open_watch(std::string key, std::string range_end,
+                                                     std::int64_t start_revision) {
+    close_watch();
+    const std::int64_t deadline_ms = now_ms() + _options.call_timeout_ms;
+    auto opened = co_await _connection.connect();
+    if (opened)
+        opened = co_await send_request(
+            "/v3/watch", watch_create_body(key, range_end, start_revision), deadline_ms);
+    if (opened) opened = co_await watch_head(deadline_ms);
+    if (!opened) {
+        close_watch();
+        co_return base::fail(opened.err().code, "etcd /v3/watch at " + _options.where.host + ":" +
+                                                    std::to_string(_options.where.port) + ": " +
+                                                    opened.err().message);
+    }
+    co_return base::result<void>{};
+}
+
+// The watch answer's head: 200 and a chunked body, whose messages follow as they happen.
+io::task<base::result<void>> etcd_client::watch_head(std::int64_t deadline_ms) {
+    client::response_head head;
+    std::size_t head_bytes = 0;
+    while (head_bytes == 0) {
+        auto parsed = client::parse_response_head(_buffer, max_head_bytes, head);
+        if (!parsed) co_return parsed.as_failure();
+        head_bytes = *parsed;
+        if (head_bytes == 0) FJORD_CO_TRY(co_await receive_more(deadline_ms));
+    }
+    if (head.status != 200)
+        co_return base::fail(base::errc::service_unavailable,
+                             "the watch was answered " + std::to_string(head.status));
+    if (!head.chunked) co_return base::fail(base::errc::bad_request, "a watch answer not chunked");
+    _buffer.erase(0, head_bytes);
+    _watch_body.emplace(http::chunked_decoder::format::http);
+    co_return base::result<void>{};
+}
+
+io::task<base::result<watch_message>> etcd_client::next_watch_message(std::int64_t timeout_ms) {
+    if (!_watch_body) co_return base::fail(base::errc::closed, "no watch open");
+    const std::int64_t deadline_ms = now_ms() + timeout_ms;
+    while (true) {
+        if (const std::size_t end = _watch_text.find('\n'); end != std::string::npos) {
+            std::string line = _watch_text.substr(0, end);
+            _watch_text.erase(0, end + 1);
+            if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
+            auto message = parse_watch_message(line);
+            if (!message) close_watch();
+            co_return message;
+        }
+        base::result<void> more{};
+        if (_watch_text.size() > _options.max_response_bytes) {
+            more = base::fail(base::errc::entity_too_large, "a watch message is too long");
+        } else if (!_buffer.empty()) {
+            const std::size_t old_size = _watch_text.size();
+            _watch_text.resize(old_size + _buffer.size());
+            auto step = _watch_body->decode(
+                std::as_bytes(std::span(_buffer.data(), _buffer.size())),
+                reinterpret_cast<std::byte*>(_watch_text.data() + old_size), _buffer.size());
+            _watch_text.resize(old_size + (step ? step->produced : 0));
+            if (!step)
+                more = step.as_failure();
+            else if (step->consumed > 0) {
+                _buffer.erase(0, step->consumed);
+                continue;
+            }
+        }
+        if (more && _watch_body->finished())
+            more = base::fail(base::errc::closed, "etcd ended the watch's stream");
+        if (more) more = co_await receive_more(deadline_ms);
+        if (!more) {
+            close_watch();
+            co_return more.as_failure();
+        }
+    }
+}
+
+void etcd_client::close_watch() {
+    _connection.close();
+    _buffer.clear();
+    _watch_body.reset();
+    _watch_text.clear();
 }
 
 io::task<base::result<void>> etcd_client::receive_more(std::int64_t deadline_ms) {

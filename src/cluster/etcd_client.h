@@ -12,12 +12,14 @@
 // Lifecycle: owned by one core and used from it only (not thread-safe); calls from several coroutines
 // of the core wait their turn (one at a time on the connection).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/result.h"
 #include "client/connection.h"
 #include "cluster/etcd_codec.h"
+#include "http/chunked.h"
 #include "io/semaphore.h"
 #include "io/socket.h"
 #include "io/task.h"
@@ -59,6 +61,15 @@ public:
     io::task<base::result<std::int64_t>> keep_alive(std::int64_t lease);
     io::task<base::result<void>> revoke_lease(std::int64_t lease);
 
+    // A watch of [key, range_end) from `start_revision`, holding this client's connection (give a
+    // watch a client of its own). open_watch sends the request and reads the answer's head;
+    // next_watch_message returns the stream's next message, or fails, closing the watch (timed_out
+    // when none came within `timeout_ms`: open another from the next revision wanted).
+    io::task<base::result<void>> open_watch(std::string key, std::string range_end,
+                                            std::int64_t start_revision);
+    io::task<base::result<watch_message>> next_watch_message(std::int64_t timeout_ms);
+    void close_watch();
+
     const etcd_options& options() const { return _options; }
 
 private:
@@ -67,6 +78,9 @@ private:
     io::task<base::result<std::string>> exchange(std::string_view path, const std::string& body,
                                                  std::int64_t deadline_ms);
     io::task<base::result<std::string>> read_answer(std::int64_t deadline_ms);
+    io::task<base::result<void>> send_request(std::string_view path, const std::string& body,
+                                              std::int64_t deadline_ms);
+    io::task<base::result<void>> watch_head(std::int64_t deadline_ms);
     // Receives more bytes into _buffer; false once the deadline passed.
     io::task<base::result<void>> receive_more(std::int64_t deadline_ms);
 
@@ -76,7 +90,9 @@ private:
     // One call at a time on the connection: several requests of a core may ask etcd at once (a
     // bucket this core does not know, a CreateBucket), and their bytes must not interleave.
     io::semaphore _calls{1};
-    std::int64_t _page_keys = prefix_page_keys;  // range_prefix's page size (see there)
+    std::int64_t _page_keys = prefix_page_keys;        // range_prefix's page size (see there)
+    std::optional<http::chunked_decoder> _watch_body;  // set while a watch is open
+    std::string _watch_text;  // the watch's decoded bytes not yet a whole message
 };
 
 }  // namespace fjord::cluster

@@ -207,6 +207,46 @@ base::result<txn_result> parse_txn(std::string_view text) {
     return out;
 }
 
+std::string watch_create_body(std::string_view key, std::string_view range_end,
+                              std::int64_t start_revision) {
+    json request = {{"key", b64(key)}};
+    if (!range_end.empty()) request["range_end"] = b64(range_end);
+    if (start_revision > 0) request["start_revision"] = std::to_string(start_revision);
+    return json{{"create_request", request}}.dump();
+}
+
+base::result<watch_message> parse_watch_message(std::string_view text) {
+    ETCD_TRY_DECLARE(doc, parse_object(text));
+    if (auto error = doc.find("error"); error != doc.end())
+        return base::fail(base::errc::service_unavailable,
+                          "etcd ended the watch: " + error->dump());
+    auto result = doc.find("result");
+    if (result == doc.end() || !result->is_object())
+        return malformed("a watch message without result");
+    watch_message out;
+    ETCD_TRY_ASSIGN(out.revision, header_revision(*result));
+    auto flag = [&](const char* name) {
+        auto it = result->find(name);
+        return it != result->end() && it->is_boolean() && it->get<bool>();
+    };
+    out.created = flag("created");
+    out.canceled = flag("canceled");
+    ETCD_TRY_ASSIGN(out.compact_revision, int_field(*result, "compact_revision"));
+    if (auto reason = result->find("cancel_reason"); reason != result->end() && reason->is_string())
+        out.cancel_reason = reason->get<std::string>();
+    auto events = result->find("events");
+    if (events == result->end()) return out;
+    if (!events->is_array()) return malformed("events is not an array");
+    for (const json& event : *events) {
+        auto kv = event.find("kv");
+        if (!event.is_object() || kv == event.end() || !kv->is_object())
+            return malformed("an event without its kv");
+        ETCD_TRY_DECLARE(key, bytes_field(*kv, "key"));
+        out.keys.push_back(std::move(key));
+    }
+    return out;
+}
+
 base::error gateway_error(int http_status, std::string_view text) {
     json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
     std::int64_t code = -1;

@@ -62,6 +62,16 @@ struct txn_result {
     std::vector<etcd_kv> read;  // the failure branch's range
 };
 
+// One message of a watch's stream (/v3/watch answers newline-separated {"result": {...}} objects).
+struct watch_message {
+    std::int64_t revision = 0;  // the store's revision when it was sent
+    bool created = false;       // the answer to the create request
+    bool canceled = false;      // etcd ended the watch (compacted past its start, or an error)
+    std::int64_t compact_revision = 0;  // canceled because compacted: the oldest revision kept
+    std::string cancel_reason;
+    std::vector<std::string> keys;  // the keys changed (put or deleted), in order
+};
+
 // The first key after every key that starts with `prefix` (etcd's range_end for a prefix scan).
 std::string prefix_end(std::string_view prefix);
 
@@ -73,6 +83,9 @@ std::string delete_range_body(std::string_view key, std::string_view range_end);
 std::string lease_grant_body(std::int64_t ttl_s);
 std::string lease_id_body(std::int64_t lease);  // keepalive and revoke
 std::string txn_body(const txn_request& txn);
+// A watch of [key, range_end) from `start_revision` (0: from now).
+std::string watch_create_body(std::string_view key, std::string_view range_end,
+                              std::int64_t start_revision);
 
 // Responses. A body that is not the JSON expected is bad_request with what was wrong.
 base::result<range_result> parse_range(std::string_view json);
@@ -82,6 +95,7 @@ base::result<lease_grant> parse_lease_grant(std::string_view json);
 // keepalive: the lease's remaining TTL; 0 when the lease no longer exists (expired or revoked).
 base::result<std::int64_t> parse_keepalive(std::string_view json);
 base::result<txn_result> parse_txn(std::string_view json);
+base::result<watch_message> parse_watch_message(std::string_view json);
 
 // The error a non-200 gateway answer stands for: its gRPC code mapped onto the error table (NotFound:
 // not_found; Unavailable and DeadlineExceeded: service_unavailable, timed_out; others: internal), with

@@ -238,7 +238,7 @@ io::task<base::result<std::int64_t>> remove_member(etcd_client& etcd, std::strin
 }
 
 membership_agent::membership_agent(membership_options options)
-    : _options(std::move(options)), _etcd(_options.etcd) {}
+    : _options(std::move(options)), _etcd(_options.etcd), _watch(_options.etcd) {}
 
 void membership_agent::lost_etcd(const base::error& why) {
     if (_reachable)
@@ -335,7 +335,63 @@ io::task<void> membership_agent::claim_lifecycle(std::int64_t renewed_ns, std::i
                  _options.node.node_id.c_str(), had ? "no longer applies" : "applies");
 }
 
+bool membership_agent::map_due() const {
+    // With a watch that answers, a full read is a safety net only
+    constexpr std::int64_t watched_read_ns = 30'000'000'000;
+    return !_watching || _map_changed ||
+           base::monotonic_now_ns() - _view_read_ns >= watched_read_ns;
+}
+
+io::task<void> membership_agent::watch_map() {
+    const std::string prefix = cluster_prefix(_options.cluster);
+    const std::string stats = prefix + "stats/";
+    constexpr std::int64_t quiet_ms = 10'000;  // a watch quiet this long is opened again
+    bool failing = false;
+    while (!io::reactor::current().stopping()) {
+        if (_watch_from == 0 && _view_revision > 0) _watch_from = _view_revision + 1;
+        if (_watch_from == 0) {  // waits for the first read of the map
+            co_await pause_ms(100);
+            continue;
+        }
+        auto opened = co_await _watch.open_watch(prefix, prefix_end(prefix), _watch_from);
+        while (opened && !io::reactor::current().stopping()) {
+            auto message = co_await _watch.next_watch_message(quiet_ms);
+            if (!message) {
+                if (message.code() != base::errc::timed_out) opened = message.as_failure();
+                break;
+            }
+            if (message->canceled) {  // compacted past _watch_from: read the map, watch from it
+                _map_changed = true;
+                _watching = false;
+                const std::int64_t read = _view_revision;
+                while (_view_revision == read && !io::reactor::current().stopping())
+                    co_await pause_ms(100);
+                _watch_from = _view_revision + 1;
+                break;
+            }
+            _watching = true;
+            failing = false;
+            if (message->keys.empty()) continue;
+            _watch_from = std::max(_watch_from, message->revision + 1);
+            for (const auto& key : message->keys)
+                if (!key.starts_with(stats)) _map_changed = true;
+        }
+        if (!opened) {
+            if (!failing)
+                LOG_WARN("cluster %s: cannot watch the cluster map (%s); reading it every %lld ms",
+                         _options.cluster.c_str(), opened.err().message.c_str(),
+                         static_cast<long long>(
+                             std::max<std::int64_t>(_options.lease_ttl_s * 1000 / 3, 200)));
+            failing = true;
+            _watching = false;
+            co_await pause_ms(1000);
+        }
+    }
+    _watch.close_watch();
+}
+
 io::task<void> membership_agent::refresh_view() {
+    _map_changed = false;
     auto parsed = co_await read_view(_etcd, _options.cluster);
     if (!parsed) {
         // Said once: etcd may answer heartbeats and still fail this read (a map it cannot send)
@@ -359,6 +415,8 @@ io::task<void> membership_agent::refresh_view() {
     _view_failing = false;
     _map_broken.store(false, std::memory_order_relaxed);
     _map_read_ns.store(parsed->read_began_ns, std::memory_order_relaxed);
+    _view_revision = parsed->revision;
+    _view_read_ns = parsed->read_began_ns;
     if (_options.on_view) _options.on_view(*parsed);
     std::int64_t before = _epoch.exchange(parsed->epoch, std::memory_order_relaxed);
     std::size_t up_before = _members_up.exchange(parsed->up(), std::memory_order_relaxed);
@@ -371,6 +429,8 @@ io::task<void> membership_agent::run() {
     io::reactor& reactor = io::reactor::current();
     reactor.hold();  // the final revoke runs after the stop request
     const std::int64_t interval_ms = std::max<std::int64_t>(_options.lease_ttl_s * 1000 / 3, 200);
+    io::spawn(watch_map());
+    std::int64_t beat_due_ns = 0;  // when the next heartbeat is due (0: to be set)
     while (!reactor.stopping()) {
         if (_lease == 0) {
             auto taken = co_await take_alive_key();
@@ -387,9 +447,16 @@ io::task<void> membership_agent::run() {
             _reachable = true;
             _backoff_ms = 0;
         }
-        co_await refresh_view();
-        co_await pause_ms(_backoff_ms > 0 ? _backoff_ms : interval_ms);
-        if (!reactor.stopping() && _lease != 0) co_await heartbeat();
+        if (map_due()) co_await refresh_view();
+        if (beat_due_ns == 0)
+            beat_due_ns = base::monotonic_now_ns() +
+                          (_backoff_ms > 0 ? _backoff_ms : interval_ms) * 1'000'000;
+        // Until the heartbeat is due, or the watch saw the map change
+        while (!reactor.stopping() && !_map_changed && base::monotonic_now_ns() < beat_due_ns)
+            co_await io::sleep_for(20);
+        if (reactor.stopping() || base::monotonic_now_ns() < beat_due_ns) continue;
+        beat_due_ns = 0;
+        if (_lease != 0) co_await heartbeat();
     }
     _runner_until_ns.store(0, std::memory_order_relaxed);
     if (_lease != 0) {

@@ -84,7 +84,8 @@ struct membership_options {
     etcd_options etcd;
     std::int64_t lease_ttl_s = 10;       // a node that stops heartbeating is down after this long
     std::int64_t max_backoff_ms = 5000;  // between attempts while etcd cannot be reached
-    // Called on the agent's core with every snapshot it reads (every TTL/3 while etcd answers).
+    // Called on the agent's core with every snapshot it reads: when its watch sees the map change,
+    // every 30 s while the watch answers, every TTL/3 while it does not.
     std::function<void(const cluster_view&)> on_view;
     // The node's figures, written to stats/<node> under its lease with every heartbeat.
     std::function<std::string()> stats;
@@ -128,11 +129,23 @@ private:
     io::task<void> claim_lifecycle(std::int64_t renewed_ns, std::int64_t ttl_s);
     io::task<void> refresh_view();
     io::task<void> pause_ms(std::int64_t ms);  // wakes early when the reactor stops
+    // Watches the cluster's prefix and marks the map changed when a key other than stats/ changes;
+    // spawned by run(), on a connection of its own.
+    io::task<void> watch_map();
+    bool map_due() const;  // whether the map should be read again now
     void lost_etcd(const base::error& why);
 
     membership_options _options;
     etcd_client _etcd;
+    etcd_client _watch;  // the watch's own connection
     std::int64_t _lease = 0;
+    // The agent's core only: the map's revision last read; when it was read (monotonic); the next
+    // revision the watch wants; the watch saw a change; the watch is open and answering.
+    std::int64_t _view_revision = 0;
+    std::int64_t _view_read_ns = 0;
+    std::int64_t _watch_from = 0;
+    bool _map_changed = false;
+    bool _watching = false;
     std::int64_t _backoff_ms = 0;
     bool _reachable = true;
     bool _view_failing = false;  // the last read of the map failed (said once, in the log)

@@ -355,3 +355,30 @@ def test_exactly_one_node_applies_the_lifecycle_rules(etcd, nodes):
     etcd.start()
     wait_expired(s3, "aging", "once etcd was back")
     assert s3.get_object(Bucket="aging", Key="kept")["Body"].read() == b"y"
+
+
+def test_map_changes_reach_every_node_through_the_watch(etcd, nodes):
+    """While its watch of etcd answers, a node reads the whole map only every 30 s: changes reach it as
+    the watch sees them. With a 30 s lease, reading the map every TTL/3 would take up to 10 s."""
+    init_topology(etcd, "cw", ["n1", "n2", "n3", "n4"])
+    servers = nodes.start("cw", 4, extra_args=["--lease-ttl-s", "30"])
+    wait_serving(servers)
+    for server in servers:
+        wait_log(server, "4 members, 4 up")
+    delays = []
+    for i in range(5):
+        made = time.monotonic()
+        servers[i % 4].client().create_bucket(Bucket=f"watched-{i}")
+        for server in servers:
+            while f"watched-{i}" not in [b["Name"] for b in server.client().list_buckets()["Buckets"]]:
+                assert time.monotonic() - made < 5, f"{server.name} did not see watched-{i} in 5 s"
+                time.sleep(0.02)
+        delays.append(time.monotonic() - made)
+    print("bucket creation seen by every node after (s):", [round(d, 3) for d in delays])
+    # A node that leaves (SIGTERM revokes its lease) is seen down at once, not after a read of the map
+    left = time.monotonic()
+    assert servers[3].stop() == 0
+    for server in servers[:3]:
+        wait_log(server, "4 members, 3 up", deadline_s=5)
+    print("a node's leaving seen after (s):", round(time.monotonic() - left, 3))
+    assert [s.name for s in servers if log_has(s, "cannot watch")] == []

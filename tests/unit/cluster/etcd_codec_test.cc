@@ -101,6 +101,32 @@ TEST(EtcdCodec, LeaseAnswers) {
     EXPECT_EQ(*gone, 0);
 }
 
+// The messages of a /v3/watch stream as etcd 3.4's gateway sends them.
+TEST(EtcdCodec, WatchMessages) {
+    EXPECT_EQ(watch_create_body("/a", "/b", 7),
+              R"({"create_request":{"key":"L2E=","range_end":"L2I=","start_revision":"7"}})");
+    auto created = parse_watch_message(
+        R"({"result":{"header":{"cluster_id":"1","revision":"1","raft_term":"2"},"created":true}})");
+    ASSERT_TRUE(created);
+    EXPECT_TRUE(created->created);
+    EXPECT_TRUE(created->keys.empty());
+    auto changed = parse_watch_message(
+        R"({"result":{"header":{"revision":"3"},"events":[{"kv":{"key":"L2E=","mod_revision":"2",)"
+        R"("value":"eA=="}},{"type":"DELETE","kv":{"key":"L2I=","mod_revision":"3"}}]}})");
+    ASSERT_TRUE(changed);
+    EXPECT_EQ(changed->revision, 3);
+    EXPECT_EQ(changed->keys, (std::vector<std::string>{"/a", "/b"}));
+    auto compacted = parse_watch_message(
+        R"({"result":{"header":{"revision":"9"},"canceled":true,"compact_revision":"5",)"
+        R"("cancel_reason":"mvcc: required revision has been compacted"}})");
+    ASSERT_TRUE(compacted);
+    EXPECT_TRUE(compacted->canceled);
+    EXPECT_EQ(compacted->compact_revision, 5);
+    EXPECT_FALSE(parse_watch_message(R"({"result":{"header":{},"events":[{"type":"PUT"}]}})"));
+    EXPECT_EQ(parse_watch_message(R"({"error":{"grpc_code":14}})").err().code,
+              base::errc::service_unavailable);
+}
+
 TEST(EtcdCodec, TransactionAnswers) {
     auto won =
         parse_txn(R"({"header":{"revision":"3"},"succeeded":true,"responses":[{"response_put":)"
