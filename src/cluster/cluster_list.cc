@@ -77,22 +77,28 @@ namespace {
 // A listing being built from rounds of the nodes' pages.
 class listing_merge {
 public:
+    // `sets`: the snapshot's, which place each key (in `space`) as cluster_store::place_in does.
     listing_merge(const store::list_request& request, unsigned k, unsigned write_quorum,
-                  std::int64_t young_ms)
+                  std::int64_t young_ms, const std::vector<erasure_set>& sets, char space)
         : cursor(request.start_after),
           _request(&request),
           _k(k),
           _write_quorum(write_quorum),
           _young_ms(young_ms),
+          _sets(&sets),
+          _space(space),
           _full(request.max_keys == 0) {}
 
     // Takes one round's pages: `complete` once the listing is (every node's listing is done, or
-    // one more result than the page holds was found: it is truncated). `unanswered`: the most
-    // nodes of any set that gave no page this round.
-    void take_round(const std::vector<std::optional<shard_listing>>& pages, unsigned unanswered) {
+    // one more result than the page holds was found: it is truncated). `unanswered`: by set, the
+    // nodes that gave no page this round; a key is judged by its own set's.
+    void take_round(const std::vector<std::optional<shard_listing>>& pages,
+                    const std::vector<unsigned>& unanswered) {
         undecided = false;
         _now_ms = base::unix_now_ms();
-        complete = take(pages, unanswered);
+        _unanswered = &unanswered;
+        complete = take(pages);
+        _unanswered = nullptr;
     }
 
     store::list_page page;
@@ -102,8 +108,7 @@ public:
     bool undecided = false;  // this round listed a key's version that a GET cannot decide now
 
 private:
-    bool take(const std::vector<std::optional<shard_listing>>& pages, unsigned unanswered) {
-        _unanswered = unanswered;
+    bool take(const std::vector<std::optional<shard_listing>>& pages) {
         // Keys up to the horizon are complete: past the last key of a node's truncated page, that
         // node may hold more.
         std::optional<std::string> horizon;
@@ -131,7 +136,8 @@ private:
     bool add(const std::string& key, const key_reports& reports) {
         if (!_last_prefix.empty() && key.starts_with(_last_prefix)) return false;
         cursor = key;
-        auto live = settle(reports, _k, _write_quorum, _unanswered, _young_ms, _now_ms, undecided);
+        auto live =
+            settle(reports, _k, _write_quorum, unanswered_for(key), _young_ms, _now_ms, undecided);
         if (!live) return false;
         store::list_entry entry;
         if (!_request->delimiter.empty()) {
@@ -159,12 +165,23 @@ private:
         return false;
     }
 
+    // The nodes of the key's set that gave no page (an upload's or part's key is placed by the
+    // object key before its first NUL, as place_in does).
+    unsigned unanswered_for(const std::string& key) const {
+        const std::string_view object =
+            _space == 'c' ? std::string_view(key) : std::string_view(key).substr(0, key.find('\0'));
+        const std::size_t set = choose_set(object_hash(_request->bucket, object), *_sets);
+        return set < _unanswered->size() ? (*_unanswered)[set] : 0;
+    }
+
     const store::list_request* _request;
     unsigned _k;
     unsigned _write_quorum;
     std::int64_t _young_ms;
     std::int64_t _now_ms = 0;
-    unsigned _unanswered = 0;
+    const std::vector<erasure_set>* _sets;
+    char _space;
+    const std::vector<unsigned>* _unanswered = nullptr;  // during take_round
     std::string _last_prefix;
     bool _full;
 };
@@ -179,7 +196,7 @@ struct listing_scope {
 
 struct round_pages {
     std::vector<std::optional<shard_listing>> pages;  // by node
-    unsigned unanswered = 0;                          // the most of any set
+    std::vector<unsigned> unanswered;                 // by set
 };
 
 // One round: every node's page after the cursor. Every set must answer with a read quorum, or a key's
@@ -212,7 +229,7 @@ io::task<base::result<round_pages>> list_round(cluster_store* self, const listin
         if (a < width - write_quorum + 1)
             co_return base::fail(base::errc::service_unavailable,
                                  "too few nodes answered to list the bucket");
-        out.unanswered = std::max(out.unanswered, width - a);
+        out.unanswered.push_back(width - a);
     }
     out.pages = std::move(fan->pages);
     co_return out;
@@ -242,7 +259,8 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
             scope.sets_of[node].push_back(s);
         }
     const unsigned k = snap->layout->shape.k;
-    listing_merge merge(request, k, snap->layout->shape.m == 0 ? k : k + 1, client_read_young_ms());
+    listing_merge merge(request, k, snap->layout->shape.m == 0 ? k : k + 1, client_read_young_ms(),
+                        snap->sets, space);
     for (int round = 0; round < max_rounds; ++round) {
         // As a GET: once more asking every node when the nodes that looked usable leave a key
         // undecided or too few of them answered (a suspect may be back, and the view lags).
@@ -256,7 +274,9 @@ io::task<base::result<store::list_page>> cluster_store::list_shards(char space,
             }
             tried.emplace(merge);
             tried->take_round(pages->pages, pages->unanswered);
-            if (!tried->undecided || pages->unanswered == 0) break;
+            const bool all_heard = std::all_of(pages->unanswered.begin(), pages->unanswered.end(),
+                                               [](unsigned n) { return n == 0; });
+            if (!tried->undecided || all_heard) break;
         }
         if (!tried) co_return base::fail(short_of);
         merge = std::move(*tried);
