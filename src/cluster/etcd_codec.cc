@@ -1,5 +1,7 @@
 #include "cluster/etcd_codec.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "base/encoding.h"
@@ -242,7 +244,9 @@ base::result<watch_message> parse_watch_message(std::string_view text) {
         if (!event.is_object() || kv == event.end() || !kv->is_object())
             return malformed("an event without its kv");
         ETCD_TRY_DECLARE(key, bytes_field(*kv, "key"));
+        ETCD_TRY_DECLARE(revision, int_field(*kv, "mod_revision"));
         out.keys.push_back(std::move(key));
+        out.last_mod_revision = std::max(out.last_mod_revision, revision);
     }
     return out;
 }

@@ -69,7 +69,8 @@ struct watch_message {
     bool canceled = false;      // etcd ended the watch (compacted past its start, or an error)
     std::int64_t compact_revision = 0;  // canceled because compacted: the oldest revision kept
     std::string cancel_reason;
-    std::vector<std::string> keys;  // the keys changed (put or deleted), in order
+    std::vector<std::string> keys;       // the keys changed (put or deleted), in order
+    std::int64_t last_mod_revision = 0;  // the newest of the events' revisions (0: no events)
 };
 
 // The first key after every key that starts with `prefix` (etcd's range_end for a prefix scan).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
@@ -372,7 +373,7 @@ io::task<void> membership_agent::watch_map() {
             _watching = true;
             failing = false;
             if (message->keys.empty()) continue;
-            _watch_from = std::max(_watch_from, message->revision + 1);
+            _watch_from = std::max(_watch_from, message->last_mod_revision + 1);
             for (const auto& key : message->keys)
                 if (!key.starts_with(stats)) _map_changed = true;
         }
@@ -391,7 +392,7 @@ io::task<void> membership_agent::watch_map() {
 }
 
 io::task<void> membership_agent::refresh_view() {
-    _map_changed = false;
+    const bool changed = std::exchange(_map_changed, false);
     auto parsed = co_await read_view(_etcd, _options.cluster);
     if (!parsed) {
         // Said once: etcd may answer heartbeats and still fail this read (a map it cannot send)
@@ -400,6 +401,7 @@ io::task<void> membership_agent::refresh_view() {
                 "cluster %s: cannot read the cluster map from etcd (%s); serving the last one read",
                 _options.cluster.c_str(), parsed.err().message.c_str());
         _view_failing = true;
+        _map_changed = _map_changed || changed;  // what the watch saw is still to be read
         _map_failures.fetch_add(1, std::memory_order_relaxed);
         // etcd answered (not a transport failure, nor etcd saying it cannot serve): the map itself
         // cannot be read.

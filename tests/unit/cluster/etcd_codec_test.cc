@@ -116,6 +116,7 @@ TEST(EtcdCodec, WatchMessages) {
     ASSERT_TRUE(changed);
     EXPECT_EQ(changed->revision, 3);
     EXPECT_EQ(changed->keys, (std::vector<std::string>{"/a", "/b"}));
+    EXPECT_EQ(changed->last_mod_revision, 3);
     auto compacted = parse_watch_message(
         R"({"result":{"header":{"revision":"9"},"canceled":true,"compact_revision":"5",)"
         R"("cancel_reason":"mvcc: required revision has been compacted"}})");
