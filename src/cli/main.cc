@@ -20,6 +20,7 @@ void print_serve_cluster_usage(std::FILE* to) {
         "  --cluster NAME        the cluster's name, which etcd keys are under (default fjord)\n"
         "  --advertise HOST:PORT the S3 address peers and clients reach (default: --listen)\n"
         "  --lease-ttl-s N       seconds without a heartbeat before the node is down (default 10)\n"
+        "  --no-etcd-watch       read the cluster map every TTL/3 instead of watching it in etcd\n"
         "  --heal-scan-interval-s N   how often a node scans its shards for objects below full\n"
         "                        width and damaged shards (default 600)\n"
         "  --heal-keys-per-second N   keys a scan looks at a second (default 2000)\n"

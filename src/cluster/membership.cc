@@ -431,7 +431,7 @@ io::task<void> membership_agent::run() {
     io::reactor& reactor = io::reactor::current();
     reactor.hold();  // the final revoke runs after the stop request
     const std::int64_t interval_ms = std::max<std::int64_t>(_options.lease_ttl_s * 1000 / 3, 200);
-    io::spawn(watch_map());
+    if (_options.watch) io::spawn(watch_map());
     std::int64_t beat_due_ns = 0;  // when the next heartbeat is due (0: to be set)
     while (!reactor.stopping()) {
         if (_lease == 0) {

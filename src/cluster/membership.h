@@ -84,6 +84,8 @@ struct membership_options {
     etcd_options etcd;
     std::int64_t lease_ttl_s = 10;       // a node that stops heartbeating is down after this long
     std::int64_t max_backoff_ms = 5000;  // between attempts while etcd cannot be reached
+    // Watch the map (false: read it every TTL/3, as for an etcd proxy that cannot stream answers).
+    bool watch = true;
     // Called on the agent's core with every snapshot it reads: when its watch sees the map change,
     // every 30 s while the watch answers, every TTL/3 while it does not.
     std::function<void(const cluster_view&)> on_view;

@@ -192,6 +192,11 @@ const serve_option serve_options[] = {
          a.cfg.service.metrics_public = true;
          return true;
      }},
+    {"--no-etcd-watch", kind::flag,
+     [](args& a, const char*, u64) {
+         a.cfg.membership.watch = false;
+         return true;
+     }},
     {"--no-huge-pages", kind::flag,
      [](args& a, const char*, u64) {
          a.cfg.engine.buffers.huge_pages = false;

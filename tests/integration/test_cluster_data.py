@@ -430,8 +430,8 @@ def test_a_node_back_on_an_empty_drive_marks_itself_rebuilding(cluster):
 
 @pytest.fixture
 def stale_reader_cluster(tmp_path):
-    """Four nodes as `cluster` has them, but n4 reads the map seldom: a lease TTL of 300 s, so one
-    read every 100 s (as a node cut off from etcd, which serves on, reads it never)."""
+    """Four nodes as `cluster` has them, but n4 reads the map seldom: no watch and a lease TTL of
+    300 s, so one read every 100 s (as a node cut off from etcd, which serves on, reads it never)."""
     etcd = Etcd(tmp_path)
     etcd.start()
     made = Nodes(tmp_path, etcd)
@@ -440,7 +440,7 @@ def stale_reader_cluster(tmp_path):
     for server in servers:
         server.start()
     wait_for(etcd, CLUSTER, lambda v: v["up"] == 3, 20, "3 nodes up")
-    reader = made.node(CLUSTER, "n4", extra_args=[*NODE_ARGS, "--lease-ttl-s", "300"])
+    reader = made.node(CLUSTER, "n4", extra_args=[*NODE_ARGS, "--no-etcd-watch", "--lease-ttl-s", "300"])
     reader.start()
     servers.append(reader)
     wait_serving(servers)
@@ -453,7 +453,7 @@ def stale_reader_cluster(tmp_path):
 
 def test_a_wiped_node_is_not_counted_by_a_node_that_has_not_read_its_mark(stale_reader_cluster):
     """A node back on an empty drive marks itself rebuilding in etcd, but a node that reads the map
-    seldom (here n4, with a lease TTL of 300 s: one read every 100 s; likewise a node cut off from
+    seldom (here n4, without a watch and with a lease TTL of 300 s: one read every 100 s; likewise a node cut off from
     etcd) has not seen the mark. A key acknowledged on n1, n2 (then wiped) and n4, read through n4
     while n1 is down, must not read as missing (n3 truly lacks it): n2 says it is rebuilding in its
     answers, so the read waits (503) until n1 is back, then returns the bytes."""
@@ -498,7 +498,7 @@ def test_a_wiped_node_is_not_counted_by_a_node_that_has_not_read_its_mark(stale_
 
 
 def test_a_bucket_deleted_through_one_node_is_gone_at_once_on_the_others(stale_reader_cluster):
-    """A node that reads the map seldom (n4: a 300 s lease, one read every 100 s) knows a bucket; it
+    """A node that reads the map seldom (n4: no watch, a 300 s lease, one read every 100 s) knows a bucket; it
     is deleted through n1. n4 must not answer for it as if it were there (HeadBucket 200, a PUT
     refused with 503): DeleteBucket tells every node, and n4 answers NoSuchBucket at once."""
     servers = stale_reader_cluster
