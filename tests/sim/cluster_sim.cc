@@ -651,10 +651,10 @@ void check_read(simulation& sim, const std::string& key, std::int64_t v, const s
     if (!h.allows(v))
         sim.violation(key + ": read " + std::to_string(v) + " through " + where +
                       " but the last acknowledged was " + std::to_string(h.acked));
-    if (v == absent_value && h.read_at >= 0) {
+    if (v == absent_value) {
         if (auto at = h.absent_place(h.read_at))
             h.read_at = *at;
-        else
+        else if (h.read_at >= 0)
             sim.violation(key + ": read absent through " + where + " after a read had returned " +
                           std::to_string(h.writes[static_cast<std::size_t>(h.read_at)]) +
                           ", and no DELETE since can explain it (reads went back)");
