@@ -43,6 +43,11 @@ class PreconditionFailed(Error):
     """A conditional request's condition did not hold (for a PUT with if_none_match="*": the key exists)."""
 
 
+class ConditionalRequestConflict(Error):
+    """A conditional write (if_match, if_none_match) crossed another write of the key and did not happen
+    (a cluster's 409, after the retries): read the key again and decide anew."""
+
+
 class InvalidRange(Error, ValueError):
     pass
 
@@ -76,6 +81,7 @@ _BY_CODE = {
     "InvalidAccessKeyId": AccessDenied,
     "RequestTimeTooSkewed": AccessDenied,
     "PreconditionFailed": PreconditionFailed,
+    "ConditionalRequestConflict": ConditionalRequestConflict,
     "InvalidRange": InvalidRange,
     "BucketNotEmpty": BucketNotEmpty,
     "BucketAlreadyExists": BucketAlreadyExists,

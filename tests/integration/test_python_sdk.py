@@ -186,6 +186,12 @@ def test_errors_name_the_problem(fjord_server, client, bucket):
         refused.close()
     with pytest.raises(ValueError, match="endpoint"):
         fjord.Client("ftp://127.0.0.1:9000", "k", "s")
+    # A cluster's 409 to a conditional write that crossed another (tests/integration/test_cluster_data.py
+    # makes them with real nodes), once the retries are spent: a class of its own, not a bare Error
+    from fjord._errors import from_native
+    crossed = from_native(("conditional_request_conflict", "crossed", 409, "ConditionalRequestConflict",
+                           "r1"), "put")
+    assert type(crossed) is fjord.ConditionalRequestConflict and crossed.status == 409
     with pytest.raises(ValueError, match="cannot load the CA certificates /no/such/ca.pem"):
         fjord.Client("https://127.0.0.1:9000", "k", "s", ca_cert="/no/such/ca.pem")
 
