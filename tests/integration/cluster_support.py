@@ -133,11 +133,19 @@ def log_has(server: FjordServer, text: str) -> bool:
     return text in server.log_path.read_text(errors="replace")
 
 
-def wait_log(server: FjordServer, text: str, deadline_s: float = 20):
+def log_count(server: FjordServer, text: str) -> int:
+    return server.log_path.read_text(errors="replace").count(text)
+
+
+def wait_log(server: FjordServer, text: str, deadline_s: float = 20, seen: int = 0):
+    """Until the log has `text` more than `seen` times: pass log_count() taken before an action to wait
+    for a line the action causes, not one like it from before (a map line such as "4 members, 3 up" is
+    also logged while nodes join, between a member's record and its alive key)."""
     deadline = time.monotonic() + deadline_s
-    while not log_has(server, text):
+    while log_count(server, text) <= seen:
         if time.monotonic() > deadline:
-            raise AssertionError(f"'{text}' not in the log of {server.name}:\n{server.log_tail()}")
+            raise AssertionError(f"'{text}' not in the log of {server.name} (after {seen} seen):\n"
+                                 f"{server.log_tail()}")
         time.sleep(0.1)
 
 

@@ -21,8 +21,8 @@ import requests
 from botocore.exceptions import ClientError
 
 import s3util
-from cluster_support import (Etcd, Nodes, cluster_cli, init_topology, log_has, status, wait_for,
-                             wait_log, wait_serving)
+from cluster_support import (Etcd, Nodes, cluster_cli, init_topology, log_count, log_has, status,
+                             wait_for, wait_log, wait_serving)
 from conftest import SEED
 
 CLUSTER = "data"
@@ -462,9 +462,10 @@ def test_a_wiped_node_is_not_counted_by_a_node_that_has_not_read_its_mark(stale_
     n1, n2, n3 = servers[:3]
     make_bucket(servers, "stale")
     body = random.Random(SEED + 11).randbytes(70_000)
+    seen = log_count(n1, "4 members, 3 up")  # logged while n4 joined, too
     n3.process.send_signal(signal.SIGSTOP)  # the PUT reaches W = 3 nodes: n1, n2 and n4
     try:
-        wait_log(n1, "4 members, 3 up")  # n1 passes n3 over rather than wait on it
+        wait_log(n1, "4 members, 3 up", seen=seen)  # n1 passes n3 over rather than wait on it
         n1.client().put_object(Bucket="stale", Key="k", Body=body)
         n1.kill()  # and its heal queue with it: the key stays off n3
     finally:
