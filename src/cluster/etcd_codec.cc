@@ -67,6 +67,18 @@ base::result<std::int64_t> header_revision(const json& doc) {
     return int_field(*header, "revision");
 }
 
+base::result<etcd_kv> parse_kv(const json& item) {
+    if (!item.is_object()) return malformed("a kv is not an object");
+    etcd_kv kv;
+    ETCD_TRY_ASSIGN(kv.key, bytes_field(item, "key"));
+    ETCD_TRY_ASSIGN(kv.value, bytes_field(item, "value"));
+    ETCD_TRY_ASSIGN(kv.create_revision, int_field(item, "create_revision"));
+    ETCD_TRY_ASSIGN(kv.mod_revision, int_field(item, "mod_revision"));
+    ETCD_TRY_ASSIGN(kv.version, int_field(item, "version"));
+    ETCD_TRY_ASSIGN(kv.lease, int_field(item, "lease"));
+    return kv;
+}
+
 base::result<std::vector<etcd_kv>> parse_kvs(const json& object) {
     std::vector<etcd_kv> out;
     auto kvs = object.find("kvs");
@@ -74,14 +86,7 @@ base::result<std::vector<etcd_kv>> parse_kvs(const json& object) {
     if (!kvs->is_array()) return malformed("kvs is not an array");
     out.reserve(kvs->size());
     for (const json& item : *kvs) {
-        if (!item.is_object()) return malformed("a kv is not an object");
-        etcd_kv kv;
-        ETCD_TRY_ASSIGN(kv.key, bytes_field(item, "key"));
-        ETCD_TRY_ASSIGN(kv.value, bytes_field(item, "value"));
-        ETCD_TRY_ASSIGN(kv.create_revision, int_field(item, "create_revision"));
-        ETCD_TRY_ASSIGN(kv.mod_revision, int_field(item, "mod_revision"));
-        ETCD_TRY_ASSIGN(kv.version, int_field(item, "version"));
-        ETCD_TRY_ASSIGN(kv.lease, int_field(item, "lease"));
+        ETCD_TRY_DECLARE(kv, parse_kv(item));
         out.push_back(std::move(kv));
     }
     return out;
@@ -243,10 +248,19 @@ base::result<watch_message> parse_watch_message(std::string_view text) {
         auto kv = event.find("kv");
         if (!event.is_object() || kv == event.end() || !kv->is_object())
             return malformed("an event without its kv");
-        ETCD_TRY_DECLARE(key, bytes_field(*kv, "key"));
-        ETCD_TRY_DECLARE(revision, int_field(*kv, "mod_revision"));
-        out.keys.push_back(std::move(key));
-        out.last_mod_revision = std::max(out.last_mod_revision, revision);
+        watch_event change;
+        ETCD_TRY_ASSIGN(change.kv, parse_kv(*kv));
+        if (change.kv.key.empty() || change.kv.mod_revision <= 0)
+            return malformed("an event without its key or revision");
+        // PUT (0) is the enum's default, left out; DELETE is 1. A gateway may send either by name
+        // or by number.
+        if (auto type = event.find("type"); type != event.end()) {
+            const bool put = *type == "PUT" || *type == 0;
+            change.deleted = *type == "DELETE" || *type == 1;
+            if (!put && !change.deleted) return malformed("an event of an unknown type");
+        }
+        out.last_mod_revision = std::max(out.last_mod_revision, change.kv.mod_revision);
+        out.events.push_back(std::move(change));
     }
     return out;
 }

@@ -62,6 +62,13 @@ struct txn_result {
     std::vector<etcd_kv> read;  // the failure branch's range
 };
 
+// One event of a watch: the key's new value (kv.value, kv.lease) or its deletion (the key and the
+// revision of the deletion only).
+struct watch_event {
+    etcd_kv kv;
+    bool deleted = false;
+};
+
 // One message of a watch's stream (/v3/watch answers newline-separated {"result": {...}} objects).
 struct watch_message {
     std::int64_t revision = 0;  // the store's revision when it was sent
@@ -69,7 +76,8 @@ struct watch_message {
     bool canceled = false;      // etcd ended the watch (compacted past its start, or an error)
     std::int64_t compact_revision = 0;  // canceled because compacted: the oldest revision kept
     std::string cancel_reason;
-    std::vector<std::string> keys;       // the keys changed (put or deleted), in order
+    // The changes, in order; etcd never splits one revision's events over two messages.
+    std::vector<watch_event> events;
     std::int64_t last_mod_revision = 0;  // the newest of the events' revisions (0: no events)
 };
 

@@ -143,43 +143,42 @@ std::size_t cluster_view::up() const {
         std::count_if(members.begin(), members.end(), [](const member_state& m) { return m.up; }));
 }
 
-io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster) {
-    const std::int64_t began_ns = base::monotonic_now_ns();
-    auto got = co_await etcd.range_prefix(cluster_prefix(cluster));
-    if (!got) co_return got.as_failure();
+base::result<cluster_view> view_of_keys(std::string_view cluster_name,
+                                        const std::map<std::string, etcd_kv>& keys,
+                                        std::int64_t revision, std::int64_t read_began_ns) {
+    const std::string cluster(cluster_name);
     cluster_view view;
-    view.revision = got->revision;
-    view.read_began_ns = began_ns;
+    view.revision = revision;
+    view.read_began_ns = read_began_ns;
     const std::string members = cluster_prefix(cluster) + "members/";
     const std::string alive = cluster_prefix(cluster) + "alive/";
     const std::string buckets = buckets_prefix(cluster);
     const std::string stats = cluster_prefix(cluster) + "stats/";
     std::map<std::string, member_state> by_id;
     std::map<std::string, std::int64_t> alive_leases;
-    for (const etcd_kv& kv : got->kvs) {
-        std::string_view key = kv.key;
+    for (const auto& [key, kv] : keys) {
         if (key == epoch_key(cluster)) {
             view.epoch = static_cast<std::int64_t>(base::parse_u64(kv.value).value_or(0));
-        } else if (key.substr(0, members.size()) == members) {
+        } else if (key.starts_with(members)) {
             auto node = decode_node_record(kv.value);
-            if (!node) co_return node.as_failure();
+            if (!node) return node.as_failure();
             by_id[node->node_id].node = std::move(*node);
-        } else if (key.substr(0, alive.size()) == alive) {
-            alive_leases[std::string(key.substr(alive.size()))] = kv.lease;
+        } else if (key.starts_with(alive)) {
+            alive_leases[key.substr(alive.size())] = kv.lease;
         } else if (key == heal_request_key(cluster)) {
             view.heal_request = static_cast<std::int64_t>(base::parse_u64(kv.value).value_or(0));
         } else if (key == lifecycle_runner_key(cluster)) {
             view.lifecycle_runner = kv.value;
         } else if (key.starts_with(stats)) {
-            view.node_stats[std::string(key.substr(stats.size()))] = kv.value;
+            view.node_stats[key.substr(stats.size())] = kv.value;
         } else if (key == topology_key(cluster)) {
             auto layout = decode_topology(kv.value);
-            if (!layout) co_return layout.as_failure();
+            if (!layout) return layout.as_failure();
             view.layout = std::move(*layout);
         } else if (key.starts_with(buckets)) {
             auto bucket = decode_bucket_record(kv.value);
             if (!bucket) {
-                LOG_WARN("cluster %s: skipping %s: %s", cluster.c_str(), kv.key.c_str(),
+                LOG_WARN("cluster %s: skipping %s: %s", cluster.c_str(), key.c_str(),
                          bucket.err().message.c_str());
                 continue;
             }
@@ -194,7 +193,16 @@ io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cl
         }
         view.members.push_back(std::move(member));
     }
-    co_return view;
+    return view;
+}
+
+io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster) {
+    const std::int64_t began_ns = base::monotonic_now_ns();
+    auto got = co_await etcd.range_prefix(cluster_prefix(cluster));
+    if (!got) co_return got.as_failure();
+    std::map<std::string, etcd_kv> keys;
+    for (etcd_kv& kv : got->kvs) keys.emplace(kv.key, std::move(kv));
+    co_return view_of_keys(cluster, keys, got->revision, began_ns);
 }
 
 io::task<base::result<std::int64_t>> join(etcd_client& etcd, std::string cluster,
@@ -336,16 +344,46 @@ io::task<void> membership_agent::claim_lifecycle(std::int64_t renewed_ns, std::i
                  _options.node.node_id.c_str(), had ? "no longer applies" : "applies");
 }
 
+namespace {
+// With a watch that answers, a full read of the map is a safety net only
+constexpr std::int64_t watched_read_ns = 30'000'000'000;
+// The watch's events waiting for refresh_view, at most; more are dropped for a full read instead
+constexpr std::size_t max_pending_events = 10'000;
+}  // namespace
+
+std::int64_t membership_agent::poll_interval_ms() const {
+    return std::max<std::int64_t>(_options.lease_ttl_s * 1000 / 3, 200);
+}
+
 bool membership_agent::map_due() const {
-    // With a watch that answers, a full read is a safety net only
-    constexpr std::int64_t watched_read_ns = 30'000'000'000;
-    return !_watching || _map_changed ||
+    return !_watching || _map_changed || _full_read_needed ||
            base::monotonic_now_ns() - _view_read_ns >= watched_read_ns;
+}
+
+void membership_agent::take_events(std::vector<watch_event> events) {
+    const std::string prefix = cluster_prefix(_options.cluster);
+    const std::string stats = prefix + "stats/";
+    const std::string layout = topology_key(_options.cluster);
+    // A message is queued whole or not at all: etcd never splits a revision over two messages, so
+    // the map never holds part of one.
+    bool read_instead = _pending.size() + events.size() > max_pending_events;
+    for (const auto& event : events) {
+        if (!event.kv.key.starts_with(stats)) _map_changed = true;
+        // The topology holds the rebuilding marks, whose clearing a node believes only from a read
+        // sent after it marked itself (shard_service::note_view): a read, not an event, says when.
+        if (event.kv.key == layout) read_instead = true;
+    }
+    if (read_instead) {
+        _pending.clear();
+        _full_read_needed = true;
+    }
+    if (_full_read_needed) return;  // the read to come has these
+    _events_heard_ns = base::monotonic_now_ns();
+    for (auto& event : events) _pending.push_back(std::move(event));
 }
 
 io::task<void> membership_agent::watch_map() {
     const std::string prefix = cluster_prefix(_options.cluster);
-    const std::string stats = prefix + "stats/";
     constexpr std::int64_t quiet_ms = 10'000;  // a watch quiet this long is opened again
     bool failing = false;
     while (!io::reactor::current().stopping()) {
@@ -362,27 +400,27 @@ io::task<void> membership_agent::watch_map() {
                 break;
             }
             if (message->canceled) {  // compacted past _watch_from: read the map, watch from it
-                _map_changed = true;
+                _map_changed = _full_read_needed = true;
+                _pending.clear();
                 _watching = false;
-                const std::int64_t read = _view_revision;
-                while (_view_revision == read && !io::reactor::current().stopping())
+                const std::uint64_t reads = _map_reads.load(std::memory_order_relaxed);
+                while (_map_reads.load(std::memory_order_relaxed) == reads &&
+                       !io::reactor::current().stopping())
                     co_await pause_ms(100);
                 _watch_from = _view_revision + 1;
                 break;
             }
             _watching = true;
             failing = false;
-            if (message->keys.empty()) continue;
+            if (message->events.empty()) continue;
             _watch_from = std::max(_watch_from, message->last_mod_revision + 1);
-            for (const auto& key : message->keys)
-                if (!key.starts_with(stats)) _map_changed = true;
+            take_events(std::move(message->events));
         }
         if (!opened) {
             if (!failing)
                 LOG_WARN("cluster %s: cannot watch the cluster map (%s); reading it every %lld ms",
                          _options.cluster.c_str(), opened.err().message.c_str(),
-                         static_cast<long long>(
-                             std::max<std::int64_t>(_options.lease_ttl_s * 1000 / 3, 200)));
+                         static_cast<long long>(poll_interval_ms()));
             failing = true;
             _watching = false;
             co_await pause_ms(1000);
@@ -391,34 +429,83 @@ io::task<void> membership_agent::watch_map() {
     _watch.close_watch();
 }
 
-io::task<void> membership_agent::refresh_view() {
-    const bool changed = std::exchange(_map_changed, false);
-    auto parsed = co_await read_view(_etcd, _options.cluster);
-    if (!parsed) {
+bool membership_agent::apply_pending() {
+    const std::int64_t read = _view_revision;  // what the map holds already
+    bool applied = false;
+    for (auto& event : _pending) {
+        const std::int64_t revision = event.kv.mod_revision;
+        if (revision <= read) continue;
+        if (event.deleted)
+            _map_keys.erase(event.kv.key);
+        else
+            _map_keys[event.kv.key] = std::move(event.kv);
+        _view_revision = std::max(_view_revision, revision);  // a revision's events share it
+        _map_events.fetch_add(1, std::memory_order_relaxed);
+        applied = true;
+    }
+    _pending.clear();
+    return applied;
+}
+
+io::task<bool> membership_agent::read_map() {
+    _full_read_needed = false;  // set again if the watch drops events while this read runs
+    const std::int64_t began_ns = base::monotonic_now_ns();
+    auto got = co_await _etcd.range_prefix(cluster_prefix(_options.cluster));
+    if (!got) {
         // Said once: etcd may answer heartbeats and still fail this read (a map it cannot send)
         if (!_view_failing)
             LOG_WARN(
                 "cluster %s: cannot read the cluster map from etcd (%s); serving the last one read",
-                _options.cluster.c_str(), parsed.err().message.c_str());
+                _options.cluster.c_str(), got.err().message.c_str());
         _view_failing = true;
-        _map_changed = _map_changed || changed;  // what the watch saw is still to be read
+        _full_read_needed = true;
         _map_failures.fetch_add(1, std::memory_order_relaxed);
         // etcd answered (not a transport failure, nor etcd saying it cannot serve): the map itself
         // cannot be read.
-        const base::errc code = parsed.code();
+        const base::errc code = got.code();
         _map_broken.store(code != base::errc::timed_out && code != base::errc::io_error &&
                               code != base::errc::closed && code != base::errc::cancelled &&
                               code != base::errc::service_unavailable,
                           std::memory_order_relaxed);
+        co_return false;
+    }
+    _map_keys.clear();
+    for (etcd_kv& kv : got->kvs) _map_keys.emplace(kv.key, std::move(kv));
+    _view_revision = got->revision;
+    _view_read_ns = began_ns;
+    _map_reads.fetch_add(1, std::memory_order_relaxed);
+    co_return true;
+}
+
+io::task<void> membership_agent::refresh_view() {
+    const bool changed = std::exchange(_map_changed, false);
+    const bool full = _full_read_needed || !_watching || _view_revision == 0 ||
+                      base::monotonic_now_ns() - _view_read_ns >= watched_read_ns;
+    if (full && !co_await read_map()) {
+        _map_changed = _map_changed || changed;  // what the watch saw is still to be read
+        co_return;
+    }
+    const bool applied = apply_pending();  // after a read, the events that came while it ran
+    auto parsed = view_of_keys(_options.cluster, _map_keys, _view_revision, _view_read_ns);
+    if (!parsed) {
+        if (!_view_failing)
+            LOG_WARN(
+                "cluster %s: cannot read the cluster map from etcd (%s); serving the last "
+                "one read",
+                _options.cluster.c_str(), parsed.err().message.c_str());
+        _view_failing = _full_read_needed = true;
+        _map_failures.fetch_add(1, std::memory_order_relaxed);
+        _map_broken.store(true, std::memory_order_relaxed);
         co_return;
     }
     if (_view_failing)
         LOG_INFO("cluster %s: the cluster map reads again", _options.cluster.c_str());
     _view_failing = false;
     _map_broken.store(false, std::memory_order_relaxed);
-    _map_read_ns.store(parsed->read_began_ns, std::memory_order_relaxed);
-    _view_revision = parsed->revision;
-    _view_read_ns = parsed->read_began_ns;
+    // The map's age: from its read, or from when the watch's events just applied came
+    if (full || applied)
+        _map_read_ns.store(full ? parsed->read_began_ns : _events_heard_ns,
+                           std::memory_order_relaxed);
     if (_options.on_view) _options.on_view(*parsed);
     std::int64_t before = _epoch.exchange(parsed->epoch, std::memory_order_relaxed);
     std::size_t up_before = _members_up.exchange(parsed->up(), std::memory_order_relaxed);
@@ -430,7 +517,7 @@ io::task<void> membership_agent::refresh_view() {
 io::task<void> membership_agent::run() {
     io::reactor& reactor = io::reactor::current();
     reactor.hold();  // the final revoke runs after the stop request
-    const std::int64_t interval_ms = std::max<std::int64_t>(_options.lease_ttl_s * 1000 / 3, 200);
+    const std::int64_t interval_ms = poll_interval_ms();
     if (_options.watch) io::spawn(watch_map());
     std::int64_t beat_due_ns = 0;  // when the next heartbeat is due (0: to be set)
     while (!reactor.stopping()) {
@@ -485,8 +572,16 @@ std::string membership_agent::metrics_text() const {
     const std::int64_t read_ns = _map_read_ns.load(std::memory_order_relaxed);
     const double age_s =
         read_ns == 0 ? -1.0 : static_cast<double>(base::monotonic_now_ns() - read_ns) / 1e9;
-    char text[900];
+    char text[1400];
     std::snprintf(text, sizeof text,
+                  "# HELP fjord_cluster_map_reads_total Whole reads of the cluster map from "
+                  "etcd.\n"
+                  "# TYPE fjord_cluster_map_reads_total counter\n"
+                  "fjord_cluster_map_reads_total %llu\n"
+                  "# HELP fjord_cluster_map_events_total Changes of the cluster map applied from "
+                  "the watch of etcd.\n"
+                  "# TYPE fjord_cluster_map_events_total counter\n"
+                  "fjord_cluster_map_events_total %llu\n"
                   "# HELP fjord_cluster_map_read_failures_total Reads of the cluster map from etcd "
                   "that failed.\n"
                   "# TYPE fjord_cluster_map_read_failures_total counter\n"
@@ -503,6 +598,8 @@ std::string membership_agent::metrics_text() const {
                   "the lifecycle rules.\n"
                   "# TYPE fjord_cluster_lifecycle_runner gauge\n"
                   "fjord_cluster_lifecycle_runner %d\n",
+                  static_cast<unsigned long long>(_map_reads.load(std::memory_order_relaxed)),
+                  static_cast<unsigned long long>(_map_events.load(std::memory_order_relaxed)),
                   static_cast<unsigned long long>(_map_failures.load(std::memory_order_relaxed)),
                   age_s, _map_broken.load(std::memory_order_relaxed) ? 1 : 0,
                   runs_lifecycle() ? 1 : 0);

@@ -71,6 +71,11 @@ std::string lifecycle_runner_key(std::string_view cluster);
 
 // One consistent snapshot of the cluster's keys (a single range over its prefix).
 io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster);
+// The view of the cluster's keys as they stood at `revision` (a read's, or a read's with a watch's
+// events applied after it); `read_began_ns` as in cluster_view. A record that does not decode fails.
+base::result<cluster_view> view_of_keys(std::string_view cluster,
+                                        const std::map<std::string, etcd_kv>& keys,
+                                        std::int64_t revision, std::int64_t read_began_ns);
 // Adds or updates members/<node> and raises the epoch when it changed; returns the epoch.
 io::task<base::result<std::int64_t>> join(etcd_client& etcd, std::string cluster, node_record node);
 // Decommissions a node that is down: removes members/<node> and raises the epoch. A node that is up is
@@ -86,8 +91,9 @@ struct membership_options {
     std::int64_t max_backoff_ms = 5000;  // between attempts while etcd cannot be reached
     // Watch the map (false: read it every TTL/3, as for an etcd proxy that cannot stream answers).
     bool watch = true;
-    // Called on the agent's core with every snapshot it reads: when its watch sees the map change,
-    // every 30 s while the watch answers, every TTL/3 while it does not.
+    // Called on the agent's core with every snapshot: when its watch sees the map change (the watch's
+    // events applied to the last read), on each full read (every 30 s while the watch answers, every
+    // TTL/3 while it does not).
     std::function<void(const cluster_view&)> on_view;
     // The node's figures, written to stats/<node> under its lease with every heartbeat.
     std::function<std::string()> stats;
@@ -111,7 +117,8 @@ public:
     // old for good. An etcd that does not answer at all is not a reason (the node serves on, by
     // design). nullopt when ready. Any thread.
     std::optional<std::string> not_ready() const;
-    // Prometheus text: failed reads of the map, and the age of the one served from. Any thread.
+    // Prometheus text: reads of the map (whole, failed), the watch's events applied, and the age of
+    // the map served from. Any thread.
     std::string metrics_text() const;
     std::int64_t epoch() const { return _epoch.load(std::memory_order_relaxed); }
     std::size_t members_up() const { return _members_up.load(std::memory_order_relaxed); }
@@ -130,21 +137,35 @@ private:
     // (before the call that renewed it was sent), `ttl_s` its length.
     io::task<void> claim_lifecycle(std::int64_t renewed_ns, std::int64_t ttl_s);
     io::task<void> refresh_view();
+    // Reads the whole prefix into _map_keys; false when the read failed (said once, counted).
+    io::task<bool> read_map();
+    // Applies the watch's events that are newer than _map_keys; whether there were any.
+    bool apply_pending();
     io::task<void> pause_ms(std::int64_t ms);  // wakes early when the reactor stops
-    // Watches the cluster's prefix and marks the map changed when a key other than stats/ changes;
-    // spawned by run(), on a connection of its own.
+    // Watches the cluster's prefix: queues its events for refresh_view and marks the map changed
+    // when a key other than stats/ changes; spawned by run(), on a connection of its own.
     io::task<void> watch_map();
-    bool map_due() const;  // whether the map should be read again now
+    // Queues one message's events, or, for a topology change or a queue over its bound, asks for a
+    // full read instead.
+    void take_events(std::vector<watch_event> events);
+    bool map_due() const;                   // whether the map should be read again now
+    std::int64_t poll_interval_ms() const;  // TTL/3: heartbeats, and reads without a watch
     void lost_etcd(const base::error& why);
 
     membership_options _options;
     etcd_client _etcd;
     etcd_client _watch;  // the watch's own connection
     std::int64_t _lease = 0;
-    // The agent's core only: the map's revision last read; when it was read (monotonic); the next
-    // revision the watch wants; the watch saw a change; the watch is open and answering.
+    // The agent's core only: the map's keys as of _view_revision (the last full read with the
+    // watch's events after it applied); when that read was sent (monotonic); the watch's events
+    // not applied yet; whether the next refresh must read the whole map; the next revision the
+    // watch wants; the watch saw a change; the watch is open and answering.
+    std::map<std::string, etcd_kv> _map_keys;
     std::int64_t _view_revision = 0;
     std::int64_t _view_read_ns = 0;
+    std::vector<watch_event> _pending;
+    std::int64_t _events_heard_ns = 0;  // monotonic: when the last events queued came
+    bool _full_read_needed = true;
     std::int64_t _watch_from = 0;
     bool _map_changed = false;
     bool _watching = false;
@@ -155,6 +176,8 @@ private:
     std::atomic<bool> _registered{false};
     std::atomic<bool> _map_broken{false};         // read failed while etcd answers
     std::atomic<std::uint64_t> _map_failures{0};  // reads of the map that failed
+    std::atomic<std::uint64_t> _map_reads{0};     // whole reads of the map
+    std::atomic<std::uint64_t> _map_events{0};    // the watch's events applied to the map
     std::atomic<std::int64_t> _map_read_ns{0};    // monotonic, when the last good read began
     std::atomic<std::int64_t> _epoch{0};
     std::atomic<std::size_t> _members_up{0};

@@ -367,6 +367,12 @@ def test_map_changes_reach_every_node_through_the_watch(etcd, nodes):
     wait_serving(servers)
     for server in servers:
         wait_log(server, "4 members, 4 up")
+    def map_counters(server):
+        text = fetch_metrics(server).text
+        return (metric_value(text, "fjord_cluster_map_reads_total"),
+                metric_value(text, "fjord_cluster_map_events_total"))
+
+    before = {s.name: map_counters(s) for s in servers}
     delays = []
     for i in range(5):
         made = time.monotonic()
@@ -377,6 +383,14 @@ def test_map_changes_reach_every_node_through_the_watch(etcd, nodes):
                 time.sleep(0.02)
         delays.append(time.monotonic() - made)
     print("bucket creation seen by every node after (s):", [round(d, 3) for d in delays])
+    # Each node applied the watch's events to the map it holds: no whole read per change (at most
+    # one, the 30 s safety net, can fall in the loop)
+    for server in servers:
+        reads, events = map_counters(server)
+        print(f"{server.name}: {reads - before[server.name][0]:.0f} whole reads, "
+              f"{events - before[server.name][1]:.0f} events applied")
+        assert reads - before[server.name][0] <= 1, server.name
+        assert events - before[server.name][1] >= 5, server.name
     # A node that leaves (SIGTERM revokes its lease) is seen down at once, not after a read of the map
     seen = {s.name: log_count(s, "4 members, 3 up") for s in servers}  # logged while n4 joined, too
     left = time.monotonic()

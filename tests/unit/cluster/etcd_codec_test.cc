@@ -109,14 +109,31 @@ TEST(EtcdCodec, WatchMessages) {
         R"({"result":{"header":{"cluster_id":"1","revision":"1","raft_term":"2"},"created":true}})");
     ASSERT_TRUE(created);
     EXPECT_TRUE(created->created);
-    EXPECT_TRUE(created->keys.empty());
+    EXPECT_TRUE(created->events.empty());
     auto changed = parse_watch_message(
         R"({"result":{"header":{"revision":"3"},"events":[{"kv":{"key":"L2E=","mod_revision":"2",)"
         R"("value":"eA=="}},{"type":"DELETE","kv":{"key":"L2I=","mod_revision":"3"}}]}})");
     ASSERT_TRUE(changed);
     EXPECT_EQ(changed->revision, 3);
-    EXPECT_EQ(changed->keys, (std::vector<std::string>{"/a", "/b"}));
+    ASSERT_EQ(changed->events.size(), 2u);
+    EXPECT_EQ(changed->events[0].kv.key, "/a");
+    EXPECT_EQ(changed->events[0].kv.value, "x");
+    EXPECT_EQ(changed->events[0].kv.mod_revision, 2);
+    EXPECT_FALSE(changed->events[0].deleted);
+    EXPECT_EQ(changed->events[1].kv.key, "/b");
+    EXPECT_TRUE(changed->events[1].deleted);
     EXPECT_EQ(changed->last_mod_revision, 3);
+    // A transaction's events share its revision; PUT named, DELETE by number, a lease
+    auto txn = parse_watch_message(
+        R"({"result":{"header":{"revision":"5"},"events":[{"type":"PUT","kv":{"key":"L2E=",)"
+        R"("mod_revision":"5","lease":"42","value":"eQ=="}},{"type":1,"kv":{"key":"L2I=",)"
+        R"("mod_revision":"5"}}]}})");
+    ASSERT_TRUE(txn);
+    ASSERT_EQ(txn->events.size(), 2u);
+    EXPECT_FALSE(txn->events[0].deleted);
+    EXPECT_EQ(txn->events[0].kv.lease, 42);
+    EXPECT_TRUE(txn->events[1].deleted);
+    EXPECT_EQ(txn->last_mod_revision, 5);
     auto compacted = parse_watch_message(
         R"({"result":{"header":{"revision":"9"},"canceled":true,"compact_revision":"5",)"
         R"("cancel_reason":"mvcc: required revision has been compacted"}})");
@@ -124,6 +141,8 @@ TEST(EtcdCodec, WatchMessages) {
     EXPECT_TRUE(compacted->canceled);
     EXPECT_EQ(compacted->compact_revision, 5);
     EXPECT_FALSE(parse_watch_message(R"({"result":{"header":{},"events":[{"type":"PUT"}]}})"));
+    EXPECT_FALSE(parse_watch_message(
+        R"({"result":{"header":{},"events":[{"type":"BOGUS","kv":{"key":"L2E=","mod_revision":"2"}}]}})"));
     EXPECT_EQ(parse_watch_message(R"({"error":{"grpc_code":14}})").err().code,
               base::errc::service_unavailable);
 }
