@@ -19,7 +19,7 @@
 //  - afterwards, with every node back, healing brings every key to full width: each reads back, exactly,
 //    through every node, and with m nodes cut off (the rotting node among them).
 //
-// Scenarios (--scenario 1 to 17; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
+// Scenarios (--scenario 1 to 18; 3, 4 and 5 with --nodes 6) drive one interleaving instead: a failed
 // write's withdrawal held up in the network while healing takes the write up (held_withdrawal), a
 // write's commits held past the leftover age (late_commits), two heals that see a write differently
 // (partial_view), an abort after a completion that answered 503 (abort_after_completion), small
@@ -31,14 +31,14 @@
 // batch of records larger than a peer's answer (large_record_batch), a node rebuilding read through
 // one that has not seen its mark (stale_view_rebuild), a write stamped as an earlier one after a
 // restart with the clock stepped back (repeated_stamp), an abort whose purge missed k nodes
-// (partial_purge).
+// (partial_purge), and the cluster at up to 96 nodes: placement balance and a node's rebuild (at_scale).
 //
 // With --history DIR, clients of the random workload also race on two shared keys (reads, PUTs,
 // create-only PUTs, DELETEs, and PUTs and DELETEs with If-Match on a value just read), and every operation's call and answer on the simulated clock goes to
 // DIR/seed-N.json, which tests/integration/linearizability.py checks per key (test_linearizability.py).
 //
-// Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] [--requests N]
-//                    [--scenario 1..17] [--history DIR] [--verbose]
+// Usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4..6, to 96 with --scenario 18] [--clients N] [--requests N]
+//                    [--scenario 1..18] [--history DIR] [--verbose]
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -263,10 +263,12 @@ struct simulation {
     std::set<std::string> hold_part_commits_to;  // ... of part attempts' shard uploads only
     unsigned clients_running = 0;
     tally counts;
-    std::unique_ptr<cluster::healer> healer;  // scenario 12: node 1's
-    bool replaces_a_drive = false;            // this seed: a drive replaced, no bit rot
-    std::set<std::string> rebuilding;         // as the topology marks them
-    std::set<std::string> stale_views;        // nodes no new view reaches (etcd out of their reach)
+    std::unique_ptr<cluster::healer> healer;                // scenario 12: node 1's
+    std::vector<std::unique_ptr<cluster::healer>> healers;  // scenario 18: every node's
+    std::string figures;                                    // scenario 18: what it measured
+    bool replaces_a_drive = false;      // this seed: a drive replaced, no bit rot
+    std::set<std::string> rebuilding;   // as the topology marks them
+    std::set<std::string> stale_views;  // nodes no new view reaches (etcd out of their reach)
     std::int64_t view_revision = 0;
     bool bucket_deleted = false;  // scenario 13
     const bool* put_done_before_removal = nullptr;
@@ -1662,11 +1664,146 @@ io::task<void> healthy_small_reads(simulation& sim) {
     }
 }
 
+// Scenario 18 (any --nodes from 4 to 96; docs/cluster.md, "Scale", runs it with 96): the cluster at
+// its size, nothing failing but one drive. Eight writers put `scale_keys_per_node` keys per node through
+// random nodes. Placement is then counted on the nodes' own drives: every node holds a shard of exactly
+// the keys whose set it is in, and the figures say how evenly keys fall on sets and shards on nodes.
+// One node's drive is replaced by an empty one (marked rebuilding, as `fjord cluster replace-node` does),
+// every node's healer scans as `fjord cluster heal` asks, and the rebuild is timed on the simulated clock
+// until the node holds its share again; then every key reads back through a random node.
+constexpr unsigned scale_keys_per_node = 8;
+
+io::task<void> scale_writer(simulation& sim, unsigned writer, unsigned count, unsigned* running) {
+    for (unsigned i = 0; i < count && sim.failure.empty(); ++i) {
+        const std::string key = "scale-" + std::to_string(sim.seed) + "-" + std::to_string(writer) +
+                                "-" + std::to_string(i);
+        const std::int64_t v = static_cast<std::int64_t>(writer + 1) * 1'000'000'000 + i + 1;
+        if (!co_await put_value(sim, *sim.nodes[sim.draw(sim.nodes.size())], key, v))
+            sim.violation(key + ": a PUT failed with nothing failing");
+    }
+    --*running;
+}
+
+// The keys of one node-local shard bucket on the node's own drive.
+io::task<std::size_t> count_shards(node_side& n, std::string shard_bucket) {
+    std::size_t count = 0;
+    store::list_request r;
+    r.bucket = std::move(shard_bucket);
+    for (;;) {
+        auto page = co_await n.engine->list(r);
+        if (!page) co_return count;
+        count += page->entries.size();
+        if (!page->truncated || page->entries.empty()) co_return count;
+        r.start_after = page->entries.back().name;
+    }
+}
+
+// "least / mean / most" of a count per item, over `items` items (those missing count 0).
+template <typename Map>
+std::string spread(const Map& counts, std::size_t items) {
+    std::size_t least = counts.size() < items ? 0 : SIZE_MAX, most = 0, sum = 0;
+    for (const auto& [name, c] : counts)
+        least = std::min(least, c), most = std::max(most, c), sum += c;
+    char text[80];
+    std::snprintf(text, sizeof text, "%zu / %.1f / %zu", least,
+                  static_cast<double>(sum) / static_cast<double>(std::max<std::size_t>(items, 1)),
+                  most);
+    return text;
+}
+
+// Each node's count of shards on its drive against what placement says it should hold; the expected
+// count per node, per set.
+io::task<std::map<std::string, std::size_t>> check_placement(simulation& sim,
+                                                             std::string* figures) {
+    std::map<std::string, std::size_t> per_node, per_set;
+    auto layout = *sim.nodes[0]->store->snapshot()->layout;
+    std::string shard_bucket;
+    for (const auto& [key, h] : sim.keys) {
+        auto place = sim.nodes[0]->store->place(bucket, key);
+        shard_bucket = place->shard_bucket;
+        for (const auto& id : place->nodes) ++per_node[id];
+        for (std::size_t s = 0; s < layout.sets.size(); ++s)
+            if (std::count(layout.sets[s].begin(), layout.sets[s].end(), place->nodes[0]))
+                ++per_set["set" + std::to_string(s)];
+    }
+    for (auto& n : sim.nodes) {
+        const std::size_t held = co_await count_shards(*n, shard_bucket);
+        if (held != per_node[n->id])
+            sim.violation(n->id + " holds " + std::to_string(held) +
+                          " shards; placement gives it " + std::to_string(per_node[n->id]));
+    }
+    *figures = std::to_string(sim.keys.size()) + " keys over " +
+               std::to_string(layout.sets.size()) + " sets of " + std::to_string(layout.shape.k) +
+               "+" + std::to_string(layout.shape.m) + ": keys per set (least / mean / most) " +
+               spread(per_set, layout.sets.size()) + ", shards per node " +
+               spread(per_node, sim.nodes.size());
+    co_return per_node;
+}
+
+io::task<void> at_scale(simulation& sim) {
+    constexpr unsigned writers = 8;
+    const unsigned each = scale_keys_per_node * static_cast<unsigned>(sim.nodes.size()) / writers;
+    unsigned running = writers;
+    for (unsigned w = 0; w < writers; ++w) io::spawn(scale_writer(sim, w, each, &running));
+    while (running > 0) co_await io::yield_now{};
+    std::string placed;
+    const auto shares = co_await check_placement(sim, &placed);
+    if (!sim.failure.empty()) co_return;
+    node_side& lost = *sim.nodes[1 + sim.draw(sim.nodes.size() - 1)];
+    replace_drive(sim, lost);
+    ++sim.counts.drives;
+    const std::int64_t began = base::monotonic_now_ns();
+    cluster::healer_options o;
+    o.queue_interval_ms = 100;
+    o.scan_interval_ms = 3'600'000;
+    o.pause = simulated_pause;
+    for (auto& n : sim.nodes) {
+        sim.healers.push_back(std::make_unique<cluster::healer>(*n->store, *n->engine, o));
+        io::spawn(sim.healers.back()->run());
+        sim.healers.back()->request_scan(1);
+    }
+    const std::string shard_bucket = sim.nodes[0]->store->place(bucket, "scale-0-0")->shard_bucket;
+    std::size_t held = 0;
+    for (auto t = after_ms(60'000); base::monotonic_now_ns() < t && held < shares.at(lost.id);) {
+        for (auto step = after_ms(100); base::monotonic_now_ns() < step;) co_await io::yield_now{};
+        held = co_await count_shards(lost, shard_bucket);
+    }
+    const double rebuilt_s = static_cast<double>(base::monotonic_now_ns() - began) / 1e9;
+    if (held < shares.at(lost.id))
+        sim.violation(lost.id + " holds " + std::to_string(held) + " of its " +
+                      std::to_string(shares.at(lost.id)) +
+                      " shards 60 s after its drive was replaced");
+    sim.rebuilding.clear();
+    publish_view(sim);
+    for (auto& [key, h] : sim.keys) {
+        node_side& n = *sim.nodes[sim.draw(sim.nodes.size())];
+        if (auto v = co_await read_key(sim, n, key))
+            check_read(sim, key, *v, n.id + " after the rebuild");
+        else
+            sim.violation(key + ": unreadable through " + n.id +
+                          " after the rebuild: " + sim.last_error);
+    }
+    std::size_t healers = 0, most = 0;  // the nodes that rebuilt something, and the most one did
+    for (const auto& h : sim.healers) {
+        const auto healed = nlohmann::json::parse(h->stats_json())["healed"].get<std::size_t>();
+        healers += healed > 0, most = std::max(most, healed);
+    }
+    char rebuilt[200];
+    std::snprintf(
+        rebuilt, sizeof rebuilt,
+        "; %s's drive replaced: its %zu shards rebuilt in %.2f s by %zu nodes (at most %zu "
+        "by one)",
+        lost.id.c_str(), shares.at(lost.id), rebuilt_s, healers, most);
+    sim.figures = placed + rebuilt;
+}
+
 io::task<void> life(simulation& sim) {
     for (auto& n : sim.nodes)  // the published view reaches each store as a message
         while (!n->store->ready()) co_await io::yield_now{};
     if (sim.options.scenario >= 4) {
-        if (sim.options.scenario == 17)
+        if (sim.options.scenario == 18)
+            co_await at_scale(sim);
+        else if (sim.options.scenario == 17)
             co_await partial_purge(sim);
         else if (sim.options.scenario == 16)
             co_await repeated_stamp(sim);
@@ -1779,15 +1916,17 @@ std::string run_seed(std::uint64_t seed, const run_options& options, tally* tota
     base::set_thread_clock(nullptr);
     totals->add(sim.counts);
     *summary = sim.counts.describe(sim.nodes.size());
+    if (!sim.figures.empty()) *summary += "; " + sim.figures;
     if (!options.history.empty() && options.scenario == 0)
         if (auto failed = write_history(sim); !failed.empty() && sim.failure.empty()) return failed;
     return sim.failure;
 }
 
 int usage() {
-    std::fprintf(stderr,
-                 "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4|5|6] [--clients N] "
-                 "[--requests N] [--scenario 1..17] [--history DIR] [--verbose]\n");
+    std::fprintf(
+        stderr,
+        "usage: cluster_sim [--seed N] [--seeds COUNT] [--nodes 4..6, to 96 with --scenario 18] [--clients N] "
+        "[--requests N] [--scenario 1..18] [--history DIR] [--verbose]\n");
     return 64;
 }
 
@@ -1812,7 +1951,8 @@ int main(int argc, char** argv) {
                           {"clients", &options.clients},
                           {"requests", &options.requests},
                           {"scenario", &options.scenario}}) ||
-        options.nodes < 4 || options.nodes > 6 || options.clients == 0 || options.scenario > 17 ||
+        options.nodes < 4 || options.nodes > (options.scenario == 18 ? 96 : 6) ||
+        options.clients == 0 || options.scenario > 18 ||
         ((options.scenario == 3 || options.scenario == 4 || options.scenario == 5) &&
          options.nodes != 6))
         return usage();
