@@ -8,6 +8,7 @@
 #include "base/checksum.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "cluster/placement.h"
 #include "cluster/shard_service.h"
 #include "io/ops.h"
 #include "io/reactor.h"
@@ -68,6 +69,22 @@ private:
 };
 
 bool stopping() { return io::reactor::current().stopping(); }
+
+// Of the nodes holding the newest version (or, with none readable, any record), the one that scores
+// highest for the key (rendezvous hashing), which heals it: the keys a lost node held are rebuilt by
+// all the other nodes of its set, not all by one.
+std::string choose_actor(const key_place& place, const read_decision& d,
+                         const std::vector<node_report>& by_node) {
+    std::string actor;
+    std::uint64_t best = 0;
+    for (unsigned i = 0; i < place.width(); ++i) {
+        const bool counts = d.holders > 0 ? d.shards[i].has_value()
+                                          : by_node[i].kind == node_report::state::present;
+        const std::uint64_t score = object_hash(place.nodes[i], place.key);
+        if (counts && (actor.empty() || score > best)) actor = place.nodes[i], best = score;
+    }
+    return actor;
+}
 
 }  // namespace
 
@@ -244,14 +261,7 @@ io::task<void> healer::scan_keys(std::string bucket, char space, std::vector<std
                 continue;
             }
             const auto me = std::find(nodes.begin(), nodes.end(), _node) - nodes.begin();
-            // Of the nodes holding the newest version (or, with none readable, any record), the
-            // smallest id acts.
-            std::string actor;
-            for (unsigned i = 0; i < place->width(); ++i) {
-                const bool counts = d->holders > 0 ? d->shards[i].has_value()
-                                                   : by_node[i].kind == node_report::state::present;
-                if (counts && (actor.empty() || nodes[i] < actor)) actor = nodes[i];
-            }
+            std::string actor = choose_actor(*place, *d, by_node);
             const bool old_tombstone = d->holders > 0 && d->meta.kind == shard_kind::deleted &&
                                        base::unix_now_ms() - d->meta.version.unix_ms() >
                                            _cluster.options().tombstone_age_ms;

@@ -9,8 +9,9 @@
 //  - the scanner: every scan_interval_ms, and whenever `fjord cluster heal` asks, the node walks the
 //    shards it holds, asks the other nodes of each key's set for their records (a batch per set and
 //    page), and heals every key not at full width; of the nodes holding a key's newest version, the one
-//    with the smallest id does it, so a key is healed once. A node that lost its disk holds nothing:
-//    the others' scans rebuild all of it (a whole-node or whole-drive rebuild).
+//    that scores highest for the key (rendezvous hashing of key and node id) does it, so a key is
+//    healed once and a lost node's keys are spread over its set's other nodes. A node that lost its
+//    disk holds nothing: the others' scans rebuild all of it (a whole-node or whole-drive rebuild).
 //  - verification: the scan also reads back the node's own shards at a bounded rate and checks every
 //    block against its CRC32C (the engine checks its own checksums on the way); a shard that fails is
 //    withdrawn and rebuilt from the others.

@@ -1344,8 +1344,9 @@ io::task<nlohmann::json> scan_with_healer(simulation& sim, unsigned node = 0) {
 // Scenario 12: a manifest whose parts are gone: its completion acknowledged with node 4 cut off (so the
 // manifest is below full width), then every part shard lost. No heal can repair it: heal_key answers
 // data_corrupted (it answered "not yet", and the healer retried the key every minute forever, which
-// kept `heal --wait`, and so a rebuilding mark, from ever finishing). Node 1's healer sets it aside
-// once: counted as unrepairable, nothing left in its queue or its scan's remaining.
+// kept `heal --wait`, and so a rebuilding mark, from ever finishing). The healer of the holder that
+// acts on it sets it aside once: counted as unrepairable, nothing left in its queue or its scan's
+// remaining.
 io::task<void> parts_lost(simulation& sim) {
     node_side &n1 = *sim.nodes[0], &n4 = *sim.nodes[3];
     const std::string key = "mp-parts-lost";
@@ -1369,10 +1370,17 @@ io::task<void> parts_lost(simulation& sim) {
     if (healed || healed.code() != base::errc::data_corrupted)
         sim.violation(key + ": healing a manifest whose parts are gone answered " +
                       (healed ? (*healed ? "healed" : "not yet") : healed.err().message));
-    const nlohmann::json stats = co_await scan_with_healer(sim);
+    // The scan that acts on the manifest is that of its holder (nodes 1 to 3) scoring highest for it
+    unsigned actor = 0;
+    for (unsigned i = 1; i < 3; ++i)
+        if (cluster::object_hash(sim.nodes[i]->id, place->key) >
+            cluster::object_hash(sim.nodes[actor]->id, place->key))
+            actor = i;
+    const nlohmann::json stats = co_await scan_with_healer(sim, actor);
     if (stats.value("unrepairable", 0) != 1 || stats["scan"].value("unrepairable", 0) != 1 ||
         stats.value("queue", 1) != 0 || stats["scan"].value("remaining", 1) != 0)
-        sim.violation(key + ": node 1's healer did not set the manifest aside: " + stats.dump());
+        sim.violation(key + ": " + sim.nodes[actor]->id +
+                      "'s healer did not set the manifest aside: " + stats.dump());
 }
 
 io::task<void> put_outcome(node_side& n, std::string key, base::result<void>& outcome, bool& done) {
