@@ -291,6 +291,7 @@ io::task<base::result<void>> membership_agent::take_alive_key() {
         co_return base::fail(base::errc::service_unavailable, "node id held");
     }
     _lease = lease->id;
+    _stats_written.clear();  // stats/<node> went with the old lease
     _epoch.store(*epoch, std::memory_order_relaxed);
     _registered.store(true, std::memory_order_relaxed);
     _waiting_logged = false;
@@ -320,13 +321,24 @@ io::task<void> membership_agent::heartbeat() {
         co_return;
     }
     co_await claim_lifecycle(sent_ns, *ttl);
-    if (_options.stats)
-        (void)co_await _etcd.put(stats_key(_options.cluster, _options.node.node_id),
-                                 _options.stats(), _lease);
+    if (!_options.stats) co_return;
+    // Written when they changed only: each put reaches every node's watch
+    std::string stats = _options.stats();
+    if (stats == _stats_written) co_return;
+    if (co_await _etcd.put(stats_key(_options.cluster, _options.node.node_id), stats, _lease))
+        _stats_written = std::move(stats);
 }
 
 io::task<void> membership_agent::claim_lifecycle(std::int64_t renewed_ns, std::int64_t ttl_s) {
     const std::string key = lifecycle_runner_key(_options.cluster);
+    // The map says who holds the key: the holder's own lease, alive a moment ago, holds it still (the
+    // key goes only with its lease), and a node that sees another hold it need not ask; only while
+    // the watch keeps the map fresh, and never when the key is absent.
+    if (auto held = _map_keys.find(key);
+        held != _map_keys.end() && _lease != 0 && (held->second.lease == _lease || _watching)) {
+        note_runner(held->second.lease == _lease ? renewed_ns + ttl_s * 900'000'000 : 0);
+        co_return;
+    }
     txn_request claim;
     claim.compares.push_back({txn_compare::target::create, key, 0});
     claim.puts.push_back({key, _options.node.node_id, _lease});
@@ -336,7 +348,10 @@ io::task<void> membership_agent::claim_lifecycle(std::int64_t renewed_ns, std::i
     const bool mine =
         got->succeeded || (got->read.size() == 1 && got->read[0].lease == _lease && _lease != 0);
     // A tenth of the TTL spare, for the rates of this machine's clock and etcd's
-    const std::int64_t until = mine ? renewed_ns + ttl_s * 900'000'000 : 0;
+    note_runner(mine ? renewed_ns + ttl_s * 900'000'000 : 0);
+}
+
+void membership_agent::note_runner(std::int64_t until) {
     const bool had = runs_lifecycle();
     _runner_until_ns.store(until, std::memory_order_relaxed);
     if (had != runs_lifecycle())

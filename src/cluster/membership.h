@@ -95,7 +95,7 @@ struct membership_options {
     // events applied to the last read), on each full read (every 30 s while the watch answers, every
     // TTL/3 while it does not).
     std::function<void(const cluster_view&)> on_view;
-    // The node's figures, written to stats/<node> under its lease with every heartbeat.
+    // The node's figures, written to stats/<node> under its lease at a heartbeat when they changed.
     std::function<std::string()> stats;
 };
 
@@ -136,6 +136,8 @@ private:
     // Takes lifecycle-runner if no node holds it; `renewed_ns` is when the lease's TTL last began
     // (before the call that renewed it was sent), `ttl_s` its length.
     io::task<void> claim_lifecycle(std::int64_t renewed_ns, std::int64_t ttl_s);
+    // Whether this node runs the lifecycle rules until `until` (monotonic; 0: not); logs a change.
+    void note_runner(std::int64_t until);
     io::task<void> refresh_view();
     // Reads the whole prefix into _map_keys; false when the read failed (said once, counted).
     io::task<bool> read_map();
@@ -169,6 +171,7 @@ private:
     std::int64_t _watch_from = 0;
     bool _map_changed = false;
     bool _watching = false;
+    std::string _stats_written;  // the stats last put under the current lease
     std::int64_t _backoff_ms = 0;
     bool _reachable = true;
     bool _view_failing = false;  // the last read of the map failed (said once, in the log)
