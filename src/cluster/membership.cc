@@ -196,6 +196,23 @@ base::result<cluster_view> view_of_keys(std::string_view cluster_name,
     return view;
 }
 
+std::size_t apply_events(std::map<std::string, etcd_kv>& keys, std::int64_t* revision,
+                         std::vector<watch_event>& events) {
+    const std::int64_t read = *revision;  // what the keys hold already
+    std::size_t applied = 0;
+    for (auto& event : events) {
+        const std::int64_t at = event.kv.mod_revision;
+        if (at <= read) continue;
+        if (event.deleted)
+            keys.erase(event.kv.key);
+        else
+            keys[event.kv.key] = std::move(event.kv);
+        *revision = std::max(*revision, at);
+        ++applied;
+    }
+    return applied;
+}
+
 io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cluster) {
     const std::int64_t began_ns = base::monotonic_now_ns();
     auto got = co_await etcd.range_prefix(cluster_prefix(cluster));
@@ -445,21 +462,10 @@ io::task<void> membership_agent::watch_map() {
 }
 
 bool membership_agent::apply_pending() {
-    const std::int64_t read = _view_revision;  // what the map holds already
-    bool applied = false;
-    for (auto& event : _pending) {
-        const std::int64_t revision = event.kv.mod_revision;
-        if (revision <= read) continue;
-        if (event.deleted)
-            _map_keys.erase(event.kv.key);
-        else
-            _map_keys[event.kv.key] = std::move(event.kv);
-        _view_revision = std::max(_view_revision, revision);  // a revision's events share it
-        _map_events.fetch_add(1, std::memory_order_relaxed);
-        applied = true;
-    }
+    const std::size_t applied = apply_events(_map_keys, &_view_revision, _pending);
+    _map_events.fetch_add(applied, std::memory_order_relaxed);
     _pending.clear();
-    return applied;
+    return applied > 0;
 }
 
 io::task<bool> membership_agent::read_map() {

@@ -76,6 +76,11 @@ io::task<base::result<cluster_view>> read_view(etcd_client& etcd, std::string cl
 base::result<cluster_view> view_of_keys(std::string_view cluster,
                                         const std::map<std::string, etcd_kv>& keys,
                                         std::int64_t revision, std::int64_t read_began_ns);
+// Applies a watch's events, in order, to the keys of a map as of `*revision`: those newer than it (all
+// the events of a revision: they share it), raising `*revision` to the newest applied. Returns how many
+// were applied.
+std::size_t apply_events(std::map<std::string, etcd_kv>& keys, std::int64_t* revision,
+                         std::vector<watch_event>& events);
 // Adds or updates members/<node> and raises the epoch when it changed; returns the epoch.
 io::task<base::result<std::int64_t>> join(etcd_client& etcd, std::string cluster, node_record node);
 // Decommissions a node that is down: removes members/<node> and raises the epoch. A node that is up is

@@ -205,5 +205,56 @@ TEST(Membership, Names) {
     EXPECT_TRUE(check_name("node id", std::string(63, 'a')));
 }
 
+// A watch's events on a map read at revision 10: an older event skipped, a join's two keys of one
+// revision both applied (member record and epoch), a lease's expiry deleting its three keys at once.
+TEST(Membership, WatchEventsApplyToTheMapRead) {
+    const std::string p = cluster_prefix("c");
+    auto kv = [](std::string key, std::string value, std::int64_t revision,
+                 std::int64_t lease = 0) {
+        etcd_kv out;
+        out.key = std::move(key), out.value = std::move(value);
+        out.mod_revision = revision, out.lease = lease;
+        return out;
+    };
+    auto put = [&](etcd_kv k) { return watch_event{std::move(k), false}; };
+    auto gone = [&](std::string key, std::int64_t revision) {
+        return watch_event{kv(std::move(key), "", revision), true};
+    };
+    const std::string n1 = encode_node_record({"n1", "http://a:1", 0, 1});
+    const std::string n2 = encode_node_record({"n2", "http://b:1", 0, 1});
+    std::map<std::string, etcd_kv> keys;
+    for (auto k :
+         {kv(p + "epoch", "1", 8), kv(p + "members/n1", n1, 8), kv(p + "alive/n1", n1, 9, 5),
+          kv(p + "lifecycle-runner", "n1", 10, 5), kv(p + "stats/n1", "{}", 10, 5)})
+        keys[k.key] = k;
+    std::int64_t revision = 10;
+    auto events = [&] {
+        return std::vector<watch_event>{
+            put(kv(p + "epoch", "0", 9)),  // older than the read: already in it
+            put(kv(p + "members/n2", n2, 11)),  put(kv(p + "epoch", "2", 11)),
+            put(kv(p + "alive/n2", n2, 12, 6)), gone(p + "alive/n1", 13),
+            gone(p + "lifecycle-runner", 13),   gone(p + "stats/n1", 13)};
+    };
+    auto first = events();
+    EXPECT_EQ(apply_events(keys, &revision, first), 6u);
+    EXPECT_EQ(revision, 13);
+    auto view = view_of_keys("c", keys, revision, 0);
+    ASSERT_TRUE(view);
+    EXPECT_EQ(view->epoch, 2);
+    EXPECT_EQ(view->revision, 13);
+    ASSERT_EQ(view->members.size(), 2u);
+    EXPECT_FALSE(view->member("n1")->up);
+    EXPECT_TRUE(view->member("n2")->up);
+    EXPECT_EQ(view->member("n2")->alive_lease, 6);
+    EXPECT_EQ(view->lifecycle_runner, "");
+    EXPECT_TRUE(view->node_stats.empty());
+    // The same events again (a watch opened again from an older revision) change nothing
+    auto again = events();
+    EXPECT_EQ(apply_events(keys, &revision, again), 0u);
+    // A member record that does not decode fails the view
+    keys[p + "members/zz"] = kv(p + "members/zz", "not a record", 14);
+    EXPECT_FALSE(view_of_keys("c", keys, 14, 0));
+}
+
 }  // namespace
 }  // namespace fjord::cluster
