@@ -342,6 +342,7 @@ io::task<void> membership_agent::heartbeat() {
     // Written when they changed only: each put reaches every node's watch
     std::string stats = _options.stats();
     if (stats == _stats_written) co_return;
+    _stats_written.clear();  // a put whose answer is lost may have landed: written again next time
     if (co_await _etcd.put(stats_key(_options.cluster, _options.node.node_id), stats, _lease))
         _stats_written = std::move(stats);
 }
@@ -350,9 +351,11 @@ io::task<void> membership_agent::claim_lifecycle(std::int64_t renewed_ns, std::i
     const std::string key = lifecycle_runner_key(_options.cluster);
     // The map says who holds the key: the holder's own lease, alive a moment ago, holds it still (the
     // key goes only with its lease), and a node that sees another hold it need not ask; only while
-    // the watch keeps the map fresh, and never when the key is absent.
+    // the watch keeps the map fresh (no read failing or due, no events dropped), and never when the
+    // key is absent.
+    const bool fresh = _watching && !_full_read_needed && !_view_failing;
     if (auto held = _map_keys.find(key);
-        held != _map_keys.end() && _lease != 0 && (held->second.lease == _lease || _watching)) {
+        held != _map_keys.end() && _lease != 0 && (held->second.lease == _lease || fresh)) {
         note_runner(held->second.lease == _lease ? renewed_ns + ttl_s * 900'000'000 : 0);
         co_return;
     }
