@@ -1537,8 +1537,8 @@ io::task<std::vector<std::string>> shard_keys(node_side& n, std::string shard_bu
 
 // Scenario 17: an upload of one part aborted through node 1, to which nodes 3 and 4 are suspect: the
 // abort's claim reaches every node (suspects are asked when too few are open), but a purge by trims
-// skips them, so the part stays on 2 = k nodes. Node 3's scan then read it as a readable version and
-// healed it back to full width: the aborted upload's part back for good, its space never reclaimed. A
+// skips them, so the part stays on 2 = k nodes. The scan of node 3 or 4 (the one that acts on the part)
+// then read it as a readable version and healed it back to full width: the aborted upload's part back for good, its space never reclaimed. A
 // purge now writes a tombstone, which healing carries to the nodes the purge missed.
 io::task<void> partial_purge(simulation& sim) {
     node_side &n1 = *sim.nodes[0], &n3 = *sim.nodes[2], &n4 = *sim.nodes[3];
@@ -1556,7 +1556,11 @@ io::task<void> partial_purge(simulation& sim) {
     if (auto aborted = co_await n1.store->abort_upload(bucket, key, id); !aborted)
         sim.violation(key + ": the abort failed: " + aborted.err().message);
     for (auto t = after_ms(2'500); base::monotonic_now_ns() < t;) co_await io::yield_now{};
-    (void)co_await scan_with_healer(sim, 2);
+    // The scan of the part's holder (node 3 or 4) that scores highest for it: the one that acts
+    const std::string part_key = n1.store->place_in('p', bucket, key, part_keys[0])->key;
+    const bool third =
+        cluster::object_hash(n3.id, part_key) > cluster::object_hash(n4.id, part_key);
+    (void)co_await scan_with_healer(sim, third ? 2 : 3);
     for (const auto& part_key : part_keys) {
         auto place = n1.store->place_in('p', bucket, key, part_key);
         auto d = co_await n1.store->quorum_read(*place);
